@@ -1,0 +1,50 @@
+# The commands a newcomer needs: `make run` and `make test`. Everything is built with CMake
+# and Ninja into build/<preset>/; scripts rely on build/release/pmhash.
+JOBS ?= $(shell nproc)
+CMAKE_COMMON = -G Ninja -Wno-dev
+
+.PHONY: all deps build asan tsan run test test-release test-asan bench clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+build/release/build.ninja: | deps
+	@cmake -S . -B build/release $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=Release >/dev/null
+
+build/asan/build.ninja: | deps
+	@cmake -S . -B build/asan $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=Debug -DPMHASH_SANITIZE=ON >/dev/null
+
+build/tsan/build.ninja: | deps
+	@cmake -S . -B build/tsan $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPMHASH_TSAN=ON >/dev/null
+
+build: build/release/build.ninja
+	@cmake --build build/release -j $(JOBS)
+
+asan: build/asan/build.ninja
+	@cmake --build build/asan -j $(JOBS)
+
+tsan: build/tsan/build.ninja
+	@cmake --build build/tsan -j $(JOBS)
+
+# The main job: a short side-by-side benchmark of every registered engine on emulated PM.
+run: build
+	@scripts/main-job.sh
+
+# Every suite in a release build, then the unit and conformance tests again under
+# ASan + UBSan.
+test: test-release test-asan
+
+test-release: build
+	@cd build/release && ctest --output-on-failure -j $(JOBS)
+
+test-asan: asan
+	@cd build/asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --output-on-failure -j $(JOBS) -L 'unit|conformance'
+
+bench: build
+	@scripts/bench-scenarios.sh
+
+clean:
+	rm -rf build

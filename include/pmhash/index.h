@@ -1,0 +1,123 @@
+// The persistent hash index: one interface over every engine.
+//
+//   pmhash::Options options;
+//   options.engine = "group";
+//   options.path = "/mnt/pmem/my.pool";
+//   std::unique_ptr<pmhash::Index> index;
+//   pmhash::Status s = pmhash::Open(options, &index);   // creates or recovers
+//   s = index->Put("key", "value");
+//
+// Keys and values are byte strings (zero bytes allowed, empty allowed). Keys of up to
+// kMaxKeySize bytes and values of up to kMaxValueSize bytes are accepted; longer ones are
+// InvalidArgument. A key and value of exactly 8 bytes each are stored inline in the
+// engine's slot (the papers' fast path); anything else is stored out of line.
+//
+// Durability: when a mutating call returns OK the change is durable (in kAdr and kEadr
+// modes, on a DAX mapping; on a non-DAX file mapping it survives a process crash and,
+// after Sync(), a power failure). A call interrupted by a crash is all-or-nothing.
+//
+// Threads: every method may be called from many threads at once, except Close().
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pmhash/options.h"
+#include "pmhash/status.h"
+
+namespace pmhash {
+
+inline constexpr size_t kMaxKeySize = 64 * 1024;
+inline constexpr size_t kMaxValueSize = 1024 * 1024;
+
+// Persistence cost counters, summed over the calling threads since Open.
+struct PersistCounters {
+  uint64_t flushes = 0;          // cache lines written back (clwb/clflushopt/clflush)
+  uint64_t fences = 0;           // sfence/mfence issued
+  uint64_t bytes_stored = 0;     // bytes the engine stored into PM
+  uint64_t media_writes = 0;     // 256-byte media-line writes (write-combining model)
+  uint64_t lines_read = 0;       // PM cache lines read, where the engine reports reads
+  uint64_t redundant_flushes = 0;  // set only under the crash simulator
+  uint64_t redundant_fences = 0;   // set only under the crash simulator
+};
+
+struct IndexStats {
+  std::string engine;
+  uint64_t count = 0;           // keys stored
+  uint64_t key_slots = 0;       // key slots allocated in PM (load factor denominator)
+  double load_factor = 0;       // count / key_slots
+  uint64_t pm_bytes = 0;        // PM bytes in use by the engine (allocated blocks)
+  uint64_t pool_bytes = 0;      // size of the pool
+  uint64_t dram_bytes = 0;      // DRAM the engine holds beside PM (filters, locks, hints)
+  std::string mapping;          // "dax", "shared" (file, msync for power-fail), "dram"
+  bool recovered = false;       // opened after an unclean shutdown
+  double recovery_ms = 0;       // time Open spent recovering (0 after a clean shutdown)
+  PersistCounters persist;      // flushes, fences, ... summed over threads since Open
+  std::map<std::string, uint64_t> engine_counters;  // engine-specific figures
+};
+
+class Index {
+ public:
+  virtual ~Index() = default;  // closes cleanly if Close() was not called
+
+  // Adds key -> value. AlreadyExists if the key is present (nothing changes).
+  // ResourceExhausted if the pool or (with resizing off) the table is full.
+  virtual Status Insert(std::string_view key, std::string_view value) = 0;
+
+  // Replaces the value of an existing key. NotFound if absent (nothing changes).
+  // After a crash a reader sees the old or the new value, never a mix.
+  virtual Status Update(std::string_view key, std::string_view value) = 0;
+
+  // Insert or update.
+  virtual Status Put(std::string_view key, std::string_view value);
+
+  // Copies the value into *value. NotFound if absent (*value is then unchanged).
+  virtual Status Get(std::string_view key, std::string* value) = 0;
+
+  // Removes the key. NotFound if absent.
+  virtual Status Delete(std::string_view key) = 0;
+
+  // Get for many keys; engines may pipeline (prefetch). values and statuses must have
+  // keys.size() elements.
+  virtual void MultiGet(std::span<const std::string_view> keys, std::span<std::string> values,
+                        std::span<Status> statuses);
+
+  // Number of keys stored. Exact when no mutation is in flight.
+  virtual uint64_t Count() const = 0;
+
+  // Calls fn for every key and value until it returns false. Keys mutated concurrently
+  // may or may not be seen; no key is seen twice.
+  using Visitor = std::function<bool(std::string_view key, std::string_view value)>;
+  virtual Status ForEach(const Visitor& fn) const = 0;
+
+  virtual IndexStats Stats() const = 0;
+
+  // Makes everything durable against power failure on a non-DAX mapping (msync).
+  virtual Status Sync() = 0;
+
+  // Clean shutdown: persists what the next open needs to skip recovery, marks the pool
+  // clean and unmaps it. The index must not be used afterwards (except destruction).
+  virtual Status Close() = 0;
+};
+
+// Creates (options.path missing, or empty for DRAM) or opens and recovers an index.
+Status Open(const Options& options, std::unique_ptr<Index>* index);
+
+struct EngineDescription {
+  std::string name;
+  std::string summary;          // one line
+  std::string paper;            // source paper, or "baseline"
+  bool crash_consistent = true;  // false: a crash may corrupt it (e.g. `linear`)
+};
+
+// Every registered engine, sorted by name.
+std::vector<EngineDescription> RegisteredEngines();
+
+}  // namespace pmhash

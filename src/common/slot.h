@@ -1,0 +1,85 @@
+// The shared slot encoding: how a key and value sit in an engine's 16-byte slot.
+//
+//   inline form (key and value of exactly 8 bytes, the papers' fast path):
+//     word0 = the key's 8 bytes, word1 = the value's 8 bytes
+//   record form (anything else, up to kMaxKeySize / kMaxValueSize):
+//     word0 = pool offset of a record, word1 = HashKey(key) (compared before the record
+//     is read, so a mismatch costs no PM read)
+//     record = struct { uint32 key_len; uint32 value_len; key bytes; value bytes; }
+//
+// The form is not derivable from the words, so each engine keeps it in its per-slot
+// metadata (token, bitmap byte), which is also the slot's commit point:
+// SlotForm::kEmpty (0) means "no entry".
+//
+// Updates: an inline slot takes a new 8-byte value with one failure-atomic store of
+// word1; a record slot takes a new record with one failure-atomic store of word0 (the
+// old record is freed after the new pointer is durable). A record slot stays a record
+// slot. An inline slot whose new value is not 8 bytes becomes a record slot, which
+// changes word0, word1 and the form together: engines do that under an UndoLog Tx.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "pm/alloc.h"
+#include "pm/persist.h"
+#include "pm/pool.h"
+#include "pmhash/index.h"
+
+namespace pmhash {
+
+enum class SlotForm : uint8_t { kEmpty = 0, kInline = 1, kRecord = 2 };
+
+struct KvWords {
+  uint64_t word0 = 0;
+  uint64_t word1 = 0;
+};
+static_assert(sizeof(KvWords) == 16, "a key-value slot is two 8-byte words");
+
+class SlotCodec {
+ public:
+  SlotCodec(pm::Pool& pool, pm::Persister& persister, pm::Allocator& allocator)
+      : pool_(pool), persister_(persister), allocator_(allocator) {}
+
+  // InvalidArgument naming the limit when a key or value is too long.
+  static Status CheckSizes(std::string_view key, std::string_view value);
+  static bool FitsInline(std::string_view key, std::string_view value) {
+    return key.size() == 8 && value.size() == 8;
+  }
+
+  // Words for a new slot. Record form: allocates and writes the record and flushes it
+  // (no fence: the caller fences before its commit store). ResourceExhausted if full.
+  Status Encode(std::string_view key, std::string_view value, uint64_t key_hash,
+                SlotForm* form, KvWords* words);
+  // A record for an existing record slot's key with a new value (update).
+  Status EncodeRecord(std::string_view key, std::string_view value, uint64_t* record_offset);
+
+  // Does the slot hold `key`? Reads the record only when the hash matches.
+  bool KeyEquals(SlotForm form, const KvWords& words, std::string_view key,
+                 uint64_t key_hash) const;
+  // The slot's key and value (views into PM for the record form, into `words` inline;
+  // valid while the slot is unchanged).
+  std::string_view Key(SlotForm form, const KvWords& words) const;
+  std::string_view Value(SlotForm form, const KvWords& words) const;
+
+  // Frees the record of a record slot that is durably unreachable. No-op inline.
+  void Release(SlotForm form, const KvWords& words);
+  void ReleaseRecord(uint64_t record_offset);
+
+  // For Allocator::Rebuild: visits the record of a record slot.
+  static void VisitBlocks(SlotForm form, const KvWords& words,
+                          const pm::Allocator::LiveBlockVisitor& visit) {
+    if (form == SlotForm::kRecord) visit(words.word0);
+  }
+  // Whether a slot read from PM is well-formed (known form; record inside the heap with
+  // plausible lengths). Recovery uses it to reject a damaged pool with Corruption.
+  bool Plausible(SlotForm form, const KvWords& words) const;
+
+ private:
+  pm::Pool& pool_;
+  pm::Persister& persister_;
+  pm::Allocator& allocator_;
+};
+
+}  // namespace pmhash

@@ -1,0 +1,141 @@
+// What every engine builds on: the Engine base class (owning the pool, persister,
+// allocator, undo log and slot codec), engine-option parsing, and the registry.
+//
+// Open sequence (src/engines/engine.cc):
+//   new pool:        Pool::Create -> Persister -> MarkInUse -> UndoLog::Format ->
+//                    Allocator::Format -> Configure -> Create
+//   existing pool:   Pool::Open -> Persister -> MarkInUse -> UndoLog::Recover ->
+//                    (clean) Allocator::Load | (crashed) Allocator::Rebuild(EnumerateBlocks)
+//                    -> Configure -> Recover(clean)
+//   Close():         Shutdown -> Allocator::PersistState -> Pool::MarkClean
+// An engine adds a folder src/engines/<name>/ and registers itself with
+// PMHASH_REGISTER_ENGINE; the conformance and crash suites then pick it up.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/slot.h"
+#include "pm/alloc.h"
+#include "pm/persist.h"
+#include "pm/pool.h"
+#include "pm/undo_log.h"
+#include "pmhash/index.h"
+
+namespace pmhash::engines {
+
+// Typed access to Options::engine_options. Each getter records the name as known;
+// Finish() reports malformed or out-of-range values and unknown names (listing the known
+// ones) as InvalidArgument.
+class EngineOptions {
+ public:
+  explicit EngineOptions(const std::map<std::string, std::string>& values) : values_(values) {}
+
+  uint64_t Uint(const std::string& name, uint64_t fallback, uint64_t min, uint64_t max);
+  double Double(const std::string& name, double fallback, double min, double max);
+  bool Bool(const std::string& name, bool fallback);  // on/off, true/false, 1/0, yes/no
+  Status Finish() const;
+
+ private:
+  const std::map<std::string, std::string>& values_;
+  std::set<std::string> known_;
+  std::vector<std::string> errors_;
+};
+
+class Engine : public Index {
+ public:
+  ~Engine() override;
+
+  Status Close() final;
+  Status Sync() final;
+
+  // Drops the index without a clean shutdown, as a crash would (tests, bench recovery
+  // time). The pool is unmapped; the next open recovers.
+  void Abandon();
+
+  IndexStats Stats() const override;
+
+  pm::Pool& pool() const { return *pool_; }
+  pm::Persister& persister() const { return *persister_; }
+
+ protected:
+  Engine() = default;
+
+  // Reads engine options (sizes, switches). Called before Create and Recover.
+  virtual void Configure(EngineOptions& options, const Options& index_options) = 0;
+  // Builds an empty index in a new pool (the root area is zero).
+  virtual Status Create() = 0;
+  // Attaches to the structure in an existing pool. `clean` is false after a crash:
+  // repair what the persist order allows to be torn. The allocator is ready.
+  virtual Status Recover(bool clean) = 0;
+  // Visits every block reachable from the root (for Allocator::Rebuild). Runs before
+  // Recover, reading raw PM: offsets must be checked (pool().Contains) before use.
+  virtual Status EnumerateBlocks(const pm::Allocator::LiveBlockVisitor& visit) const = 0;
+  // Persists what a clean reopen needs (e.g. a DRAM filter). Default: nothing.
+  virtual Status Shutdown() { return Status::OK(); }
+  // Engine-specific figures for Stats(): key slots, DRAM bytes, counters.
+  virtual void FillStats(IndexStats* stats) const = 0;
+
+  pm::Allocator& allocator() const { return *allocator_; }
+  pm::UndoLog& undo_log() const { return *undo_log_; }
+  SlotCodec& codec() const { return *codec_; }
+  template <typename T>
+  T* root() const {
+    static_assert(sizeof(T) <= pm::kRootSize, "an engine root must fit the 4 KiB root area");
+    return static_cast<T*>(pool_->root());
+  }
+
+ private:
+  friend Status OpenEngine(std::unique_ptr<Engine> engine, std::unique_ptr<pm::Pool> pool,
+                           bool fresh, const Options& options, pm::PersistObserver* observer,
+                           std::unique_ptr<Index>* index);
+  Status Start(std::unique_ptr<pm::Pool> pool, bool fresh, const Options& options,
+               pm::PersistObserver* observer);
+
+  std::unique_ptr<pm::Pool> pool_;
+  std::unique_ptr<pm::Persister> persister_;
+  std::unique_ptr<pm::UndoLog> undo_log_;
+  std::unique_ptr<pm::Allocator> allocator_;
+  std::unique_ptr<SlotCodec> codec_;
+  std::string engine_name_;
+  bool recovered_ = false;
+  double recovery_ms_ = 0;
+};
+
+// Opens `engine` on a pool that is already mapped: the path every Open takes, and the
+// one the crash simulator and tests use with their own pools, observers and test-only
+// engines. `fresh` means the pool was just created.
+Status OpenEngine(std::unique_ptr<Engine> engine, std::unique_ptr<pm::Pool> pool, bool fresh,
+                  const Options& options, pm::PersistObserver* observer,
+                  std::unique_ptr<Index>* index);
+
+// Registry.
+struct EngineRegistration {
+  EngineDescription description;
+  std::function<std::unique_ptr<Engine>()> make;
+};
+void RegisterEngine(EngineRegistration registration);
+// nullptr if unknown.
+const EngineRegistration* FindEngine(const std::string& name);
+// "unknown engine 'x'; known engines: a, b, c"
+Status UnknownEngine(const std::string& name);
+
+struct EngineRegistrar {
+  explicit EngineRegistrar(EngineRegistration registration) {
+    RegisterEngine(std::move(registration));
+  }
+};
+
+}  // namespace pmhash::engines
+
+// In the engine's .cc (id is a C identifier, name what users type):
+//   PMHASH_REGISTER_ENGINE(linear_log, "linear-log", "summary", "paper", true, LinearLog);
+#define PMHASH_REGISTER_ENGINE(id, name, summary, paper, crash_consistent, Class)           \
+  static ::pmhash::engines::EngineRegistrar pmhash_engine_registrar_##id(                  \
+      ::pmhash::engines::EngineRegistration{{name, summary, paper, crash_consistent},       \
+                                            [] { return std::make_unique<Class>(); }})

@@ -1,0 +1,67 @@
+// Crash-safe allocator of PM blocks.
+//
+// A block becomes reachable only when the engine persists an 8-byte pointer (pool
+// offset) to it. The allocator keeps its fine-grained state (which small units are in use)
+// in DRAM and writes it to PM only at clean shutdown; what must be durable at all times is
+// the coarse chunk table (which chunk serves which size class, where a large run
+// starts), persisted whenever a chunk changes role. After a crash the fine state is
+// rebuilt from what the engine reports reachable (Rebuild): a block that was allocated
+// but never linked is therefore free again, and so is one that was unlinked and freed.
+//
+// Sizes: small blocks come in size classes (16 B .. 16 KiB; out-of-line keys/values,
+// chained buckets); larger ones are runs of whole chunks (segments, bucket arrays, up to
+// the heap size). Alignment: 16 bytes at least, 64 for sizes >= 64, 256 for sizes >= 256,
+// 4096 for large runs. Contents of a new block are unspecified: engines initialise it
+// through the Persister.
+//
+// Threads: Allocate, Free, UsableSize, BytesInUse are safe from many threads. Format,
+// Load, Rebuild and PersistState are called by one thread while no other uses it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "pm/persist.h"
+#include "pm/pool.h"
+#include "pmhash/status.h"
+
+namespace pmhash::pm {
+
+class Allocator {
+ public:
+  // Visits the pool offset of every block the engine can reach.
+  using LiveBlockVisitor = std::function<void(uint64_t offset)>;
+  using LiveBlockEnumerator = std::function<Status(const LiveBlockVisitor&)>;
+
+  // Formats the heap of a new pool (every block free).
+  static Status Format(Pool& pool, Persister& persister, std::unique_ptr<Allocator>* out);
+  // Attaches after a clean shutdown: loads the state PersistState wrote. Corruption if
+  // the allocator metadata fails validation.
+  static Status Load(Pool& pool, Persister& persister, std::unique_ptr<Allocator>* out);
+  // Attaches after a crash: every block is free except those `enumerate` visits.
+  // Corruption if a visited offset is not the start of a block the chunk table knows.
+  static Status Rebuild(Pool& pool, Persister& persister, const LiveBlockEnumerator& enumerate,
+                        std::unique_ptr<Allocator>* out);
+
+  virtual ~Allocator() = default;
+
+  // A block of at least `size` bytes (1 .. heap size): its pool offset. ResourceExhausted
+  // ("pool full: ...") when no block of that size is left.
+  virtual Result<uint64_t> Allocate(size_t size) = 0;
+  // Returns a block. The engine must have durably unlinked it first.
+  virtual void Free(uint64_t offset) = 0;
+  // The usable size of an allocated block.
+  virtual size_t UsableSize(uint64_t offset) const = 0;
+  // Whether offset is the start of an allocated block (validating pointers read from PM).
+  virtual bool IsAllocated(uint64_t offset) const = 0;
+  // Bytes in allocated blocks (usable sizes) and the heap's capacity.
+  virtual uint64_t BytesInUse() const = 0;
+  virtual uint64_t Capacity() const = 0;
+
+  // Writes the fine-grained state to PM and persists it (clean shutdown).
+  virtual Status PersistState() = 0;
+};
+
+}  // namespace pmhash::pm

@@ -1,0 +1,135 @@
+// The persistence handle: flush, fence, persist, and the store accessor through which
+// every store into PM goes.
+//
+// A Persister is configured once, when a pool is opened (persist mode, flush instruction
+// chosen by cpuid or forced, emulated write latency, counting on or off, an optional
+// observer), and engines call it through a reference. Instrumentation and the crash
+// simulator are layered on as the counter table and the PersistObserver; there are no
+// #ifdefs or globals on this path.
+//
+// Contract for engines:
+//  * Every store into the pool goes through Store / Copy / Zero (the crash simulator
+//    rejects a store it did not see). Reads are plain loads (Load for data that other
+//    threads store concurrently).
+//  * A Store of an aligned 1, 2, 4 or 8-byte scalar is failure-atomic; Copy and Zero are
+//    not (a crash may tear them at any 8-byte boundary).
+//  * Stores may reach the media before Flush is called (cache eviction): a store is
+//    durable no later than after Flush + Fence, possibly earlier.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "pm/stats.h"
+#include "pmhash/index.h"
+#include "pmhash/options.h"
+
+namespace pmhash::pm {
+
+inline constexpr size_t kCacheLine = 64;
+
+// Sees every store, flush and fence of a Persister (the crash simulator implements it).
+class PersistObserver {
+ public:
+  virtual ~PersistObserver() = default;
+  virtual void OnStore(const void* addr, size_t len) = 0;  // after the bytes are written
+  virtual void OnFlush(const void* addr, size_t len) = 0;
+  virtual void OnFence() = 0;
+};
+
+struct PersistConfig {
+  PersistMode mode = PersistMode::kAdr;
+  FlushInstruction flush = FlushInstruction::kAuto;
+  uint32_t write_latency_ns = 0;
+  bool count = true;
+  PersistObserver* observer = nullptr;  // not owned; must outlive the Persister
+};
+
+// What the CPU offers, by cpuid.
+struct CpuFeatures {
+  bool clflush = false, clflushopt = false, clwb = false, avx2 = false, avx512bw = false;
+  static const CpuFeatures& Get();
+};
+
+class Persister {
+ public:
+  // Validates the config against the CPU: forcing an instruction the CPU lacks is
+  // InvalidArgument. On success *out is ready to use.
+  static Status Make(const PersistConfig& config, std::unique_ptr<Persister>* out);
+
+  Persister(const Persister&) = delete;
+  Persister& operator=(const Persister&) = delete;
+
+  // Writes back every cache line overlapping [addr, addr+len). No-op in eadr/none.
+  void Flush(const void* addr, size_t len);
+  // Orders (adr: and completes) the flushes before it. No-op in none.
+  void Fence();
+  void Persist(const void* addr, size_t len) {
+    Flush(addr, len);
+    Fence();
+  }
+
+  // Failure-atomic store of an aligned scalar; a release store for concurrent readers.
+  template <typename T>
+  void Store(T* dst, T value) {
+    static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= 8 &&
+                      (sizeof(T) & (sizeof(T) - 1)) == 0,
+                  "Store is for 1, 2, 4 and 8-byte scalars; use Copy for the rest");
+    __atomic_store_n(dst, value, __ATOMIC_RELEASE);
+    Stored(dst, sizeof(T));
+  }
+  // Acquire load of a scalar that another thread may Store concurrently.
+  template <typename T>
+  static T Load(const T* src) {
+    return __atomic_load_n(src, __ATOMIC_ACQUIRE);
+  }
+  // Not failure-atomic (see above).
+  void Copy(void* dst, const void* src, size_t len) {
+    std::memcpy(dst, src, len);
+    Stored(dst, len);
+  }
+  void Zero(void* dst, size_t len) {
+    std::memset(dst, 0, len);
+    Stored(dst, len);
+  }
+
+  // Engines report the PM cache lines a read touched (for pm_lines_read_per_op).
+  void NoteRead(size_t lines) {
+    if (CounterSlot* s = Slot()) CounterSlot::Add(s->lines_read, lines);
+  }
+  // The crash simulator reports redundant flushes and fences through these.
+  void NoteRedundantFlush() {
+    if (CounterSlot* s = Slot()) CounterSlot::Add(s->redundant_flushes, 1);
+  }
+  void NoteRedundantFence() {
+    if (CounterSlot* s = Slot()) CounterSlot::Add(s->redundant_fences, 1);
+  }
+
+  PersistCounters Totals() const { return counters_.Sum(); }
+  PersistMode mode() const { return config_.mode; }
+  // The instruction actually used (kAuto resolved).
+  FlushInstruction flush_instruction() const { return config_.flush; }
+  uint32_t write_latency_ns() const { return config_.write_latency_ns; }
+  PersistObserver* observer() const { return config_.observer; }
+
+ private:
+  explicit Persister(const PersistConfig& config);
+
+  CounterSlot* Slot() { return config_.count ? counters_.Local() : nullptr; }
+  void Stored(const void* dst, size_t len) {
+    if (CounterSlot* s = Slot()) CounterSlot::Add(s->bytes_stored, len);
+    if (config_.observer != nullptr) config_.observer->OnStore(dst, len);
+  }
+
+  PersistConfig config_;
+  void (*flush_line_)(const void*) = nullptr;  // null in eadr / none
+  uint64_t latency_cycles_ = 0;                // TSC cycles to spin per flushed line
+  CounterTable counters_;
+};
+
+// TSC cycles per nanosecond, measured once per process.
+double TscCyclesPerNs();
+
+}  // namespace pmhash::pm

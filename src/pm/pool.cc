@@ -1,0 +1,325 @@
+#include "pm/pool.h"
+
+#include <fcntl.h>
+#include <linux/mman.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+
+#include "common/errors.h"
+#include "common/hash.h"
+
+namespace pmhash::pm {
+
+namespace {
+
+uint64_t HeaderChecksum(const PoolHeader& h) {
+  return Hash64(&h, offsetof(PoolHeader, checksum), 0x706d68617368ull);
+}
+
+uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+// Reads exactly len bytes at offset 0; a short file is reported through *got.
+Status ReadPrefix(int fd, void* buf, size_t len, size_t* got, const std::string& path) {
+  *got = 0;
+  while (*got < len) {
+    ssize_t n = pread(fd, static_cast<char*>(buf) + *got, len - *got, *got);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus("cannot read " + path, errno);
+    }
+    if (n == 0) break;
+    *got += n;
+  }
+  return Status::OK();
+}
+
+std::string HexUuid(const uint8_t* uuid) {
+  char buf[33];
+  for (int i = 0; i < 16; ++i) std::snprintf(buf + 2 * i, 3, "%02x", uuid[i]);
+  return std::string(buf, 32);
+}
+
+std::string EngineName(const PoolHeader& h) {
+  return std::string(h.engine, strnlen(h.engine, kEngineNameSize));
+}
+
+// Opens path for reading and writing, refusing what is not a regular file.
+Status OpenRegularFile(const std::string& path, int flags, int* fd_out, uint64_t* size) {
+  int fd = ::open(path.c_str(), flags | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus("cannot open pool " + path, errno);
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    Status s = ErrnoStatus("cannot stat " + path, errno);
+    ::close(fd);
+    return s;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Status::InvalidArgument(path + " is not a regular file");
+  }
+  *fd_out = fd;
+  *size = st.st_size;
+  return Status::OK();
+}
+
+}  // namespace
+
+const char* MappingName(Mapping m) {
+  switch (m) {
+    case Mapping::kDax: return "dax";
+    case Mapping::kShared: return "shared";
+    case Mapping::kDram: return "dram";
+  }
+  return "?";
+}
+
+void Pool::InitHeader(PoolHeader* h, std::string_view engine, uint64_t size) {
+  std::memset(h, 0, sizeof(*h));
+  std::memcpy(h->magic, kPoolMagic, sizeof(kPoolMagic));
+  h->layout_version = kPoolLayoutVersion;
+  h->header_size = kPoolHeaderSize;
+  std::memcpy(h->engine, engine.data(), engine.size());
+  if (getrandom(h->uuid, sizeof(h->uuid), 0) != sizeof(h->uuid)) {
+    const uint64_t t = std::chrono::steady_clock::now().time_since_epoch().count();
+    std::memcpy(h->uuid, &t, sizeof(t));
+  }
+  h->pool_size = size;
+  h->root_offset = kRootOffset;
+  h->root_size = kRootSize;
+  // Undo-log lanes: 1/64 of the pool, between 256 KiB and 4 MiB.
+  h->log_offset = kRootOffset + kRootSize;
+  h->log_size = std::clamp<uint64_t>(AlignUp(size / 64, 4096), 256 << 10, 4 << 20);
+  h->heap_offset = AlignUp(h->log_offset + h->log_size, 4096);
+  h->heap_size = size - h->heap_offset;
+  h->created_unix_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                           .count();
+  h->checksum = HeaderChecksum(*h);
+}
+
+Status Pool::Validate(const PoolHeader& h, uint64_t file_size, std::string_view engine,
+                      const std::string& what) {
+  if (std::memcmp(h.magic, kPoolMagic, sizeof(kPoolMagic)) != 0) {
+    return Status::Corruption(what + " is not a pmhash pool (bad magic)");
+  }
+  if (h.layout_version != kPoolLayoutVersion) {
+    return Status::InvalidArgument(what + " has pool layout version " +
+                                   std::to_string(h.layout_version) +
+                                   "; this pmhash reads version " +
+                                   std::to_string(kPoolLayoutVersion));
+  }
+  if (HeaderChecksum(h) != h.checksum) {
+    return Status::Corruption(what + ": pool header checksum mismatch (header damaged)");
+  }
+  if (h.header_size != kPoolHeaderSize || h.root_offset != kRootOffset ||
+      h.root_size != kRootSize || h.pool_size < kMinPoolSize || h.pool_size > kMaxPoolSize ||
+      h.log_offset != kRootOffset + kRootSize || h.heap_offset < h.log_offset + h.log_size ||
+      h.heap_offset + h.heap_size != h.pool_size || h.engine[kEngineNameSize - 1] != 0) {
+    return Status::Corruption(what + ": pool header fields are inconsistent");
+  }
+  if (file_size < h.pool_size) {
+    return Status::Corruption(what + " is truncated: the header says " +
+                              std::to_string(h.pool_size) + " bytes, the file has " +
+                              std::to_string(file_size));
+  }
+  if (!engine.empty() && EngineName(h) != engine) {
+    return Status::InvalidArgument(what + " holds engine '" + EngineName(h) +
+                                   "', not '" + std::string(engine) + "'");
+  }
+  return Status::OK();
+}
+
+static Status CheckCreateArgs(std::string_view engine, uint64_t size) {
+  if (engine.empty() || engine.size() >= kEngineNameSize) {
+    return Status::InvalidArgument("engine name must be 1 to 31 characters");
+  }
+  if (size < kMinPoolSize || size > kMaxPoolSize) {
+    return Status::InvalidArgument("pool size must be between 4 MiB and 1 TiB, got " +
+                                   std::to_string(size) + " bytes");
+  }
+  return Status::OK();
+}
+
+Status Pool::Create(const std::string& path, std::string_view engine, uint64_t size,
+                    std::unique_ptr<Pool>* pool) {
+  PMHASH_RETURN_IF_ERROR(CheckCreateArgs(engine, size));
+  size = AlignUp(size, 4096);
+  if (access(path.c_str(), F_OK) == 0) {
+    return Status::AlreadyExists("pool " + path + " already exists");
+  }
+  const std::string tmp = path + ".creating." + std::to_string(getpid());
+  int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoStatus("cannot create pool " + path, errno);
+  auto fail = [&](Status s) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return s;
+  };
+  if (int err = posix_fallocate(fd, 0, size); err != 0) {
+    return fail(ErrnoStatus("cannot reserve " + std::to_string(size) + " bytes for " + path, err));
+  }
+  PoolHeader h;
+  InitHeader(&h, engine, size);
+  if (pwrite(fd, &h, sizeof(h), 0) != static_cast<ssize_t>(sizeof(h)) || fsync(fd) != 0) {
+    return fail(ErrnoStatus("cannot write pool header of " + path, errno));
+  }
+  // Appear atomically, never replacing a file created meanwhile.
+  if (renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, path.c_str(), RENAME_NOREPLACE) != 0) {
+    return fail(ErrnoStatus("cannot create pool " + path, errno));
+  }
+  ::close(fd);
+  PMHASH_RETURN_IF_ERROR(Open(path, engine, pool));
+  (*pool)->was_clean_ = true;
+  return Status::OK();
+}
+
+Status Pool::Inspect(const std::string& path, PoolInfo* info) {
+  int fd;
+  uint64_t file_size;
+  PMHASH_RETURN_IF_ERROR(OpenRegularFile(path, O_RDONLY, &fd, &file_size));
+  alignas(64) char buf[kPoolHeaderSize];
+  size_t got;
+  Status s = ReadPrefix(fd, buf, sizeof(buf), &got, path);
+  ::close(fd);
+  PMHASH_RETURN_IF_ERROR(s);
+  if (got == 0) return Status::Corruption(path + " is empty, not a pmhash pool");
+  if (got < kPoolHeaderSize) {
+    if (got < sizeof(kPoolMagic) || std::memcmp(buf, kPoolMagic, sizeof(kPoolMagic)) != 0) {
+      return Status::Corruption(path + " is not a pmhash pool (too short, bad magic)");
+    }
+    return Status::Corruption(path + " is truncated: " + std::to_string(got) +
+                              " bytes, shorter than the 4096-byte pool header");
+  }
+  const PoolHeader& h = *reinterpret_cast<const PoolHeader*>(buf);
+  PMHASH_RETURN_IF_ERROR(Validate(h, file_size, "", path));
+  info->engine = EngineName(h);
+  info->uuid = HexUuid(h.uuid);
+  info->pool_size = h.pool_size;
+  info->file_size = file_size;
+  info->layout_version = h.layout_version;
+  info->root_offset = h.root_offset;
+  info->log_offset = h.log_offset;
+  info->log_size = h.log_size;
+  info->heap_offset = h.heap_offset;
+  info->heap_size = h.heap_size;
+  uint64_t clean;
+  std::memcpy(&clean, buf + kCleanFlagOffset, sizeof(clean));
+  info->clean_shutdown = clean == 1;
+  info->created_unix_ns = h.created_unix_ns;
+  return Status::OK();
+}
+
+Status Pool::Open(const std::string& path, std::string_view engine,
+                  std::unique_ptr<Pool>* pool) {
+  int fd;
+  uint64_t file_size;
+  PMHASH_RETURN_IF_ERROR(OpenRegularFile(path, O_RDWR, &fd, &file_size));
+  auto fail = [&](Status s) {
+    ::close(fd);
+    return s;
+  };
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EWOULDBLOCK) {
+      return fail(Status::Busy("pool " + path + " is in use by another process"));
+    }
+    return fail(ErrnoStatus("cannot lock pool " + path, errno));
+  }
+  PoolInfo info;
+  Status s = Inspect(path, &info);
+  if (!s.ok()) return fail(s);
+  if (!engine.empty() && info.engine != engine) {
+    return fail(Status::InvalidArgument(path + " holds engine '" + info.engine + "', not '" +
+                                        std::string(engine) + "'"));
+  }
+  const uint64_t size = info.pool_size;
+  Mapping mapping = Mapping::kDax;
+  void* base = mmap(nullptr, size, PROT_READ | PROT_WRITE,
+                    MAP_SHARED_VALIDATE | MAP_SYNC | MAP_POPULATE, fd, 0);
+  if (base == MAP_FAILED) {
+    mapping = Mapping::kShared;
+    base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  }
+  if (base == MAP_FAILED) return fail(ErrnoStatus("cannot map pool " + path, errno));
+  std::unique_ptr<Pool> p(new Pool);
+  p->base_ = static_cast<char*>(base);
+  p->size_ = size;
+  p->mapping_ = mapping;
+  p->fd_ = fd;
+  p->path_ = path;
+  p->was_clean_ = info.clean_shutdown;
+  *pool = std::move(p);
+  return Status::OK();
+}
+
+Status Pool::CreateDram(std::string_view engine, uint64_t size, std::unique_ptr<Pool>* pool) {
+  PMHASH_RETURN_IF_ERROR(CheckCreateArgs(engine, size));
+  size = AlignUp(size, 4096);
+  void* base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (base == MAP_FAILED) return ErrnoStatus("cannot allocate a DRAM pool", errno);
+  madvise(base, size, MADV_HUGEPAGE);
+  std::unique_ptr<Pool> p(new Pool);
+  p->base_ = static_cast<char*>(base);
+  p->size_ = size;
+  p->mapping_ = Mapping::kDram;
+  InitHeader(reinterpret_cast<PoolHeader*>(p->base_), engine, size);
+  p->was_clean_ = true;
+  *pool = std::move(p);
+  return Status::OK();
+}
+
+Status Pool::FromImage(const void* image, size_t size, std::string_view engine,
+                       std::unique_ptr<Pool>* pool) {
+  if (size < kPoolHeaderSize) return Status::Corruption("crash image shorter than a header");
+  const PoolHeader& h = *static_cast<const PoolHeader*>(image);
+  PMHASH_RETURN_IF_ERROR(Validate(h, size, engine, "crash image"));
+  void* base =
+      mmap(nullptr, h.pool_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (base == MAP_FAILED) return ErrnoStatus("cannot allocate a DRAM pool", errno);
+  std::memcpy(base, image, h.pool_size);
+  std::unique_ptr<Pool> p(new Pool);
+  p->base_ = static_cast<char*>(base);
+  p->size_ = h.pool_size;
+  p->mapping_ = Mapping::kDram;
+  uint64_t clean;
+  std::memcpy(&clean, p->base_ + kCleanFlagOffset, sizeof(clean));
+  p->was_clean_ = clean == 1;
+  *pool = std::move(p);
+  return Status::OK();
+}
+
+Pool::~Pool() {
+  if (base_ != nullptr) munmap(base_, size_);
+  if (fd_ >= 0) ::close(fd_);  // releases the flock
+}
+
+std::string Pool::engine() const { return EngineName(header()); }
+
+void Pool::MarkInUse(Persister& persister) {
+  auto* flag = At<uint64_t>(kCleanFlagOffset);
+  persister.Store(flag, uint64_t{0});
+  persister.Persist(flag, sizeof(*flag));
+}
+
+Status Pool::MarkClean(Persister& persister) {
+  PMHASH_RETURN_IF_ERROR(Sync());
+  auto* flag = At<uint64_t>(kCleanFlagOffset);
+  persister.Store(flag, uint64_t{1});
+  persister.Persist(flag, sizeof(*flag));
+  return Sync();
+}
+
+Status Pool::Sync() {
+  if (mapping_ != Mapping::kShared) return Status::OK();
+  if (msync(base_, size_, MS_SYNC) != 0) return ErrnoStatus("msync of " + path_, errno);
+  return Status::OK();
+}
+
+}  // namespace pmhash::pm
