@@ -216,7 +216,13 @@ Status OpenEngine(std::unique_ptr<Engine> engine, std::unique_ptr<pm::Pool> pool
                   const Options& options, pm::PersistObserver* observer,
                   std::unique_ptr<Index>* index) {
   index->reset();
-  PMHASH_RETURN_IF_ERROR(engine->Start(std::move(pool), fresh, options, observer));
+  Status s = engine->Start(std::move(pool), fresh, options, observer);
+  if (!s.ok()) {
+    // A half-started engine (e.g. a bad engine option) has a pool but maybe no allocator:
+    // drop it without Close(), which would dereference what Start never made.
+    engine->Abandon();
+    return s;
+  }
   *index = std::move(engine);
   return Status::OK();
 }
@@ -265,9 +271,7 @@ Status Engine::Start(std::unique_ptr<pm::Pool> pool, bool fresh, const Options& 
   return Status::OK();
 }
 
-Engine::~Engine() {
-  if (pool_ != nullptr) (void)Close();
-}
+Engine::~Engine() { Abandon(); }
 
 Status Engine::Close() {
   if (pool_ == nullptr) return Status::InvalidArgument("index already closed");

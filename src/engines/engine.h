@@ -49,10 +49,14 @@ class EngineOptions {
 
 class Engine : public Index {
  public:
+  // Without Close() the pool is dropped unclean (as Abandon): a base-class destructor
+  // cannot call the engine's Shutdown. Engines made through the registry or MakeEngine
+  // are wrapped so that destruction closes cleanly (ClosingEngine below).
   ~Engine() override;
 
   Status Close() final;
   Status Sync() final;
+  bool is_open() const { return pool_ != nullptr; }
 
   // Drops the index without a clean shutdown, as a crash would (tests, bench recovery
   // time). The pool is unmapped; the next open recovers.
@@ -114,6 +118,22 @@ Status OpenEngine(std::unique_ptr<Engine> engine, std::unique_ptr<pm::Pool> pool
                   const Options& options, pm::PersistObserver* observer,
                   std::unique_ptr<Index>* index);
 
+// Closes cleanly on destruction: the most-derived destructor runs while the engine is
+// still whole, so Close() may call its virtual Shutdown().
+template <typename E>
+class ClosingEngine : public E {
+ public:
+  ~ClosingEngine() override {
+    if (this->is_open()) (void)this->Close();
+  }
+};
+
+// How every engine object is made (registry, tests).
+template <typename E>
+std::unique_ptr<Engine> MakeEngine() {
+  return std::make_unique<ClosingEngine<E>>();
+}
+
 // Registry.
 struct EngineRegistration {
   EngineDescription description;
@@ -138,4 +158,4 @@ struct EngineRegistrar {
 #define PMHASH_REGISTER_ENGINE(id, name, summary, paper, crash_consistent, Class)           \
   static ::pmhash::engines::EngineRegistrar pmhash_engine_registrar_##id(                  \
       ::pmhash::engines::EngineRegistration{{name, summary, paper, crash_consistent},       \
-                                            [] { return std::make_unique<Class>(); }})
+                                            [] { return ::pmhash::engines::MakeEngine<Class>(); }})

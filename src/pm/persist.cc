@@ -56,7 +56,11 @@ double TscCyclesPerNs() {
 }
 
 Status Persister::Make(const PersistConfig& config, std::unique_ptr<Persister>* out) {
-  const CpuFeatures& cpu = CpuFeatures::Get();
+  return Make(config, CpuFeatures::Get(), out);
+}
+
+Status Persister::Make(const PersistConfig& config, const CpuFeatures& cpu,
+                       std::unique_ptr<Persister>* out) {
   PersistConfig resolved = config;
   if (config.flush == FlushInstruction::kAuto) {
     resolved.flush = cpu.clwb         ? FlushInstruction::kClwb
@@ -95,12 +99,14 @@ void Persister::Flush(const void* addr, size_t len) {
   CounterSlot* slot = Slot();
   for (; line < end; line += kCacheLine) {
     flush_line_(reinterpret_cast<const void*>(line));
+    // The emulated device latency starts when the line is issued, so the counting below
+    // overlaps it (as CPU work overlaps a real device's write) instead of adding to it.
+    const uint64_t until = latency_cycles_ != 0 ? __rdtsc() + latency_cycles_ : 0;
     if (slot != nullptr) {
       CounterSlot::Add(slot->flushes, 1);
       if (slot->media.Touch(line)) CounterSlot::Add(slot->media_writes, 1);
     }
-    if (latency_cycles_ != 0) {
-      const uint64_t until = __rdtsc() + latency_cycles_;
+    if (until != 0) {
       while (__rdtsc() < until) _mm_pause();
     }
   }

@@ -58,6 +58,10 @@ class Persister {
   // Validates the config against the CPU: forcing an instruction the CPU lacks is
   // InvalidArgument. On success *out is ready to use.
   static Status Make(const PersistConfig& config, std::unique_ptr<Persister>* out);
+  // The same, validating against `cpu` instead of CpuFeatures::Get(), so tests can fake a
+  // CPU that lacks an instruction. `cpu` must not claim more than the real CPU has.
+  static Status Make(const PersistConfig& config, const CpuFeatures& cpu,
+                     std::unique_ptr<Persister>* out);
 
   Persister(const Persister&) = delete;
   Persister& operator=(const Persister&) = delete;

@@ -1,0 +1,37 @@
+// `pmhash bench`: the persistence micro-benchmark (src/bench/micro.h) or the benchmark
+// driver (src/bench/driver.h), which parses its own arguments.
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "bench/driver.h"
+#include "bench/micro.h"
+#include "tools/commands.h"
+
+// Until src/bench/driver.cc is in the build, RunBench may be missing: a weak reference
+// lets the tool link and say so. (The tool links the library whole, so a defined
+// RunBench is always picked up.)
+namespace pmhash::bench {
+int RunBench(int argc, char** argv) __attribute__((weak));
+}  // namespace pmhash::bench
+
+namespace pmhash::tools {
+
+int CmdBench(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--micro") == 0 || std::strncmp(argv[i], "--micro=", 8) == 0) {
+      return bench::RunPersistMicroBench(argc, argv);
+    }
+  }
+  if (&bench::RunBench == nullptr) {
+    return Fail(kExitFailure, "the benchmark driver is not part of this build");
+  }
+  // The driver sees argv[0] = "pmhash bench" and the rest untouched.
+  std::string name = "pmhash bench";
+  std::vector<char*> args(argv, argv + argc);
+  args[0] = name.data();
+  args.push_back(nullptr);
+  return bench::RunBench(argc, args.data());
+}
+
+}  // namespace pmhash::tools

@@ -1,0 +1,523 @@
+// Tests of the `pmhash` tool: its text helpers in-process, and the built binary (path in
+// PMHASH_TOOL, set by ctest) run as a child process.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "engines/engine.h"
+#include "pm/persist.h"
+#include "pm/pool.h"
+#include "tools/options.h"
+#include "tools/text.h"
+
+namespace pmhash::tools {
+namespace {
+
+namespace fs = std::filesystem;
+
+// ---- Text helpers -------------------------------------------------------------------
+
+TEST(CliText, ParseSize) {
+  uint64_t v = 0;
+  std::string err;
+  EXPECT_TRUE(ParseSize("4096", &v, &err));
+  EXPECT_EQ(v, 4096u);
+  EXPECT_TRUE(ParseSize("512K", &v, &err));
+  EXPECT_EQ(v, 512u << 10);
+  EXPECT_TRUE(ParseSize("256M", &v, &err));
+  EXPECT_EQ(v, 256u << 20);
+  EXPECT_TRUE(ParseSize("256m", &v, &err));
+  EXPECT_EQ(v, 256u << 20);
+  EXPECT_TRUE(ParseSize("4G", &v, &err));
+  EXPECT_EQ(v, 4ull << 30);
+  EXPECT_TRUE(ParseSize("1T", &v, &err));
+  EXPECT_EQ(v, 1ull << 40);
+  EXPECT_TRUE(ParseSize("64MiB", &v, &err));
+  EXPECT_EQ(v, 64u << 20);
+  EXPECT_TRUE(ParseSize("8KB", &v, &err));
+  EXPECT_EQ(v, 8u << 10);
+  EXPECT_TRUE(ParseSize("100B", &v, &err));
+  EXPECT_EQ(v, 100u);
+  for (const char* bad : {"", "M", "12Q", "1.5G", "-1", "4 M", "4MM", "4Mx", "0", "0K",
+                          "99999999999999999999", "16777216T", "4BB"}) {
+    err.clear();
+    v = 77;
+    EXPECT_FALSE(ParseSize(bad, &v, &err)) << bad;
+    EXPECT_FALSE(err.empty()) << bad;
+    EXPECT_EQ(v, 77u) << bad;
+  }
+}
+
+TEST(CliText, HexRoundTripsBinary) {
+  const std::string bytes("\x00\x01\xab\xff k", 6);
+  EXPECT_EQ(ToHex(bytes), "0001abff206b");
+  std::string back;
+  ASSERT_TRUE(FromHex("0001ABff206b", &back));
+  EXPECT_EQ(back, bytes);
+  ASSERT_TRUE(FromHex("", &back));
+  EXPECT_EQ(back, "");
+  back = "unchanged";
+  EXPECT_FALSE(FromHex("abc", &back));
+  EXPECT_FALSE(FromHex("zz", &back));
+  EXPECT_FALSE(FromHex("0g", &back));
+  EXPECT_EQ(back, "unchanged");
+}
+
+TEST(CliText, EscapeKeepsOneRecordOnOneLine) {
+  EXPECT_EQ(Escape("plain key"), "plain key");
+  EXPECT_EQ(Escape(std::string("a\tb\nc\\d\r\x00\x7f\xff", 11)),
+            "a\\tb\\nc\\\\d\\r\\x00\\x7f\\xff");
+  EXPECT_EQ(OneLine("first\nsecond\r\nthird\n"), "first; second; third");
+  EXPECT_EQ(OneLine("one"), "one");
+  EXPECT_EQ(HumanBytes(4096), "4 KiB");
+  EXPECT_EQ(HumanBytes(256ull << 20), "256 MiB");
+  EXPECT_EQ(HumanBytes(1536), "1.50 KiB");
+  EXPECT_EQ(HumanBytes(100), "100 B");
+}
+
+TEST(CliOptions, EngineOptionsAndCommonOptions) {
+  std::map<std::string, std::string> m;
+  std::string err;
+  EXPECT_TRUE(ParseEngineOptions({"a=1", "b=x=y", "c="}, &m, &err));
+  EXPECT_EQ(m, (std::map<std::string, std::string>{{"a", "1"}, {"b", "x=y"}, {"c", ""}}));
+  m.clear();
+  EXPECT_FALSE(ParseEngineOptions({"novalue"}, &m, &err));
+  EXPECT_NE(err.find("expected name=value"), std::string::npos) << err;
+  EXPECT_FALSE(ParseEngineOptions({"=1"}, &m, &err));
+  m.clear();
+  EXPECT_FALSE(ParseEngineOptions({"a=1", "a=2"}, &m, &err));
+  EXPECT_NE(err.find("given twice"), std::string::npos) << err;
+
+  CommonOptions c;
+  c.engine = "e";
+  c.create = true;
+  c.size = "8M";
+  c.persist = "eadr";
+  c.opts = {"k=v"};
+  Options o;
+  ASSERT_TRUE(BuildOptions("/p", c, &o, &err)) << err;
+  EXPECT_EQ(o.path, "/p");
+  EXPECT_EQ(o.engine, "e");
+  EXPECT_TRUE(o.create_if_missing);
+  EXPECT_EQ(o.pool_size, 8u << 20);
+  EXPECT_EQ(o.persist, PersistMode::kEadr);
+  EXPECT_EQ(o.engine_options.at("k"), "v");
+  c.persist = "fast";
+  EXPECT_FALSE(BuildOptions("/p", c, &o, &err));
+  EXPECT_NE(err.find("--persist"), std::string::npos) << err;
+  c.persist = "none";
+  c.engine.clear();
+  EXPECT_FALSE(BuildOptions("/p", c, &o, &err));
+  EXPECT_NE(err.find("--create needs --engine"), std::string::npos) << err;
+}
+
+// ---- The tool as a process ----------------------------------------------------------
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "pmhash_cli_test.XXXXXX").string();
+    EXPECT_NE(mkdtemp(tmpl.data()), nullptr);
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  std::string File(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+struct ToolRun {
+  int exit_code = -1;
+  std::string out, err;
+  // Lines of stderr (a trailing newline does not start another line).
+  size_t err_lines() const {
+    size_t n = 0;
+    for (char c : err) n += c == '\n';
+    return n + (!err.empty() && err.back() != '\n');
+  }
+};
+
+std::ostream& operator<<(std::ostream& os, const ToolRun& r) {
+  return os << "exit " << r.exit_code << "\nstdout: " << r.out << "\nstderr: " << r.err;
+}
+
+const char* ToolPath() { return std::getenv("PMHASH_TOOL"); }
+
+// Runs the tool with args; stdout and stderr go to files (no pipe deadlock).
+ToolRun RunTool(const std::vector<std::string>& args) {
+  ToolRun r;
+  TempDir io;
+  const std::string out = io.File("out"), err = io.File("err");
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    const int in = ::open("/dev/null", O_RDONLY);
+    if (o < 0 || e < 0 || in < 0 || dup2(o, 1) < 0 || dup2(e, 2) < 0 || dup2(in, 0) < 0) {
+      _exit(126);
+    }
+    std::vector<char*> argv;
+    std::string tool = ToolPath();
+    argv.push_back(tool.data());
+    std::vector<std::string> copy = args;
+    for (std::string& a : copy) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(tool.c_str(), argv.data());
+    _exit(127);
+  }
+  EXPECT_GT(pid, 0);
+  int status = 0;
+  EXPECT_EQ(waitpid(pid, &status, 0), pid);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = ReadFile(out);
+  r.err = ReadFile(err);
+  return r;
+}
+
+#define REQUIRE_TOOL()                                                                 \
+  if (ToolPath() == nullptr) GTEST_SKIP() << "PMHASH_TOOL is not set (run through ctest)"
+
+// Operational failure: exit 1, one "pmhash: ..." line containing fragment, no stdout.
+void ExpectFailure(const ToolRun& r, int code, std::string_view fragment) {
+  EXPECT_EQ(r.exit_code, code) << r;
+  EXPECT_EQ(r.err_lines(), 1u) << r;
+  EXPECT_EQ(r.err.rfind("pmhash: ", 0), 0u) << r;
+  EXPECT_NE(r.err.find(fragment), std::string::npos) << "missing '" << fragment << "'\n" << r;
+}
+
+TEST(CliTool, EnginesExitsZero) {
+  REQUIRE_TOOL();
+  ToolRun r = RunTool({"engines"});
+  EXPECT_EQ(r.exit_code, 0) << r;
+  EXPECT_TRUE(r.err.empty()) << r;
+  if (r.out.rfind("no engines", 0) == 0) return;
+  // A header, then one row per engine: name, yes/no, paper, summary.
+  std::istringstream lines(r.out);
+  std::string line;
+  std::getline(lines, line);
+  EXPECT_EQ(line.rfind("name", 0), 0u) << r;
+  EXPECT_NE(line.find("crash-consistent"), std::string::npos) << r;
+  int rows = 0;
+  while (std::getline(lines, line)) {
+    std::istringstream fields(line);
+    std::string name, consistent, paper, summary;
+    fields >> name >> consistent >> paper >> summary;
+    EXPECT_TRUE(consistent == "yes" || consistent == "no") << line;
+    EXPECT_FALSE(summary.empty()) << line;
+    ++rows;
+  }
+  EXPECT_GE(rows, 1) << r;
+}
+
+TEST(CliTool, PoolInfoOnNonPoolsFailsWithOneLine) {
+  REQUIRE_TOOL();
+  TempDir dir;
+  std::string random(8192, '\0');
+  uint64_t x = 88172645463325252ull;
+  for (char& c : random) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    c = static_cast<char>(x);
+  }
+  std::ofstream(dir.File("random"), std::ios::binary) << random;
+  ToolRun r = RunTool({"pool", "info", dir.File("random")});
+  ExpectFailure(r, 1, "not a pmhash pool");
+  EXPECT_TRUE(r.out.empty()) << r;
+  EXPECT_EQ(ReadFile(dir.File("random")), random);
+
+  std::ofstream(dir.File("empty")).close();
+  ExpectFailure(RunTool({"pool", "info", dir.File("empty")}), 1, "not a pmhash pool");
+  ExpectFailure(RunTool({"pool", "info", dir.File("absent")}), 1, "No such file");
+  fs::create_directory(dir.File("dir"));
+  ExpectFailure(RunTool({"pool", "info", dir.File("dir")}), 1, "not a regular file");
+  ExpectFailure(RunTool({"pool", "check", dir.File("random")}), 1, "not a pmhash pool");
+}
+
+TEST(CliTool, BadCommandLinesExitTwoWithOneLine) {
+  REQUIRE_TOOL();
+  TempDir dir;
+  const std::string p = dir.File("p.pool");
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{}, "command is required"},
+      {{"frob"}, "unknown command 'frob'"},
+      {{"pool"}, "create, info or check"},
+      {{"pool", "frob", p}, "unknown pool command 'frob'"},
+      {{"pool", "info", "--bogus", p}, "--bogus"},
+      {{"pool", "info"}, "PATH is required"},
+      {{"engines", "--verbose"}, "--verbose"},
+      {{"pool", "create", p, "--engine", "e", "--size", "12Q"}, "invalid size '12Q'"},
+      {{"pool", "create", p, "--size", "8M"}, "--engine is required"},
+      {{"pool", "create", p, "--engine", "e", "--opt", "x"}, "expected name=value"},
+      {{"put", p, "k", "v", "--persist", "fast"}, "invalid mode 'fast'"},
+      {{"put", p, "k", "v", "--opt", "novalue"}, "--opt 'novalue': expected name=value"},
+      {{"put", p, "k", "v", "--create"}, "--create needs --engine"},
+      {{"put", p, "k", "v", "--create", "--engine", "e", "--size", "1.5G"}, "invalid size"},
+      {{"put", p, "k"}, "VALUE is required"},
+      {{"get", p}, "KEY is required"},
+      {{"put", p, "k", "v", "extra"}, "extra"},
+      {{"get", p, "abc", "--hex"}, "not an even number of hex digits"},
+      {{"put", p, "00", "zz", "--hex"}, "value 'zz'"},
+      {{"dump", p, "--limit", "x"}, "--limit"},
+      {{"bench", "--micro", "nope"}, "unknown micro-benchmark 'nope'"},
+      {{"bench", "--micro", "persist", "--iterations", "0"}, "--iterations"},
+      {{"bench", "--micro", "persist", "--bogus"}, "--bogus"},
+  };
+  for (const auto& [args, fragment] : cases) {
+    std::string cmd;
+    for (const auto& a : args) cmd += a + " ";
+    SCOPED_TRACE(cmd);
+    ToolRun r = RunTool(args);
+    ExpectFailure(r, 2, fragment);
+    EXPECT_TRUE(r.out.empty()) << r;
+    EXPECT_FALSE(fs::exists(p)) << "a rejected command created the pool";
+  }
+}
+
+TEST(CliTool, HelpOnEverySubcommand) {
+  REQUIRE_TOOL();
+  const std::vector<std::vector<std::string>> commands = {
+      {}, {"engines"}, {"pool"}, {"pool", "create"}, {"pool", "info"}, {"pool", "check"},
+      {"put"}, {"get"}, {"del"}, {"count"}, {"dump"}, {"bench", "--micro", "persist"}};
+  for (std::vector<std::string> args : commands) {
+    args.push_back("--help");
+    std::string cmd;
+    for (const auto& a : args) cmd += a + " ";
+    SCOPED_TRACE(cmd);
+    ToolRun r = RunTool(args);
+    EXPECT_EQ(r.exit_code, 0) << r;
+    EXPECT_NE(r.out.find("Usage"), std::string::npos) << r;
+    EXPECT_TRUE(r.err.empty()) << r;
+  }
+  ToolRun r = RunTool({"pool", "check", "--help"});
+  EXPECT_NE(r.out.find("RECOVERY"), std::string::npos) << r;
+  r = RunTool({"put", "--help"});
+  for (const char* flag : {"--engine", "--create", "--size", "--persist", "--opt", "--hex"}) {
+    EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
+  }
+}
+
+TEST(CliTool, PoolInfoPrintsTheHeaderAndChangesNothing) {
+  REQUIRE_TOOL();
+  TempDir dir;
+  const std::string path = dir.File("p.pool");
+  std::unique_ptr<pm::Persister> persister;
+  ASSERT_TRUE(pm::Persister::Make(pm::PersistConfig{}, &persister).ok());
+  {
+    std::unique_ptr<pm::Pool> pool;
+    ASSERT_TRUE(pm::Pool::Create(path, "cli-test", 6 << 20, &pool).ok());
+    ASSERT_TRUE(pool->MarkClean(*persister).ok());
+  }
+  pm::PoolInfo info;
+  ASSERT_TRUE(pm::Pool::Inspect(path, &info).ok());
+  const std::string before = ReadFile(path);
+  ToolRun r = RunTool({"pool", "info", path});
+  EXPECT_EQ(r.exit_code, 0) << r;
+  EXPECT_TRUE(r.err.empty()) << r;
+  for (const std::string& line : std::vector<std::string>{
+           "engine          cli-test\n", "uuid            " + info.uuid + "\n",
+        std::string("pool size       6291456 (6 MiB)\n"), std::string("layout version  1\n"),
+        std::string("magic           PMHASHPL\n"), std::string("header size     4096\n"),
+        "undo log        offset 8192, size " + std::to_string(info.log_size) + "\n",
+        "heap            offset " + std::to_string(info.heap_offset) + ", size " +
+            std::to_string(info.heap_size) + "\n",
+        std::string("clean shutdown  yes\n"), std::string("in use          no\n")}) {
+    EXPECT_NE(r.out.find(line), std::string::npos) << "missing: " << line << r;
+  }
+  EXPECT_NE(r.out.find("mapping         "), std::string::npos) << r;
+  EXPECT_NE(r.out.find("checksum        "), std::string::npos) << r;
+  EXPECT_EQ(ReadFile(path), before) << "pool info wrote to the pool";
+
+  // While this process holds the pool open: in use, and not clean.
+  std::unique_ptr<pm::Pool> pool;
+  ASSERT_TRUE(pm::Pool::Open(path, "", &pool).ok());
+  pool->MarkInUse(*persister);
+  r = RunTool({"pool", "info", path});
+  EXPECT_EQ(r.exit_code, 0) << r;
+  EXPECT_NE(r.out.find("in use          yes"), std::string::npos) << r;
+  EXPECT_NE(r.out.find("clean shutdown  no"), std::string::npos) << r;
+}
+
+TEST(CliTool, DataCommandsWithoutAUsableEngineFailClearly) {
+  REQUIRE_TOOL();
+  TempDir dir;
+  const std::string p = dir.File("p.pool");
+  ExpectFailure(RunTool({"put", p, "k", "v", "--create", "--engine", "no-such-engine"}), 1,
+                "unknown engine 'no-such-engine'; known engines:");
+  EXPECT_FALSE(fs::exists(p));
+  ExpectFailure(RunTool({"get", p, "k"}), 1, "does not exist (use --create");
+  ExpectFailure(RunTool({"put", p, "k", "v"}), 1, "does not exist");
+  ExpectFailure(RunTool({"count", p}), 1, "does not exist");
+  ExpectFailure(RunTool({"pool", "create", p, "--engine", "no-such-engine"}), 1,
+                "unknown engine 'no-such-engine'");
+  EXPECT_FALSE(fs::exists(p));
+}
+
+TEST(CliTool, PersistMicroBenchmarkWritesItsFigures) {
+  REQUIRE_TOOL();
+  TempDir dir;
+  const std::string json = dir.File("micro.json");
+  ToolRun r = RunTool({"bench", "--micro", "persist", "--iterations", "2000", "--repetitions", "1",
+                   "--write-latency-ns", "100", "--json", json});
+  EXPECT_EQ(r.exit_code, 0) << r;
+  EXPECT_NE(r.out.find("counters"), std::string::npos) << r;
+  const std::string j = ReadFile(json);
+  // One flush and one fence of 8 bytes per op, counted exactly; off rows report null.
+  EXPECT_NE(j.find("\"counters\": true, \"ns_per_op\""), std::string::npos) << j;
+  EXPECT_NE(j.find("\"flushes_per_op\": 1.0000, \"fences_per_op\": 1.0000, "
+                   "\"bytes_stored_per_op\": 8.0000"),
+            std::string::npos)
+      << j;
+  EXPECT_NE(j.find("\"flushes_per_op\": null"), std::string::npos) << j;
+  EXPECT_NE(j.find("{\"write_latency_ns\": 100, \"ratio\": "), std::string::npos) << j;
+}
+
+// ---- Data commands through a real engine --------------------------------------------
+
+// The first crash-consistent engine `pmhash engines` lists, or "" if none.
+std::string FirstCrashConsistentEngine() {
+  ToolRun r = RunTool({"engines"});
+  std::istringstream lines(r.out);
+  std::string line;
+  std::getline(lines, line);  // header
+  while (std::getline(lines, line)) {
+    std::istringstream fields(line);
+    std::string name, consistent;
+    fields >> name >> consistent;
+    if (consistent == "yes") return name;
+  }
+  return "";
+}
+
+#define REQUIRE_ENGINE(var)                                                              \
+  REQUIRE_TOOL();                                                                        \
+  const std::string var = FirstCrashConsistentEngine();                                  \
+  if (var.empty()) GTEST_SKIP() << "no crash-consistent engine is registered in this build"
+
+TEST(CliEngine, PoolCreateInfoCheckRoundTrip) {
+  REQUIRE_ENGINE(engine);
+  TempDir dir;
+  const std::string p = dir.File("p.pool");
+  ToolRun r = RunTool({"pool", "create", p, "--engine", engine, "--size", "8M"});
+  EXPECT_EQ(r.exit_code, 0) << r;
+  EXPECT_NE(r.out.find("created " + p), std::string::npos) << r;
+  r = RunTool({"pool", "info", p});
+  EXPECT_EQ(r.exit_code, 0) << r;
+  EXPECT_NE(r.out.find("engine          " + engine + "\n"), std::string::npos) << r;
+  EXPECT_NE(r.out.find("pool size       8388608 (8 MiB)"), std::string::npos) << r;
+  EXPECT_NE(r.out.find("clean shutdown  yes"), std::string::npos) << r;
+  const std::string before = ReadFile(p);
+  ExpectFailure(RunTool({"pool", "create", p, "--engine", engine}), 1, "already exists");
+  EXPECT_EQ(ReadFile(p), before);
+  r = RunTool({"pool", "check", p});
+  EXPECT_EQ(r.exit_code, 0) << r;
+  EXPECT_NE(r.out.find("keys            0 by iteration, Count() = 0"), std::string::npos) << r;
+  EXPECT_NE(r.out.find("verdict         OK"), std::string::npos) << r;
+  ExpectFailure(RunTool({"pool", "check", p, "--engine", engine + "-other"}), 1,
+                "holds engine '" + engine + "'");
+}
+
+TEST(CliEngine, PoolCheckRecoversAnUncleanPool) {
+  REQUIRE_ENGINE(engine);
+  TempDir dir;
+  const std::string p = dir.File("p.pool");
+  {
+    Options o;
+    o.engine = engine;
+    o.path = p;
+    o.pool_size = 8 << 20;
+    std::unique_ptr<Index> index;
+    ASSERT_TRUE(Open(o, &index).ok());
+    ASSERT_TRUE(index->Put("survivor", "value").ok());
+    auto* e = dynamic_cast<engines::Engine*>(index.get());
+    ASSERT_NE(e, nullptr);
+    e->Abandon();  // as a crash: no clean shutdown
+  }
+  ToolRun r = RunTool({"pool", "info", p});
+  EXPECT_NE(r.out.find("clean shutdown  no"), std::string::npos) << r;
+  r = RunTool({"pool", "check", p});
+  EXPECT_EQ(r.exit_code, 0) << r;
+  EXPECT_NE(r.out.find("shutdown        not clean: recovering"), std::string::npos) << r;
+  EXPECT_NE(r.out.find("recovery        done in"), std::string::npos) << r;
+  EXPECT_NE(r.out.find("keys            1 by iteration, Count() = 1"), std::string::npos) << r;
+  EXPECT_NE(r.out.find("verdict         OK"), std::string::npos) << r;
+  r = RunTool({"pool", "info", p});
+  EXPECT_NE(r.out.find("clean shutdown  yes"), std::string::npos) << r;
+  r = RunTool({"get", p, "survivor"});
+  EXPECT_EQ(r.out, "value\n") << r;
+}
+
+TEST(CliEngine, PutGetDelCountDump) {
+  REQUIRE_ENGINE(engine);
+  TempDir dir;
+  const std::string p = dir.File("p.pool");
+  const std::vector<std::string> create = {"--create", "--engine", engine, "--size", "8M"};
+  auto with = [](std::vector<std::string> a, const std::vector<std::string>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  };
+  ToolRun r = RunTool(with({"put", p, "alpha", "one"}, create));
+  ASSERT_EQ(r.exit_code, 0) << r;
+  EXPECT_TRUE(r.err.empty()) << r;
+  EXPECT_EQ(RunTool({"put", p, "beta", "two"}).exit_code, 0);
+  EXPECT_EQ(RunTool({"put", p, "alpha", "uno", "--engine", engine}).exit_code, 0);  // update
+  r = RunTool({"get", p, "alpha"});
+  EXPECT_EQ(r.exit_code, 0) << r;
+  EXPECT_EQ(r.out, "uno\n");
+  r = RunTool({"count", p});
+  EXPECT_EQ(r.out, "2\n") << r;
+  r = RunTool({"dump", p});
+  EXPECT_EQ(r.exit_code, 0) << r;
+  EXPECT_NE(r.out.find("alpha\tuno\n"), std::string::npos) << r;
+  EXPECT_NE(r.out.find("beta\ttwo\n"), std::string::npos) << r;
+  r = RunTool({"dump", p, "--limit", "1"});
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r;
+
+  // Binary keys and values through --hex (NUL bytes included), 8-byte inline form too.
+  EXPECT_EQ(RunTool({"put", p, "00ff00ff00ff00ff", "0102030405060708", "--hex"}).exit_code, 0);
+  EXPECT_EQ(RunTool({"put", p, "00", "", "--hex"}).exit_code, 0);  // empty value
+  r = RunTool({"get", p, "00FF00FF00FF00FF", "--hex"});
+  EXPECT_EQ(r.out, "0102030405060708\n") << r;
+  r = RunTool({"get", p, "00", "--hex"});
+  EXPECT_EQ(r.exit_code, 0) << r;
+  EXPECT_EQ(r.out, "\n") << r;
+  r = RunTool({"dump", p});
+  EXPECT_NE(r.out.find("\\x00\\xff\\x00\\xff\\x00\\xff\\x00\\xff\t\\x01\\x02"), std::string::npos)
+      << r;
+  r = RunTool({"dump", p, "--hex"});
+  EXPECT_NE(r.out.find("616c706861\t756e6f\n"), std::string::npos) << r;  // alpha, uno
+  EXPECT_EQ(RunTool({"count", p}).out, "4\n");
+
+  EXPECT_EQ(RunTool({"del", p, "beta"}).exit_code, 0);
+  ExpectFailure(RunTool({"get", p, "beta"}), 1, "key 'beta' not found");
+  ExpectFailure(RunTool({"del", p, "beta"}), 1, "key 'beta' not found");
+  EXPECT_EQ(RunTool({"count", p}).out, "3\n");
+
+  // Options checked against the pool and the engine.
+  ExpectFailure(RunTool({"get", p, "alpha", "--engine", engine + "-other"}), 1,
+                "unknown engine");
+  ExpectFailure(RunTool({"get", p, "alpha", "--opt", "no_such_option=1"}), 1,
+                "unknown engine option 'no_such_option'");
+  r = RunTool({"pool", "check", p});
+  EXPECT_EQ(r.exit_code, 0) << r;
+  EXPECT_NE(r.out.find("keys            3 by iteration, Count() = 3"), std::string::npos) << r;
+  EXPECT_NE(r.out.find("verdict         OK"), std::string::npos) << r;
+}
+
+}  // namespace
+}  // namespace pmhash::tools

@@ -1,0 +1,64 @@
+// The subcommands of the `pmhash` tool. main.cc parses the command line (CLI11) and
+// calls these; each returns the process exit code and prints an error as exactly one
+// line "pmhash: <message>" on stderr.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace pmhash::tools {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;  // the operation failed (I/O, bad pool, not found)
+inline constexpr int kExitUsage = 2;    // the command line is wrong
+
+// Prints "pmhash: <message>" (joined into one line) on stderr; returns code.
+int Fail(int code, std::string_view message);
+
+// Options shared by the data commands (put, get, del, count, dump).
+struct CommonOptions {
+  std::string engine;               // empty: whatever the pool holds
+  bool create = false;              // create the pool if missing (needs engine)
+  std::string size = "256M";        // size of a created pool
+  std::string persist = "adr";      // adr | eadr | none
+  std::vector<std::string> opts;    // engine options, name=value
+  bool hex = false;                 // keys/values given and printed as hex
+};
+
+// `pmhash engines`: the registered engines as a table.
+int CmdEngines();
+
+// `pmhash pool create PATH --engine E [--size S] [--opt k=v]...`: creates and formats a
+// pool through the engine, then closes it cleanly.
+int CmdPoolCreate(const std::string& path, const std::string& engine, const std::string& size,
+                  const std::vector<std::string>& opts);
+
+// `pmhash pool info PATH`: every header field, the mapping an open would get, the clean
+// flag. Never writes to the file.
+int CmdPoolInfo(const std::string& path);
+
+// `pmhash pool check PATH [--engine E]`: validates the header, opens the index (which
+// recovers it if it was not closed cleanly), compares iteration with Count(), closes.
+int CmdPoolCheck(const std::string& path, const std::string& engine,
+                 const std::vector<std::string>& opts);
+
+enum class DataOp { kPut, kGet, kDel, kCount, kDump };
+
+struct DataArgs {
+  DataOp op = DataOp::kGet;
+  std::string path, key, value;
+  uint64_t limit = 0;  // dump: at most this many records (0: all)
+  CommonOptions common;
+};
+
+// put / get / del / count / dump through pmhash::Open.
+int CmdData(const DataArgs& args);
+
+// `pmhash bench ...`: argv[0] is "bench". `--micro persist` runs the persistence
+// micro-benchmark (src/bench/micro.h); anything else goes to the benchmark driver
+// (src/bench/driver.h) unparsed.
+int CmdBench(int argc, char** argv);
+
+}  // namespace pmhash::tools

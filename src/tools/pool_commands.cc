@@ -1,0 +1,199 @@
+// `pmhash engines` and `pmhash pool create|info|check`.
+#include <fcntl.h>
+#include <linux/mman.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <memory>
+
+#include "pm/pool.h"
+#include "pmhash/index.h"
+#include "tools/commands.h"
+#include "tools/options.h"
+#include "tools/text.h"
+
+namespace pmhash::tools {
+
+int Fail(int code, std::string_view message) {
+  std::fprintf(stderr, "pmhash: %s\n", OneLine(message).c_str());
+  return code;
+}
+
+int CmdEngines() {
+  const std::vector<EngineDescription> engines = RegisteredEngines();
+  if (engines.empty()) {
+    std::printf("no engines are registered in this build\n");
+    return kExitOk;
+  }
+  size_t name_w = 4, paper_w = 5;
+  for (const auto& e : engines) {
+    name_w = std::max(name_w, e.name.size());
+    paper_w = std::max(paper_w, e.paper.size());
+  }
+  const int nw = static_cast<int>(name_w), pw = static_cast<int>(paper_w);
+  std::printf("%-*s  %-16s  %-*s  %s\n", nw, "name", "crash-consistent", pw, "paper",
+              "summary");
+  for (const auto& e : engines) {
+    std::printf("%-*s  %-16s  %-*s  %s\n", nw, e.name.c_str(),
+                e.crash_consistent ? "yes" : "no", pw, e.paper.c_str(), e.summary.c_str());
+  }
+  return kExitOk;
+}
+
+int CmdPoolCreate(const std::string& path, const std::string& engine, const std::string& size,
+                  const std::vector<std::string>& opts) {
+  Options options;
+  std::string error;
+  if (!ParseSize(size, &options.pool_size, &error)) return Fail(kExitUsage, "--size: " + error);
+  if (!ParseEngineOptions(opts, &options.engine_options, &error)) return Fail(kExitUsage, error);
+  options.engine = engine;
+  options.path = path;
+  options.create_if_missing = true;
+  options.error_if_exists = true;
+  std::unique_ptr<Index> index;
+  Status s = Open(options, &index);
+  if (!s.ok()) return Fail(kExitFailure, s.message());
+  const IndexStats stats = index->Stats();
+  s = index->Close();
+  if (!s.ok()) return Fail(kExitFailure, "closing " + path + ": " + s.message());
+  std::printf("created %s: engine %s, %llu bytes (%s), mapping %s\n", path.c_str(),
+              engine.c_str(), static_cast<unsigned long long>(stats.pool_bytes),
+              HumanBytes(stats.pool_bytes).c_str(), stats.mapping.c_str());
+  return kExitOk;
+}
+
+namespace {
+
+std::string FormatUnixNs(uint64_t ns) {
+  const time_t secs = static_cast<time_t>(ns / 1000000000ull);
+  struct tm tm;
+  if (gmtime_r(&secs, &tm) == nullptr) return "?";
+  char buf[64];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// What Pool::Open would get, probed read-only: a MAP_SYNC mapping needs a DAX file.
+// Also reports whether another process holds the pool's lock.
+void ProbeFile(const std::string& path, std::string* mapping, std::string* in_use) {
+  *mapping = "unknown";
+  *in_use = "unknown";
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  void* p = mmap(nullptr, pm::kPoolHeaderSize, PROT_READ, MAP_SHARED_VALIDATE | MAP_SYNC, fd, 0);
+  if (p != MAP_FAILED) {
+    munmap(p, pm::kPoolHeaderSize);
+    *mapping = "dax (MAP_SYNC: flushed stores are durable)";
+  } else {
+    *mapping = "shared (MAP_SHARED: durable against a process crash; against power loss "
+               "only after msync)";
+  }
+  if (flock(fd, LOCK_SH | LOCK_NB) == 0) {
+    *in_use = "no";
+    flock(fd, LOCK_UN);
+  } else if (errno == EWOULDBLOCK) {
+    *in_use = "yes (another process has it open)";
+  }
+  ::close(fd);
+}
+
+}  // namespace
+
+int CmdPoolInfo(const std::string& path) {
+  pm::PoolInfo info;
+  Status s = pm::Pool::Inspect(path, &info);
+  if (!s.ok()) return Fail(kExitFailure, s.message());
+  // Inspect validated the header; read the raw fields it does not return.
+  pm::PoolHeader h;
+  std::memset(&h, 0, sizeof(h));
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || pread(fd, &h, sizeof(h), 0) != static_cast<ssize_t>(sizeof(h))) {
+    const int err = errno;
+    if (fd >= 0) ::close(fd);
+    return Fail(kExitFailure, "cannot read " + path + ": " + std::strerror(err));
+  }
+  ::close(fd);
+  std::string mapping, in_use;
+  ProbeFile(path, &mapping, &in_use);
+  auto u = [](uint64_t v) { return static_cast<unsigned long long>(v); };
+  std::printf("path            %s\n", path.c_str());
+  std::printf("magic           %.8s\n", h.magic);
+  std::printf("layout version  %u\n", h.layout_version);
+  std::printf("header size     %u\n", h.header_size);
+  std::printf("engine          %s\n", info.engine.c_str());
+  std::printf("uuid            %s\n", info.uuid.c_str());
+  std::printf("created         %s (%llu ns since the epoch)\n",
+              FormatUnixNs(info.created_unix_ns).c_str(), u(info.created_unix_ns));
+  std::printf("pool size       %llu (%s)\n", u(info.pool_size), HumanBytes(info.pool_size).c_str());
+  std::printf("file size       %llu (%s)\n", u(info.file_size), HumanBytes(info.file_size).c_str());
+  std::printf("root area       offset %llu, size %llu\n", u(h.root_offset), u(h.root_size));
+  std::printf("undo log        offset %llu, size %llu\n", u(info.log_offset), u(info.log_size));
+  std::printf("heap            offset %llu, size %llu\n", u(info.heap_offset), u(info.heap_size));
+  std::printf("checksum        %016llx (valid)\n", u(h.checksum));
+  std::printf("clean shutdown  %s\n",
+              info.clean_shutdown ? "yes"
+                                  : "no (open now, crashed, or never closed: the next "
+                                    "open recovers it)");
+  std::printf("in use          %s\n", in_use.c_str());
+  std::printf("mapping         %s\n", mapping.c_str());
+  return kExitOk;
+}
+
+int CmdPoolCheck(const std::string& path, const std::string& engine,
+                 const std::vector<std::string>& opts) {
+  Options options;
+  std::string error;
+  if (!ParseEngineOptions(opts, &options.engine_options, &error)) return Fail(kExitUsage, error);
+  pm::PoolInfo info;
+  Status s = pm::Pool::Inspect(path, &info);
+  if (!s.ok()) return Fail(kExitFailure, s.message());
+  if (!engine.empty() && engine != info.engine) {
+    return Fail(kExitFailure, path + " holds engine '" + info.engine + "', not '" + engine + "'");
+  }
+  std::printf("header          ok (engine %s, %llu bytes, layout version %u)\n",
+              info.engine.c_str(), static_cast<unsigned long long>(info.pool_size),
+              info.layout_version);
+  std::printf("shutdown        %s\n", info.clean_shutdown ? "clean" : "not clean: recovering");
+  std::fflush(stdout);
+
+  options.engine = engine;
+  options.path = path;
+  options.create_if_missing = false;
+  std::unique_ptr<Index> index;
+  s = Open(options, &index);
+  if (!s.ok()) return Fail(kExitFailure, "opening " + path + ": " + s.message());
+  const IndexStats stats = index->Stats();
+  if (stats.recovered) std::printf("recovery        done in %.3f ms\n", stats.recovery_ms);
+  uint64_t seen = 0;
+  s = index->ForEach([&](std::string_view, std::string_view) {
+    ++seen;
+    return true;
+  });
+  if (!s.ok()) {
+    Status c = index->Close();
+    (void)c;
+    return Fail(kExitFailure, "iterating " + path + ": " + s.message());
+  }
+  const uint64_t count = index->Count();
+  std::printf("keys            %llu by iteration, Count() = %llu\n",
+              static_cast<unsigned long long>(seen), static_cast<unsigned long long>(count));
+  s = index->Close();
+  if (!s.ok()) return Fail(kExitFailure, "closing " + path + ": " + s.message());
+  if (seen != count) {
+    std::printf("verdict         INCONSISTENT\n");
+    return Fail(kExitFailure, path + " is inconsistent: iteration found " +
+                                  std::to_string(seen) + " keys but Count() is " +
+                                  std::to_string(count));
+  }
+  std::printf("verdict         OK\n");
+  return kExitOk;
+}
+
+}  // namespace pmhash::tools
