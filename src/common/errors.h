@@ -10,7 +10,8 @@ namespace pmhash {
 
 // "<context>: <strerror(err)>" with a code that fits err: ENOENT -> NotFound, EEXIST ->
 // AlreadyExists, EACCES/EPERM/EISDIR/ENOTDIR/EINVAL -> InvalidArgument, ENOSPC/ENOMEM ->
-// ResourceExhausted, EWOULDBLOCK/EBUSY -> Busy, anything else -> IOError.
+// ResourceExhausted, EFBIG -> ResourceExhausted, EWOULDBLOCK/EBUSY -> Busy, anything else
+// -> IOError.
 Status ErrnoStatus(const std::string& context, int err);
 
 }  // namespace pmhash

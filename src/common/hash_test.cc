@@ -1,0 +1,75 @@
+#include "common/hash.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+#include <vector>
+
+namespace pmhash {
+namespace {
+
+TEST(Hash, IsDeterministic) {
+  const std::string key = "the same key";
+  EXPECT_EQ(HashKey(key), HashKey(std::string("the same key")));
+  EXPECT_EQ(HashKey(key, 99), HashKey(key, 99));
+  EXPECT_EQ(Hash64(key.data(), key.size(), 7), HashKey(key, 7));
+  // Fixed across builds and runs: recorded values are on the media (slot hash words,
+  // checksums), so a change of algorithm or seed handling must fail here. These are
+  // XXH3_64bits / XXH3_64bits_withSeed outputs.
+  EXPECT_EQ(HashKey(""), 0x2D06800538D394C2ull);
+  EXPECT_EQ(HashKey("", 0), HashKey(""));
+}
+
+TEST(Hash, SeedChangesTheOutput) {
+  const std::vector<std::string> keys = {"", "a", "12345678", std::string(100, 'x'),
+                                         std::string(5000, 'y')};
+  for (const auto& k : keys) {
+    std::set<uint64_t> seen;
+    for (uint64_t seed = 0; seed < 64; ++seed) seen.insert(HashKey(k, seed));
+    EXPECT_EQ(seen.size(), 64u) << "key of " << k.size() << " bytes";
+  }
+}
+
+TEST(Hash, UsesExactlyTheGivenLength) {
+  // Binary data with zero bytes: the length, not a terminator, delimits the input.
+  const char buf[] = {'a', '\0', 'b', '\0', '\0', 'c', 'd', 'e', 'f', 'g'};
+  std::set<uint64_t> prefixes;
+  for (size_t len = 0; len <= sizeof(buf); ++len) prefixes.insert(Hash64(buf, len));
+  EXPECT_EQ(prefixes.size(), sizeof(buf) + 1);  // every prefix hashes differently
+  EXPECT_EQ(HashKey(std::string_view(buf, 3)), Hash64(buf, 3));
+  EXPECT_NE(HashKey(std::string_view(buf, 2)), HashKey(std::string_view(buf, 1)));
+
+  // Bytes past the length are ignored.
+  std::string a = "prefix-AAAA", b = "prefix-BBBB";
+  EXPECT_EQ(Hash64(a.data(), 7), Hash64(b.data(), 7));
+  EXPECT_NE(Hash64(a.data(), 8), Hash64(b.data(), 8));
+  // A zero-length input does not read its pointer.
+  EXPECT_EQ(Hash64(nullptr, 0), HashKey(""));
+}
+
+TEST(Hash, SpreadsSimilarKeys) {
+  // Sequential keys must differ in about half their bits (engines take bucket indexes,
+  // fingerprints and Bloom probes from different bits of one hash).
+  double total_flips = 0;
+  constexpr int kKeys = 10000;
+  for (int i = 0; i < kKeys; ++i) {
+    std::string a = "key", b = "key";
+    a += std::to_string(i);
+    b += std::to_string(i + 1);
+    total_flips += __builtin_popcountll(HashKey(a) ^ HashKey(b));
+  }
+  EXPECT_NEAR(total_flips / kKeys, 32, 1);
+  // Low and high halves are both used.
+  std::set<uint64_t> low_bytes, high_bytes;
+  for (int i = 0; i < 4096; ++i) {
+    const uint64_t h = HashKey(std::to_string(i));
+    low_bytes.insert(h & 0xff);
+    high_bytes.insert(h >> 56);
+  }
+  EXPECT_GT(low_bytes.size(), 250u);
+  EXPECT_GT(high_bytes.size(), 250u);
+}
+
+}  // namespace
+}  // namespace pmhash

@@ -1,0 +1,181 @@
+#include "common/slot.h"
+
+#include <cstring>
+#include <string>
+
+namespace pmhash {
+namespace {
+
+// The fixed part of an out-of-line record; key and value bytes follow it.
+struct RecordHeader {
+  uint32_t key_len;
+  uint32_t value_len;
+};
+static_assert(sizeof(RecordHeader) == 8, "the record header is one 8-byte word");
+
+// The allocator aligns every block to 16 bytes at least (src/pm/alloc.h).
+constexpr uint64_t kMinBlockAlign = 16;
+
+uint64_t RecordSize(size_t key_len, size_t value_len) {
+  return sizeof(RecordHeader) + key_len + value_len;
+}
+
+// Cache lines spanned by [p, p + len), for Persister::NoteRead.
+size_t LinesSpanned(const void* p, size_t len) {
+  if (len == 0) return 0;
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  return (a + len - 1) / pm::kCacheLine - a / pm::kCacheLine + 1;
+}
+
+}  // namespace
+
+Status SlotCodec::CheckSizes(std::string_view key, std::string_view value) {
+  if (key.size() > kMaxKeySize) {
+    return Status::InvalidArgument("key too long: " + std::to_string(key.size()) +
+                                   " bytes (limit kMaxKeySize = " +
+                                   std::to_string(kMaxKeySize) + " bytes)");
+  }
+  if (value.size() > kMaxValueSize) {
+    return Status::InvalidArgument("value too long: " + std::to_string(value.size()) +
+                                   " bytes (limit kMaxValueSize = " +
+                                   std::to_string(kMaxValueSize) + " bytes)");
+  }
+  return Status::OK();
+}
+
+Status SlotCodec::Encode(std::string_view key, std::string_view value, uint64_t key_hash,
+                         SlotForm* form, KvWords* words) {
+  if (FitsInline(key, value)) {
+    // Only the caller's DRAM copy is written here; the engine stores the words into PM.
+    std::memcpy(&words->word0, key.data(), 8);
+    std::memcpy(&words->word1, value.data(), 8);
+    *form = SlotForm::kInline;
+    return Status::OK();
+  }
+  uint64_t offset = 0;
+  PMHASH_RETURN_IF_ERROR(EncodeRecord(key, value, &offset));
+  words->word0 = offset;
+  words->word1 = key_hash;
+  *form = SlotForm::kRecord;
+  return Status::OK();
+}
+
+Status SlotCodec::EncodeRecord(std::string_view key, std::string_view value,
+                               uint64_t* record_offset) {
+  PMHASH_RETURN_IF_ERROR(CheckSizes(key, value));
+  const uint64_t size = RecordSize(key.size(), value.size());
+  Result<uint64_t> block = allocator_.Allocate(size);
+  if (!block.ok()) return block.status();
+  const uint64_t offset = *block;
+  char* rec = pool_.At<char>(offset);
+
+  // Header as one aligned 8-byte store (blocks are 16-byte aligned).
+  RecordHeader header{static_cast<uint32_t>(key.size()), static_cast<uint32_t>(value.size())};
+  uint64_t header_word;
+  std::memcpy(&header_word, &header, sizeof(header_word));
+  persister_.Store(reinterpret_cast<uint64_t*>(rec), header_word);
+  if (!key.empty()) persister_.Copy(rec + sizeof(RecordHeader), key.data(), key.size());
+  if (!value.empty()) {
+    persister_.Copy(rec + sizeof(RecordHeader) + key.size(), value.data(), value.size());
+  }
+  // No fence: the caller fences once before its commit store.
+  persister_.Flush(rec, size);
+  *record_offset = offset;
+  return Status::OK();
+}
+
+bool SlotCodec::KeyEquals(SlotForm form, const KvWords& words, std::string_view key,
+                          uint64_t key_hash) const {
+  switch (form) {
+    case SlotForm::kInline:
+      return key.size() == 8 && std::memcmp(&words.word0, key.data(), 8) == 0;
+    case SlotForm::kRecord: {
+      // The hash word lives in the slot: a mismatch rejects without touching the record.
+      if (words.word1 != key_hash) return false;
+      const char* rec = pool_.At<const char>(words.word0);
+      RecordHeader header;
+      std::memcpy(&header, rec, sizeof(header));
+      // The record is this codec's read, so it reports it (engines report their buckets).
+      const size_t compared = header.key_len == key.size() ? key.size() : 0;
+      persister_.NoteRead(LinesSpanned(rec, sizeof(RecordHeader) + compared));
+      return header.key_len == key.size() &&
+             (key.empty() || std::memcmp(rec + sizeof(RecordHeader), key.data(), key.size()) == 0);
+    }
+    case SlotForm::kEmpty:
+      return false;
+  }
+  return false;
+}
+
+std::string_view SlotCodec::Key(SlotForm form, const KvWords& words) const {
+  switch (form) {
+    case SlotForm::kInline:
+      return std::string_view(reinterpret_cast<const char*>(&words.word0), 8);
+    case SlotForm::kRecord: {
+      const char* rec = pool_.At<const char>(words.word0);
+      RecordHeader header;
+      std::memcpy(&header, rec, sizeof(header));
+      persister_.NoteRead(LinesSpanned(rec, sizeof(RecordHeader) + header.key_len));
+      return std::string_view(rec + sizeof(RecordHeader), header.key_len);
+    }
+    case SlotForm::kEmpty:
+      break;
+  }
+  return std::string_view();
+}
+
+std::string_view SlotCodec::Value(SlotForm form, const KvWords& words) const {
+  switch (form) {
+    case SlotForm::kInline:
+      return std::string_view(reinterpret_cast<const char*>(&words.word1), 8);
+    case SlotForm::kRecord: {
+      const char* rec = pool_.At<const char>(words.word0);
+      RecordHeader header;
+      std::memcpy(&header, rec, sizeof(header));
+      const char* value = rec + sizeof(RecordHeader) + header.key_len;
+      // The header's line plus the value's (the caller reads the value), once each.
+      const bool header_line_apart =
+          header.value_len == 0 || LinesSpanned(rec, value - rec + 1) > 1;
+      persister_.NoteRead(LinesSpanned(value, header.value_len) + (header_line_apart ? 1 : 0));
+      return std::string_view(value, header.value_len);
+    }
+    case SlotForm::kEmpty:
+      break;
+  }
+  return std::string_view();
+}
+
+void SlotCodec::Release(SlotForm form, const KvWords& words) {
+  if (form == SlotForm::kRecord) ReleaseRecord(words.word0);
+}
+
+void SlotCodec::ReleaseRecord(uint64_t record_offset) { allocator_.Free(record_offset); }
+
+bool SlotCodec::Plausible(SlotForm form, const KvWords& words) const {
+  switch (form) {
+    case SlotForm::kEmpty:
+    case SlotForm::kInline:
+      return true;  // any 16 bytes are a valid inline key and value
+    case SlotForm::kRecord:
+      break;
+    default:
+      return false;  // a form byte no engine writes
+  }
+  // Check the offset arithmetically before asking the allocator or reading anything, so
+  // a wild offset never becomes a wild read.
+  const uint64_t offset = words.word0;
+  const uint64_t heap_begin = pool_.heap_offset();
+  const uint64_t heap_end = heap_begin + pool_.heap_size();
+  if (offset < heap_begin || offset >= heap_end || heap_end - offset < sizeof(RecordHeader) ||
+      offset % kMinBlockAlign != 0) {
+    return false;
+  }
+  if (!allocator_.IsAllocated(offset)) return false;
+  RecordHeader header;
+  std::memcpy(&header, pool_.At<const char>(offset), sizeof(header));
+  if (header.key_len > kMaxKeySize || header.value_len > kMaxValueSize) return false;
+  const uint64_t size = RecordSize(header.key_len, header.value_len);
+  return size <= heap_end - offset && size <= allocator_.UsableSize(offset);
+}
+
+}  // namespace pmhash
