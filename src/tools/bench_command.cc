@@ -8,13 +8,6 @@
 #include "bench/micro.h"
 #include "tools/commands.h"
 
-// Until src/bench/driver.cc is in the build, RunBench may be missing: a weak reference
-// lets the tool link and say so. (The tool links the library whole, so a defined
-// RunBench is always picked up.)
-namespace pmhash::bench {
-int RunBench(int argc, char** argv) __attribute__((weak));
-}  // namespace pmhash::bench
-
 namespace pmhash::tools {
 
 int CmdBench(int argc, char** argv) {
@@ -22,9 +15,6 @@ int CmdBench(int argc, char** argv) {
     if (std::strcmp(argv[i], "--micro") == 0 || std::strncmp(argv[i], "--micro=", 8) == 0) {
       return bench::RunPersistMicroBench(argc, argv);
     }
-  }
-  if (&bench::RunBench == nullptr) {
-    return Fail(kExitFailure, "the benchmark driver is not part of this build");
   }
   // The driver sees argv[0] = "pmhash bench" and the rest untouched.
   std::string name = "pmhash bench";

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# `make bench`: runs the paper scenarios of bench/scenarios/ (every one but `main`, which
+# is `make run`), or those named as arguments, writing results/NAME.json and
+# results/NAME.png for each. Scenarios take a few minutes each on a 2-core machine.
+#   scripts/bench-scenarios.sh                 # all paper scenarios
+#   scripts/bench-scenarios.sh group-fig7      # one
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bin=build/release/pmhash
+if [ ! -x "$bin" ]; then
+  echo "bench-scenarios: $bin is missing; run 'make bench' (it builds first)" >&2
+  exit 1
+fi
+if [ -z "$("$bin" bench --list-engines)" ]; then
+  echo "bench-scenarios: no engine is registered in this build yet; the engines come next."
+  exit 0
+fi
+
+if [ $# -gt 0 ]; then
+  scenarios=("$@")
+else
+  scenarios=()
+  for f in bench/scenarios/*.json; do
+    name=$(basename "$f" .json)
+    [ "$name" = main ] || scenarios+=("$name")
+  done
+fi
+
+mkdir -p results
+failed=0
+for s in "${scenarios[@]}"; do
+  echo "=== scenario $s ==="
+  if "$bin" bench --scenario "$s" --json "results/$s.json"; then
+    /usr/bin/python3 bench/plot.py "results/$s.json" -o "results/$s.png" ||
+      echo "bench-scenarios: warning: no chart for $s" >&2
+  else
+    echo "bench-scenarios: scenario $s failed" >&2
+    failed=1
+  fi
+  echo
+done
+exit $failed

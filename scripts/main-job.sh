@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The main job (`make run`, after the release build): every registered engine side by side
+# on emulated PM (bench/scenarios/main.json: a fresh pool under /dev/shm, adr persistence),
+# tables on stdout, JSON in results/main.json and a PNG summary in results/main.png.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bin=build/release/pmhash
+if [ ! -x "$bin" ]; then
+  echo "main-job: $bin is missing; run 'make run' (it builds first)" >&2
+  exit 1
+fi
+if [ -z "$("$bin" bench --list-engines)" ]; then
+  echo "main-job: no engine is registered in this build yet; the engines come next."
+  exit 0
+fi
+
+mkdir -p results
+"$bin" bench --scenario main --json results/main.json "$@"
+echo
+if /usr/bin/python3 bench/plot.py results/main.json -o results/main.png; then
+  :
+else
+  echo "main-job: warning: no chart (bench/plot.py failed; 'make deps' installs matplotlib)" >&2
+fi
+echo "main-job: results in results/main.json and results/main.png"

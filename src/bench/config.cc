@@ -1,0 +1,332 @@
+#include "bench/config.h"
+
+#include <algorithm>
+#include <charconv>
+
+#include <CLI/CLI.hpp>
+
+namespace pmhash::bench {
+
+const char* PhaseName(Phase phase) {
+  switch (phase) {
+    case Phase::kLoad: return "load";
+    case Phase::kSearch: return "search";
+    case Phase::kNegative: return "negative";
+    case Phase::kUpdate: return "update";
+    case Phase::kDelete: return "delete";
+    case Phase::kMixed: return "mixed";
+    case Phase::kFill: return "fill";
+  }
+  return "?";
+}
+
+std::vector<std::string> SplitList(const std::string& text, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find(sep, start);
+    if (end == std::string::npos) end = text.size();
+    std::string part = text.substr(start, end - start);
+    // Trim spaces so "a, b" works from scenario files.
+    part.erase(0, part.find_first_not_of(' '));
+    part.erase(part.find_last_not_of(' ') + 1);
+    if (!part.empty()) out.push_back(part);
+    start = end + 1;
+  }
+  return out;
+}
+
+static bool ParseUint(const std::string& text, uint64_t* out) {
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), *out);
+  return !text.empty() && ec == std::errc() && end == text.data() + text.size();
+}
+
+Status ParseMix(const std::string& text, Mix* out) {
+  Mix mix{0, 0, 0, 0};
+  for (const std::string& part : SplitList(text)) {
+    const size_t eq = part.find('=');
+    uint64_t pct = 0;
+    if (eq == std::string::npos || !ParseUint(part.substr(eq + 1), &pct) || pct > 100) {
+      return Status::InvalidArgument("--mix '" + text +
+                                     "': expected name=percent pairs, e.g. search=90,update=10");
+    }
+    const std::string name = part.substr(0, eq);
+    int* slot = name == "search" || name == "read" ? &mix.search
+                : name == "update"                 ? &mix.update
+                : name == "insert"                 ? &mix.insert
+                : name == "negative"               ? &mix.negative
+                                                   : nullptr;
+    if (slot == nullptr) {
+      return Status::InvalidArgument("--mix: unknown operation '" + name +
+                                     "' (expected search, update, insert, negative)");
+    }
+    *slot += static_cast<int>(pct);
+  }
+  if (mix.search + mix.update + mix.insert + mix.negative != 100) {
+    return Status::InvalidArgument("--mix '" + text + "': the percentages must add up to 100");
+  }
+  *out = mix;
+  return Status::OK();
+}
+
+std::string MixText(const Mix& mix) {
+  std::string s;
+  auto add = [&](const char* name, int pct) {
+    if (pct == 0) return;
+    if (!s.empty()) s += ",";
+    s += std::string(name) + "=" + std::to_string(pct);
+  };
+  add("search", mix.search);
+  add("update", mix.update);
+  add("insert", mix.insert);
+  add("negative", mix.negative);
+  return s;
+}
+
+Json BenchConfig::ToJson() const {
+  Json j = Json::Object();
+  j.Set("run", label);
+  Json e = Json::Array();
+  for (const auto& name : engines) e.Push(name);
+  j.Set("engines", e);
+  Json t = Json::Array();
+  for (int n : threads) t.Push(n);
+  j.Set("threads", t);
+  j.Set("records", records);
+  j.Set("ops", measured_ops());
+  Json p = Json::Array();
+  for (Phase ph : phases) p.Push(PhaseName(ph));
+  j.Set("phases", p);
+  j.Set("mix", MixText(mix));
+  j.Set("dist", DistName(dist));
+  j.Set("key_size", static_cast<uint64_t>(key_size));
+  j.Set("value_size", value_size.fixed() ? std::to_string(value_size.min)
+                                         : std::to_string(value_size.min) + "-" +
+                                               std::to_string(value_size.max));
+  j.Set("load_factor", load_factor ? Json(*load_factor) : Json());
+  Json o = Json::Object();
+  for (const auto& [k, v] : engine_options) o.Set(k, v);
+  j.Set("opt", o);
+  j.Set("pool", pool.empty() ? std::string("shm") : pool);
+  j.Set("pool_size", pool_size == 0 ? Json() : Json(pool_size));
+  j.Set("persist", PersistModeName(persist));
+  j.Set("flush", FlushInstructionName(flush));
+  j.Set("write_latency_ns", static_cast<uint64_t>(write_latency_ns));
+  j.Set("seed", seed);
+  j.Set("recovery", recovery);
+  return j;
+}
+
+namespace {
+
+bool ParseSizeWithSuffix(const std::string& text, uint64_t* out) {
+  if (text.empty()) return false;
+  uint64_t mult = 1;
+  std::string digits = text;
+  switch (text.back()) {
+    case 'K': case 'k': mult = 1ull << 10; digits.pop_back(); break;
+    case 'M': case 'm': mult = 1ull << 20; digits.pop_back(); break;
+    case 'G': case 'g': mult = 1ull << 30; digits.pop_back(); break;
+    case 'T': case 't': mult = 1ull << 40; digits.pop_back(); break;
+    default: break;
+  }
+  uint64_t v = 0;
+  if (!ParseUint(digits, &v) || v > (~0ull) / mult) return false;
+  *out = v * mult;
+  return true;
+}
+
+// One line: CLI11 messages sometimes span lines.
+std::string OneLine(std::string s) {
+  std::replace(s.begin(), s.end(), '\n', ' ');
+  while (!s.empty() && s.back() == ' ') s.pop_back();
+  return s;
+}
+
+}  // namespace
+
+Status ParseBenchArgs(const std::vector<std::string>& args, BenchConfig* config,
+                      GlobalOptions* global) {
+  CLI::App app{
+      "pmhash bench: measure engines side by side (throughput, latency percentiles, "
+      "persistence cost per operation, load factor, recovery time)",
+      "pmhash bench"};
+  app.set_help_flag("-h,--help", "Print this help and exit");
+  app.allow_extras(false);
+
+  std::string engines, threads, phases, mix, dist, value_size, load_factor, pool_size;
+  std::string persist, flush;
+  std::vector<std::string> opts;
+  std::string recovery;
+  auto last = [](CLI::Option* o) {
+    return o->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  };
+  last(app.add_option("--engine", engines,
+                      "Engines to compare, comma-separated (default: every registered engine; "
+                      "'all' means the same)"));
+  last(app.add_option("--threads", threads, "Thread counts, comma-separated (default 1)"));
+  std::string records, ops;
+  last(app.add_option("--records", records,
+                      "Keys loaded by the load phase; with --load-factor, the number of keys "
+                      "the table is created for (default 1000000)")
+           ->type_name("UINT"));
+  last(app.add_option("--ops", ops,
+                      "Operations per measured phase (default: --records)")
+           ->type_name("UINT"));
+  last(app.add_option("--phases", phases,
+                      "Phases in order: load,search,negative,update,delete,mixed,fill "
+                      "(default load,search,negative,update,mixed,delete)"));
+  last(app.add_option("--mix", mix, "Mixed phase: search=50,update=50 (also insert, negative)"));
+  last(app.add_option("--dist", dist,
+                      "Key distribution: uniform | zipfian[:0.99] | selfsimilar[:0.2] | "
+                      "sequential (default uniform)"));
+  last(app.add_option("--key-size", config->key_size, "Key bytes, >= 8 (default 8)"));
+  last(app.add_option("--value-size", value_size, "Value bytes: N or a range MIN-MAX (default 8)"));
+  last(app.add_option("--load-factor", load_factor,
+                      "Fill the table to this load factor (0,1] before the measured phases; "
+                      "load then inserts --ops new keys (the papers' latency method)"));
+  app.add_option("--opt", opts, "Engine option name=value (repeatable); ENGINE:name=value applies to that engine only")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  last(app.add_option("--pool", config->pool,
+                      "dram (anonymous memory) | PATH (a file that must not exist, or a "
+                      "directory; removed afterwards) (default: a fresh file under /dev/shm)"));
+  last(app.add_option("--pool-size", pool_size,
+                      "Pool size, e.g. 512M (default: computed from records and sizes)"));
+  last(app.add_option("--persist", persist, "adr | eadr | none (default adr)"));
+  last(app.add_option("--flush", flush, "auto | clwb | clflushopt | clflush (default auto)"));
+  last(app.add_option("--write-latency-ns", config->write_latency_ns,
+                      "Emulated PM write latency per flushed line, 0..100000 (default 0)"));
+  last(app.add_option("--seed", config->seed, "Seed of every generator (default 42)"));
+  last(app.add_option("--recovery", recovery,
+                      "on | off: measure recovery (reopen after an unclean close) at the end "
+                      "of each engine's run (default on; file pools only)"));
+  last(app.add_option("--json", global->json_path, "Write results as JSON to FILE"));
+  last(app.add_option("--scenario", global->scenario,
+                      "Run bench/scenarios/NAME.json (flags given here override it)"));
+  last(app.add_option("--scenario-dir", global->scenario_dir,
+                      "Where scenario files are (default: $PMHASH_SCENARIO_DIR, else "
+                      "bench/scenarios found from the executable or the working directory)"));
+  app.add_flag("--list-scenarios", global->list_scenarios, "List the scenarios and exit");
+  app.add_flag("--list-engines", global->list_engines,
+               "List the registered engines, one per line, and exit");
+  app.add_flag("--quiet", global->quiet, "No tables on stdout (JSON and errors only)");
+  last(app.add_option("--progress", global->progress, "auto | on | off (default auto)"));
+
+  std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 wants it reversed
+  try {
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    global->help = true;
+    global->help_text = app.help();
+    return Status::OK();
+  } catch (const CLI::ParseError& e) {
+    return Status::InvalidArgument(OneLine(e.what()));
+  }
+
+  if (!records.empty() && !ParseUint(records, &config->records)) {
+    return Status::InvalidArgument("--records '" + records + "': expected a whole number");
+  }
+  if (!ops.empty() && !ParseUint(ops, &config->ops)) {
+    return Status::InvalidArgument("--ops '" + ops + "': expected a whole number");
+  }
+  if (!engines.empty()) {
+    config->engines = SplitList(engines);
+    if (config->engines.size() == 1 && config->engines[0] == "all") config->engines.clear();
+  }
+  if (!threads.empty()) {
+    config->threads.clear();
+    for (const std::string& t : SplitList(threads)) {
+      uint64_t n = 0;
+      if (!ParseUint(t, &n) || n == 0 || n > 256) {
+        return Status::InvalidArgument("--threads '" + threads +
+                                       "': expected thread counts 1..256, e.g. 1,2");
+      }
+      config->threads.push_back(static_cast<int>(n));
+    }
+    if (config->threads.empty()) return Status::InvalidArgument("--threads: no thread count");
+  }
+  if (!phases.empty()) {
+    config->phases.clear();
+    for (const std::string& p : SplitList(phases)) {
+      static const Phase kAll[] = {Phase::kLoad,   Phase::kSearch, Phase::kNegative,
+                                   Phase::kUpdate, Phase::kDelete, Phase::kMixed,
+                                   Phase::kFill};
+      bool found = false;
+      for (Phase ph : kAll) {
+        if (p == PhaseName(ph)) {
+          config->phases.push_back(ph);
+          found = true;
+        }
+      }
+      if (!found) {
+        return Status::InvalidArgument("--phases: unknown phase '" + p +
+                                       "' (expected load, search, negative, update, delete, "
+                                       "mixed, fill)");
+      }
+    }
+    if (config->phases.empty()) return Status::InvalidArgument("--phases: no phase");
+  }
+  if (!mix.empty()) PMHASH_RETURN_IF_ERROR(ParseMix(mix, &config->mix));
+  if (!dist.empty()) PMHASH_RETURN_IF_ERROR(ParseDist(dist, &config->dist));
+  if (!value_size.empty()) PMHASH_RETURN_IF_ERROR(ParseValueSize(value_size, &config->value_size));
+  if (!load_factor.empty()) {
+    if (load_factor == "none") {
+      config->load_factor.reset();
+    } else {
+      double f = 0;
+      auto [end, ec] = std::from_chars(load_factor.data(),
+                                       load_factor.data() + load_factor.size(), f);
+      if (ec != std::errc() || end != load_factor.data() + load_factor.size() || !(f > 0) ||
+          f > 1) {
+        return Status::InvalidArgument("--load-factor '" + load_factor +
+                                       "': expected a number in (0, 1]");
+      }
+      config->load_factor = f;
+    }
+  }
+  for (const std::string& o : opts) {
+    const size_t eq = o.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return Status::InvalidArgument("--opt '" + o + "': expected name=value");
+    }
+    config->engine_options[o.substr(0, eq)] = o.substr(eq + 1);
+  }
+  if (!pool_size.empty() && !ParseSizeWithSuffix(pool_size, &config->pool_size)) {
+    return Status::InvalidArgument("--pool-size '" + pool_size +
+                                   "': expected bytes with an optional K, M, G suffix");
+  }
+  if (!persist.empty() && !ParsePersistMode(persist, &config->persist)) {
+    return Status::InvalidArgument("--persist '" + persist + "': expected adr, eadr or none");
+  }
+  if (!flush.empty() && !ParseFlushInstruction(flush, &config->flush)) {
+    return Status::InvalidArgument("--flush '" + flush +
+                                   "': expected auto, clwb, clflushopt or clflush");
+  }
+  if (!recovery.empty()) {
+    if (recovery != "on" && recovery != "off") {
+      return Status::InvalidArgument("--recovery '" + recovery + "': expected on or off");
+    }
+    config->recovery = recovery == "on";
+  }
+  if (global->progress != "auto" && global->progress != "on" && global->progress != "off") {
+    return Status::InvalidArgument("--progress '" + global->progress +
+                                   "': expected auto, on or off");
+  }
+
+  // Cross-flag checks.
+  if (config->records == 0) return Status::InvalidArgument("--records must be at least 1");
+  if (config->key_size < 8 || config->key_size > 1024) {
+    return Status::InvalidArgument("--key-size " + std::to_string(config->key_size) +
+                                   ": expected 8..1024 bytes (8 bytes name 2^64 distinct keys)");
+  }
+  if (config->write_latency_ns > 100000) {
+    return Status::InvalidArgument("--write-latency-ns: at most 100000");
+  }
+  if (config->records > (1ull << 40) || config->measured_ops() > (1ull << 40)) {
+    return Status::InvalidArgument("--records / --ops: at most 2^40");
+  }
+  return Status::OK();
+}
+
+}  // namespace pmhash::bench

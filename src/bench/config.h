@@ -1,0 +1,78 @@
+// The benchmark driver's configuration: what `pmhash bench` flags mean, parsed with
+// CLI11. The flags and their spellings are a contract (../shared/DESIGN.md, "Benchmark
+// driver contract"): scripts outside the project rely on them.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench/json.h"
+#include "bench/keygen.h"
+#include "pmhash/options.h"
+#include "pmhash/status.h"
+
+namespace pmhash::bench {
+
+enum class Phase { kLoad, kSearch, kNegative, kUpdate, kDelete, kMixed, kFill };
+const char* PhaseName(Phase phase);
+
+// --mix percentages (sum 100). YCSB's read/update/insert mixes plus negative lookups.
+struct Mix {
+  int search = 50, update = 50, insert = 0, negative = 0;
+};
+Status ParseMix(const std::string& text, Mix* out);
+std::string MixText(const Mix& mix);
+
+// One run: every engine x every thread count, the phases in order.
+struct BenchConfig {
+  std::vector<std::string> engines;  // empty: every registered engine
+  std::vector<int> threads = {1};
+  uint64_t records = 1000000;        // keys loaded (or, with load_factor, table sizing)
+  uint64_t ops = 0;                  // operations per measured phase; 0: records
+  std::vector<Phase> phases = {Phase::kLoad, Phase::kSearch, Phase::kNegative,
+                               Phase::kUpdate, Phase::kMixed, Phase::kDelete};
+  Mix mix;
+  DistSpec dist;
+  size_t key_size = 8;
+  ValueSizeSpec value_size;
+  std::optional<double> load_factor;  // fill to this before the measured phases
+  std::map<std::string, std::string> engine_options;
+  std::string pool;                   // "" (fresh file under /dev/shm), "dram", or a path
+  uint64_t pool_size = 0;             // 0: computed from records, sizes and headroom
+  PersistMode persist = PersistMode::kAdr;
+  FlushInstruction flush = FlushInstruction::kAuto;
+  uint32_t write_latency_ns = 0;
+  uint64_t seed = 42;
+  bool recovery = true;               // reopen after an unclean close (file pools)
+  std::string label = "main";         // names the run in a scenario
+
+  uint64_t measured_ops() const { return ops == 0 ? records : ops; }
+  Json ToJson() const;
+};
+
+// Options that apply to the whole invocation, not to one run.
+struct GlobalOptions {
+  std::string json_path;
+  std::string scenario;
+  std::string scenario_dir;
+  bool quiet = false;              // no tables on stdout
+  std::string progress = "auto";   // auto (stderr is a terminal) | on | off
+  bool list_scenarios = false;
+  bool list_engines = false;
+  bool help = false;
+  std::string help_text;
+};
+
+// Parses `args` (without the program / "bench" word) into *config and *global.
+// InvalidArgument with a one-line message naming the flag on any error, including
+// unknown flags. Values already in *config are the defaults (scenarios layer flags).
+Status ParseBenchArgs(const std::vector<std::string>& args, BenchConfig* config,
+                      GlobalOptions* global);
+
+// Splits "a,b,c" (empty parts dropped).
+std::vector<std::string> SplitList(const std::string& text, char sep = ',');
+
+}  // namespace pmhash::bench

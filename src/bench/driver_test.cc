@@ -1,0 +1,533 @@
+// Tests of the benchmark driver: argument validation, the JSON shape of the contract,
+// and the consistency of the figures, run against a tiny test-only engine (not
+// registered, so no other suite sees it). Nothing here is timed.
+#include "bench/driver.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "bench/json.h"
+#include "bench/runner.h"
+#include "bench/scenario.h"
+#include "common/hash.h"
+#include "engines/engine.h"
+
+namespace pmhash::bench {
+namespace {
+
+// Linear probing over 64-byte PM slots, one mutex, no resizing: an insert into a full
+// table is ResourceExhausted. Keys up to 16 bytes, values up to 40.
+//   slot = { u8 state (0 empty, 1 used, 2 deleted); u8 klen; u16 vlen; u32 pad;
+//            char key[16]; char value[40]; }
+// Insert: copy key/value, persist, store state=1, persist (2 flushes, 2 fences).
+class TestEngine : public engines::Engine {
+ public:
+  explicit TestEngine(bool knows_resize) : knows_resize_(knows_resize) {}
+
+  Status Insert(std::string_view key, std::string_view value) override {
+    PMHASH_RETURN_IF_ERROR(Check(key, value));
+    std::lock_guard<std::mutex> lock(mu_);
+    uint64_t free_slot = ~0ull;
+    if (Find(key, &free_slot) != ~0ull) return Status::AlreadyExists("key exists");
+    if (free_slot == ~0ull) return Status::ResourceExhausted("test engine: table full");
+    Slot* s = &table()[free_slot];
+    Slot tmp{};
+    tmp.klen = static_cast<uint8_t>(key.size());
+    tmp.vlen = static_cast<uint16_t>(value.size());
+    std::memcpy(tmp.key, key.data(), key.size());
+    std::memcpy(tmp.value, value.data(), value.size());
+    persister().Copy(&s->klen, &tmp.klen, sizeof(Slot) - 1);
+    persister().Persist(s, sizeof(Slot));
+    persister().Store(&s->state, uint8_t{1});
+    persister().Persist(&s->state, 1);
+    ++count_;
+    return Status::OK();
+  }
+  Status Update(std::string_view key, std::string_view value) override {
+    PMHASH_RETURN_IF_ERROR(Check(key, value));
+    std::lock_guard<std::mutex> lock(mu_);
+    uint64_t unused = 0;
+    const uint64_t at = Find(key, &unused);
+    if (at == ~0ull) return Status::NotFound("no such key");
+    Slot* s = &table()[at];
+    persister().Copy(s->value, value.data(), value.size());
+    persister().Store(&s->vlen, static_cast<uint16_t>(value.size()));
+    persister().Persist(s, sizeof(Slot));
+    return Status::OK();
+  }
+  Status Get(std::string_view key, std::string* value) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    uint64_t unused = 0;
+    const uint64_t at = Find(key, &unused);
+    if (at == ~0ull) return Status::NotFound("no such key");
+    value->assign(table()[at].value, table()[at].vlen);
+    return Status::OK();
+  }
+  Status Delete(std::string_view key) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    uint64_t unused = 0;
+    const uint64_t at = Find(key, &unused);
+    if (at == ~0ull) return Status::NotFound("no such key");
+    persister().Store(&table()[at].state, uint8_t{2});
+    persister().Persist(&table()[at].state, 1);
+    --count_;
+    return Status::OK();
+  }
+  uint64_t Count() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return count_;
+  }
+  Status ForEach(const Visitor& fn) const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (uint64_t i = 0; i < slots_; ++i) {
+      const Slot& s = table()[i];
+      if (s.state == 1 && !fn({s.key, s.klen}, {s.value, s.vlen})) break;
+    }
+    return Status::OK();
+  }
+
+ protected:
+  void Configure(engines::EngineOptions& options, const Options& index_options) override {
+    if (knows_resize_) (void)options.Bool("resize", true);
+    slots_ = std::max<uint64_t>(64, 2 * index_options.initial_capacity);
+  }
+  Status Create() override {
+    Result<uint64_t> block = allocator().Allocate(slots_ * sizeof(Slot));
+    if (!block.ok()) return block.status();
+    persister().Zero(pool().At<char>(*block), slots_ * sizeof(Slot));
+    persister().Persist(pool().At<char>(*block), slots_ * sizeof(Slot));
+    Root* r = root<Root>();
+    persister().Store(&r->slots, slots_);
+    persister().Store(&r->table, *block);
+    persister().Persist(r, sizeof(Root));
+    return Status::OK();
+  }
+  Status Recover(bool) override {
+    slots_ = root<Root>()->slots;
+    count_ = 0;
+    for (uint64_t i = 0; i < slots_; ++i) count_ += table()[i].state == 1;
+    return Status::OK();
+  }
+  Status EnumerateBlocks(const pm::Allocator::LiveBlockVisitor& visit) const override {
+    visit(root<Root>()->table);
+    return Status::OK();
+  }
+  void FillStats(IndexStats* stats) const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    stats->count = count_;
+    stats->key_slots = slots_;
+    stats->dram_bytes = 0;
+  }
+
+ private:
+  struct Root {
+    uint64_t table;
+    uint64_t slots;
+  };
+  struct Slot {
+    uint8_t state;
+    uint8_t klen;
+    uint16_t vlen;
+    uint32_t pad;
+    char key[16];
+    char value[40];
+  };
+  static_assert(sizeof(Slot) == 64, "one slot per cache line");
+
+  static Status Check(std::string_view key, std::string_view value) {
+    if (key.size() > 16 || value.size() > 40) return Status::InvalidArgument("too long");
+    return Status::OK();
+  }
+  Slot* table() const { return pool().At<Slot>(root<Root>()->table); }
+  // Slot of key or ~0; *free_slot: the first reusable slot on the probe path.
+  uint64_t Find(std::string_view key, uint64_t* free_slot) const {
+    const uint64_t h = HashKey(key) % slots_;
+    for (uint64_t n = 0; n < slots_; ++n) {
+      const uint64_t i = (h + n) % slots_;
+      const Slot& s = table()[i];
+      if (s.state == 0) {
+        if (*free_slot == ~0ull) *free_slot = i;
+        return ~0ull;
+      }
+      if (s.state == 2) {
+        if (*free_slot == ~0ull) *free_slot = i;
+        continue;
+      }
+      if (s.klen == key.size() && std::memcmp(s.key, key.data(), key.size()) == 0) return i;
+    }
+    return ~0ull;
+  }
+
+  bool knows_resize_;
+  mutable std::mutex mu_;
+  uint64_t slots_ = 0;
+  uint64_t count_ = 0;
+};
+
+Status TestOpen(const Options& o, std::unique_ptr<Index>* index, bool knows_resize) {
+  std::unique_ptr<pm::Pool> pool;
+  bool fresh = true;
+  if (o.path.empty()) {
+    PMHASH_RETURN_IF_ERROR(pm::Pool::CreateDram(o.engine, o.pool_size, &pool));
+  } else if (::access(o.path.c_str(), F_OK) == 0) {
+    PMHASH_RETURN_IF_ERROR(pm::Pool::Open(o.path, o.engine, &pool));
+    fresh = false;
+  } else {
+    PMHASH_RETURN_IF_ERROR(pm::Pool::Create(o.path, o.engine, o.pool_size, &pool));
+  }
+  Status s = engines::OpenEngine(std::make_unique<TestEngine>(knows_resize), std::move(pool),
+                                 fresh, o, nullptr, index);
+  if (!s.ok() && fresh && !o.path.empty()) ::unlink(o.path.c_str());
+  return s;
+}
+
+struct Captured {
+  std::string out, err, warn;
+};
+
+BenchEnv TestEnv(Captured* cap, bool knows_resize = true) {
+  BenchEnv env;
+  env.open = [knows_resize](const Options& o, std::unique_ptr<Index>* index) {
+    return TestOpen(o, index, knows_resize);
+  };
+  env.engines = [] { return std::vector<std::string>{"bench-test", "bench-test2"}; };
+  env.out = [cap](const std::string& s) { cap->out += s; };
+  env.err = [cap](const std::string& s) { cap->err += s + "\n"; };
+  env.warn = [cap](const std::string& s) { cap->warn += s + "\n"; };
+  return env;
+}
+
+std::string TempPath(const char* name) {
+  const char* dir = std::getenv("TMPDIR");
+  return std::string(dir != nullptr ? dir : "/tmp") + "/pmhash-bench-test-" +
+         std::to_string(::getpid()) + "-" + name;
+}
+
+// Runs the driver with a JSON file and returns the parsed document.
+Json RunJson(std::vector<std::string> args, Captured* cap, int* code,
+             bool knows_resize = true) {
+  const std::string path = TempPath("out.json");
+  args.push_back("--json");
+  args.push_back(path);
+  *code = RunBenchArgs(args, TestEnv(cap, knows_resize));
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  ::unlink(path.c_str());
+  Json doc;
+  EXPECT_TRUE(Json::Parse(ss.str(), &doc).ok()) << ss.str();
+  return doc;
+}
+
+const Json* Result(const Json& doc, const std::string& engine, const std::string& phase,
+                   int threads = 1) {
+  const Json* rs = doc.Find("results");
+  if (rs == nullptr) return nullptr;
+  for (const Json& r : rs->items()) {
+    if (r.Find("engine")->string() == engine && r.Find("phase")->string() == phase &&
+        r.Find("threads")->number() == threads) {
+      return &r;
+    }
+  }
+  return nullptr;
+}
+
+// ---- Argument validation ------------------------------------------------------------
+
+TEST(BenchArgs, RejectsBadFlagsWithOneLineNamingTheFlag) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--bogus"}, "--bogus"},
+      {{"--threads", "0"}, "--threads"},
+      {{"--threads", "1,x"}, "--threads"},
+      {{"--dist", "zipf"}, "--dist"},
+      {{"--dist", "zipfian:1.5"}, "zipfian"},
+      {{"--value-size", "10-5"}, "--value-size"},
+      {{"--mix", "search=50"}, "--mix"},
+      {{"--mix", "scan=100"}, "scan"},
+      {{"--load-factor", "1.5"}, "--load-factor"},
+      {{"--persist", "sometimes"}, "--persist"},
+      {{"--flush", "wbinvd"}, "--flush"},
+      {{"--phases", "load,scan"}, "scan"},
+      {{"--phases", "search"}, "load"},
+      {{"--engine", "nosuch"}, "nosuch"},
+      {{"--key-size", "4"}, "--key-size"},
+      {{"--opt", "novalue"}, "--opt"},
+      {{"--records", "abc"}, "--records"},
+      {{"--pool-size", "12Q"}, "--pool-size"},
+      {{"--records", "10", "--ops", "20", "--phases", "load,delete"}, "delete"},
+      {{"--scenario", "no-such-scenario", "--scenario-dir", "/nonexistent"}, "no-such-scenario"},
+  };
+  for (const auto& [args, needle] : cases) {
+    Captured cap;
+    const int code = RunBenchArgs(args, TestEnv(&cap));
+    EXPECT_EQ(code, 2) << args[0];
+    EXPECT_EQ(cap.err.rfind("pmhash bench: ", 0), 0u) << cap.err;
+    EXPECT_EQ(std::count(cap.err.begin(), cap.err.end(), '\n'), 1) << cap.err;
+    EXPECT_NE(cap.err.find(needle), std::string::npos) << cap.err;
+    EXPECT_TRUE(cap.out.empty()) << cap.out;
+  }
+}
+
+TEST(BenchArgs, HelpAndListsSucceed) {
+  Captured cap;
+  EXPECT_EQ(RunBenchArgs({"--help"}, TestEnv(&cap)), 0);
+  EXPECT_NE(cap.out.find("--write-latency-ns"), std::string::npos);
+  Captured cap2;
+  EXPECT_EQ(RunBenchArgs({"--list-engines"}, TestEnv(&cap2)), 0);
+  EXPECT_EQ(cap2.out, "bench-test\nbench-test2\n");
+}
+
+TEST(BenchArgs, NoEngineRegisteredIsAnError) {
+  Captured cap;
+  BenchEnv env = TestEnv(&cap);
+  env.engines = [] { return std::vector<std::string>{}; };
+  EXPECT_EQ(RunBenchArgs({"--records", "10"}, env), 1);
+  EXPECT_NE(cap.err.find("no engine is registered"), std::string::npos);
+}
+
+// ---- JSON shape and consistency -----------------------------------------------------
+
+const char* const kResultFields[] = {
+    "engine", "threads", "phase", "ops", "seconds", "mops", "latency_ns", "flushes_per_op",
+    "fences_per_op", "pm_bytes_written_per_op", "media_writes_per_op", "media_write_amp",
+    "pm_lines_read_per_op", "load_factor", "pm_bytes", "dram_bytes", "recovery_ms"};
+
+TEST(BenchJson, EveryContractFieldPresentNullWhereUnknown) {
+  Captured cap;
+  int code = -1;
+  Json doc = RunJson({"--engine", "bench-test", "--records", "2000", "--ops", "1000",
+                      "--phases", "load,search,negative,update,mixed,delete,fill", "--pool",
+                      "dram", "--pool-size", "8M", "--threads", "1,2"},
+                     &cap, &code);
+  ASSERT_EQ(code, 0) << cap.err;
+  ASSERT_TRUE(doc.is_object());
+  ASSERT_TRUE(doc.Find("config") != nullptr && doc.Find("config")->is_object());
+  ASSERT_TRUE(doc.Find("machine") != nullptr && doc.Find("machine")->is_object());
+  const Json* results = doc.Find("results");
+  ASSERT_TRUE(results != nullptr && results->is_array());
+  EXPECT_EQ(results->items().size(), 14u);  // 7 phases x 2 thread counts
+  for (const char* key : {"engines", "threads", "records", "ops", "phases", "mix", "dist",
+                          "key_size", "value_size", "load_factor", "opt", "pool", "persist",
+                          "flush", "write_latency_ns", "seed"}) {
+    EXPECT_TRUE(doc.Find("config")->Has(key)) << key;
+  }
+  for (const Json& r : results->items()) {
+    for (const char* field : kResultFields) EXPECT_TRUE(r.Has(field)) << field;
+    const Json* lat = r.Find("latency_ns");
+    ASSERT_TRUE(lat->is_object());
+    for (const char* p : {"p50", "p90", "p99", "p999", "p9999"}) {
+      ASSERT_TRUE(lat->Has(p)) << p;
+      EXPECT_TRUE(lat->Find(p)->is_number()) << p;
+    }
+    EXPECT_LE(lat->Find("p50")->number(), lat->Find("p99")->number());
+    EXPECT_LE(lat->Find("p99")->number(), lat->Find("p9999")->number());
+    // A DRAM pool cannot be reopened: no recovery time, rather than a made-up one.
+    EXPECT_TRUE(r.Find("recovery_ms")->is_null());
+    // The test engine does not report PM reads.
+    EXPECT_TRUE(r.Find("pm_lines_read_per_op")->is_null());
+    EXPECT_EQ(r.Find("errors")->number(), 0) << r.Dump(-1);
+  }
+  // No bytes stored by lookups: write amplification is undefined, so null.
+  EXPECT_TRUE(Result(doc, "bench-test", "search")->Find("media_write_amp")->is_null());
+  EXPECT_TRUE(Result(doc, "bench-test", "load")->Find("media_write_amp")->is_number());
+}
+
+TEST(BenchJson, OpsEqualWhatWasAskedAndFiguresAreConsistent) {
+  Captured cap;
+  int code = -1;
+  Json doc = RunJson({"--engine", "bench-test", "--records", "3000", "--ops", "1000",
+                      "--phases", "load,search,negative,update,mixed,delete", "--pool", "dram",
+                      "--pool-size", "8M", "--mix", "search=50,update=25,insert=25"},
+                     &cap, &code);
+  ASSERT_EQ(code, 0) << cap.err;
+  EXPECT_EQ(Result(doc, "bench-test", "load")->Find("ops")->number(), 3000);
+  for (const char* phase : {"search", "negative", "update", "mixed", "delete"}) {
+    EXPECT_EQ(Result(doc, "bench-test", phase)->Find("ops")->number(), 1000) << phase;
+  }
+  for (const Json& r : doc.Find("results")->items()) {
+    const double lf = r.Find("load_factor")->number();
+    EXPECT_GT(lf, 0) << r.Find("phase")->string();
+    EXPECT_LE(lf, 1) << r.Find("phase")->string();
+    EXPECT_GT(r.Find("mops")->number(), 0);
+    EXPECT_GT(r.Find("latency_ns")->Find("samples")->number(), 0);
+  }
+  // The test engine's insert is exactly 2 flushes + 2 fences; lookups cost none.
+  const Json* load = Result(doc, "bench-test", "load");
+  EXPECT_DOUBLE_EQ(load->Find("flushes_per_op")->number(), 2.0);
+  EXPECT_DOUBLE_EQ(load->Find("fences_per_op")->number(), 2.0);
+  EXPECT_DOUBLE_EQ(Result(doc, "bench-test", "search")->Find("flushes_per_op")->number(), 0.0);
+  EXPECT_DOUBLE_EQ(Result(doc, "bench-test", "delete")->Find("flushes_per_op")->number(), 1.0);
+  // Keys stored: 3000 loaded, + about 250 mixed inserts (25% of 1000), - 1000 deleted.
+  const double after_mixed = Result(doc, "bench-test", "mixed")->Find("count")->number();
+  EXPECT_GT(after_mixed, 3150);
+  EXPECT_LT(after_mixed, 3350);
+  EXPECT_EQ(Result(doc, "bench-test", "delete")->Find("count")->number(), after_mixed - 1000);
+  // Lookups read values, and the checksum says so.
+  EXPECT_NE(Result(doc, "bench-test", "search")->Find("checksum")->number(), 0);
+  EXPECT_EQ(Result(doc, "bench-test", "negative")->Find("checksum")->number(), 0);
+}
+
+TEST(BenchJson, PersistNoneCostsNoFlushOrFence) {
+  Captured cap;
+  int code = -1;
+  Json doc = RunJson({"--engine", "bench-test", "--records", "1000", "--phases",
+                      "load,update,delete", "--pool", "dram", "--pool-size", "8M", "--persist",
+                      "none"},
+                     &cap, &code);
+  ASSERT_EQ(code, 0) << cap.err;
+  EXPECT_EQ(doc.Find("config")->Find("persist")->string(), "none");
+  ASSERT_EQ(doc.Find("results")->items().size(), 3u);
+  for (const Json& r : doc.Find("results")->items()) {
+    EXPECT_EQ(r.Find("flushes_per_op")->number(), 0) << r.Find("phase")->string();
+    EXPECT_EQ(r.Find("fences_per_op")->number(), 0) << r.Find("phase")->string();
+  }
+}
+
+TEST(BenchJson, FilePoolMeasuresRecoveryAndIsRemoved) {
+  const std::string dir = TempPath("pooldir");
+  ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+  Captured cap;
+  int code = -1;
+  Json doc = RunJson({"--engine", "bench-test", "--records", "1000", "--phases",
+                      "load,search,fill", "--pool", dir, "--pool-size", "8M"},
+                     &cap, &code);
+  ASSERT_EQ(code, 0) << cap.err;
+  EXPECT_TRUE(cap.warn.empty()) << cap.warn;  // recovery kept every key
+  const Json* load = Result(doc, "bench-test", "load");
+  ASSERT_TRUE(load->Find("recovery_ms")->is_number());
+  EXPECT_GE(load->Find("recovery_ms")->number(), 0);
+  EXPECT_EQ(load->Find("mapping")->string(), "shared");
+  // The fill phase has an index of its own that is not reopened.
+  EXPECT_TRUE(Result(doc, "bench-test", "fill")->Find("recovery_ms")->is_null());
+  // Every pool file was removed.
+  DIR* d = ::opendir(dir.c_str());
+  ASSERT_NE(d, nullptr);
+  int entries = 0;
+  while (dirent* e = ::readdir(d)) entries += e->d_name[0] != '.';
+  ::closedir(d);
+  EXPECT_EQ(entries, 0);
+  ::rmdir(dir.c_str());
+}
+
+TEST(BenchJson, FillReportsLoadFactorAtFirstRefusal) {
+  // The test engine sizes 2 slots per expected key and never resizes: with resize=off
+  // accepted, fill runs until the table is full (linear probing reaches 1.0).
+  Captured cap;
+  int code = -1;
+  Json doc = RunJson({"--engine", "bench-test", "--records", "500", "--phases", "fill",
+                      "--pool", "dram", "--pool-size", "8M"},
+                     &cap, &code);
+  ASSERT_EQ(code, 0) << cap.err;
+  const Json* fill = Result(doc, "bench-test", "fill");
+  EXPECT_DOUBLE_EQ(fill->Find("load_factor")->number(), 1.0);
+  EXPECT_EQ(fill->Find("ops")->number(), 1001);  // 1000 stored + the refused one
+  EXPECT_NE(fill->Find("note")->string().find("refused"), std::string::npos);
+
+  // An engine without a resize option: the load factor after loading --records keys.
+  Captured cap2;
+  Json doc2 = RunJson({"--engine", "bench-test", "--records", "500", "--phases", "fill",
+                       "--pool", "dram", "--pool-size", "8M"},
+                      &cap2, &code, /*knows_resize=*/false);
+  ASSERT_EQ(code, 0) << cap2.err;
+  const Json* fill2 = Result(doc2, "bench-test", "fill");
+  EXPECT_DOUBLE_EQ(fill2->Find("load_factor")->number(), 0.5);
+  EXPECT_NE(fill2->Find("note")->string().find("no resize=off"), std::string::npos);
+}
+
+TEST(BenchJson, LoadFactorFillsBeforeMeasuring) {
+  Captured cap;
+  int code = -1;
+  Json doc = RunJson({"--engine", "bench-test", "--records", "1000", "--ops", "100",
+                      "--load-factor", "0.75", "--phases", "load,search,delete", "--pool",
+                      "dram", "--pool-size", "8M"},
+                     &cap, &code);
+  ASSERT_EQ(code, 0) << cap.err;
+  // 2000 slots filled to 1500 keys, then 100 timed inserts.
+  const Json* load = Result(doc, "bench-test", "load");
+  EXPECT_EQ(load->Find("ops")->number(), 100);
+  EXPECT_EQ(load->Find("count")->number(), 1600);
+  EXPECT_DOUBLE_EQ(load->Find("load_factor")->number(), 0.8);
+  EXPECT_EQ(Result(doc, "bench-test", "delete")->Find("count")->number(), 1500);
+}
+
+TEST(BenchJson, TablesShowEnginesSideBySideWithRatios) {
+  Captured cap;
+  const int code = RunBenchArgs({"--engine", "bench-test,bench-test2", "--records", "500",
+                                 "--phases", "load,search", "--pool", "dram", "--pool-size",
+                                 "8M"},
+                                TestEnv(&cap));
+  ASSERT_EQ(code, 0) << cap.err;
+  EXPECT_NE(cap.out.find("== load"), std::string::npos);
+  EXPECT_NE(cap.out.find("== search"), std::string::npos);
+  EXPECT_NE(cap.out.find("bench-test2"), std::string::npos);
+  EXPECT_NE(cap.out.find("x)"), std::string::npos);  // a ratio to the first engine
+  EXPECT_NE(cap.out.find("checksum of the values read"), std::string::npos);
+  EXPECT_NE(cap.out.find("Build:"), std::string::npos);
+}
+
+TEST(BenchScenario, ScenarioRunsEachRunWithItsLabelAndPaperText) {
+  const std::string dir = TempPath("scenarios");
+  ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+  {
+    std::ofstream f(dir + "/tiny.json");
+    f << R"({"name": "tiny", "description": "two runs",
+             "args": "--engine bench-test --phases load,search --pool dram --pool-size 8M",
+             "runs": [{"label": "a", "args": "--records 100"},
+                      {"label": "b", "args": ["--records", "200"]}],
+             "paper": ["the paper says 42"]})";
+  }
+  Captured cap;
+  int code = -1;
+  Json doc = RunJson({"--scenario", "tiny", "--scenario-dir", dir, "--ops", "50"}, &cap, &code);
+  ::unlink((dir + "/tiny.json").c_str());
+  ::rmdir(dir.c_str());
+  ASSERT_EQ(code, 0) << cap.err;
+  EXPECT_NE(cap.out.find("the paper says 42"), std::string::npos);
+  EXPECT_EQ(doc.Find("config")->Find("scenario")->string(), "tiny");
+  ASSERT_EQ(doc.Find("results")->items().size(), 4u);
+  const auto& rs = doc.Find("results")->items();
+  EXPECT_EQ(rs[0].Find("run")->string(), "a");
+  EXPECT_EQ(rs[0].Find("ops")->number(), 100);
+  EXPECT_EQ(rs[2].Find("run")->string(), "b");
+  EXPECT_EQ(rs[2].Find("ops")->number(), 200);
+  EXPECT_EQ(rs[3].Find("ops")->number(), 50);  // the command line overrides the file
+}
+
+TEST(BenchScenario, ShippedScenariosParse) {
+  // Every file in bench/scenarios (found from the test binary, as the tool finds it)
+  // parses into runs whose flags are valid.
+  const std::string dir = FindScenarioDir("");
+  if (dir.empty()) GTEST_SKIP() << "no bench/scenarios above the test binary";
+  const std::vector<std::string> names = ListScenarios(dir);
+  for (const char* needed : {"main", "group-fig5", "group-fig7"}) {
+    EXPECT_NE(std::find(names.begin(), names.end(), needed), names.end()) << needed;
+  }
+  for (const std::string& name : names) {
+    Scenario sc;
+    ASSERT_TRUE(LoadScenario(dir, name, &sc).ok()) << name;
+    EXPECT_FALSE(sc.description.empty()) << name;
+    EXPECT_FALSE(sc.paper.empty()) << name;
+    for (const ScenarioRun& run : sc.runs) {
+      std::vector<std::string> args = sc.args;
+      args.insert(args.end(), run.args.begin(), run.args.end());
+      BenchConfig config;
+      GlobalOptions global;
+      Status s = ParseBenchArgs(args, &config, &global);
+      EXPECT_TRUE(s.ok()) << name << " " << run.label << ": " << s.ToString();
+      EXPECT_TRUE(ValidateConfig(config).ok()) << name << " " << run.label;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace pmhash::bench

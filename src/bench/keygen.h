@@ -1,0 +1,175 @@
+// Workload generation for the benchmark driver: keys, values, and the distributions that
+// pick which key an operation touches. Everything here runs before the timed part.
+//
+// Keys are named by a 64-bit index. Positive keys (inserted by load) have indices below
+// 2^63; negative keys (never inserted) have bit 63 set, so the two sets are disjoint. An
+// index becomes a key through KeySpace: with sequential keys the first 8 bytes are the
+// index itself (the papers' SequenceNum trace), otherwise a bijective mix of it (random
+// keys, distinct by construction); bytes past the 8th are derived from the first 8.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pmhash/status.h"
+
+namespace pmhash::bench {
+
+inline constexpr uint64_t kNegativeBit = 1ull << 63;
+
+// splitmix64's finalizer: a bijection on 64-bit words (each step is invertible).
+inline uint64_t Mix64(uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  x ^= x >> 31;
+  return x;
+}
+
+// A small fast PRNG (xoshiro256**), seeded through splitmix64.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed);
+  uint64_t Next();
+  // Uniform in [0, n) (n > 0), by multiply-shift.
+  uint64_t Below(uint64_t n) {
+    return static_cast<uint64_t>((static_cast<unsigned __int128>(Next()) * n) >> 64);
+  }
+  // Uniform in [0, 1).
+  double Unit() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
+
+ private:
+  uint64_t s_[4];
+};
+
+// Key bytes for an index.
+class KeySpace {
+ public:
+  // key_size >= 8.
+  KeySpace(size_t key_size, bool sequential) : key_size_(key_size), sequential_(sequential) {}
+  size_t key_size() const { return key_size_; }
+  uint64_t FirstWord(uint64_t index) const { return sequential_ ? index : Mix64(index); }
+  // Writes key_size() bytes for `index` to out.
+  void Write(uint64_t index, char* out) const;
+  std::string Key(uint64_t index) const;
+
+ private:
+  size_t key_size_;
+  bool sequential_;
+};
+
+// Which distribution picks keys.
+struct DistSpec {
+  enum class Kind { kUniform, kZipfian, kSelfSimilar, kSequential };
+  Kind kind = Kind::kUniform;
+  double param = 0;  // zipfian constant (default 0.99), self-similar skew (default 0.2)
+};
+// "uniform" | "zipfian[:theta]" | "selfsimilar[:h]" | "sequential".
+Status ParseDist(const std::string& text, DistSpec* out);
+std::string DistName(const DistSpec& spec);
+
+// Draws indices in [0, n) (n > 0). Each thread owns one.
+class IndexGenerator {
+ public:
+  virtual ~IndexGenerator() = default;
+  virtual uint64_t Next(Rng& rng) = 0;
+};
+
+// `start` is where a sequential stream begins (threads start at different places).
+std::unique_ptr<IndexGenerator> MakeGenerator(const DistSpec& spec, uint64_t n, uint64_t start);
+
+// YCSB's ZipfianGenerator over [0, n) with constant theta (the most popular item is 0).
+class ZipfianGenerator final : public IndexGenerator {
+ public:
+  ZipfianGenerator(uint64_t n, double theta);
+  // With a precomputed zeta(n, theta) (YCSB's scrambled generator uses n = 10^10).
+  ZipfianGenerator(uint64_t n, double theta, double zetan);
+  uint64_t Next(Rng& rng) override;
+  static double Zeta(uint64_t n, double theta);
+
+ private:
+  uint64_t n_;
+  double theta_, zetan_, alpha_, eta_, half_pow_theta_;
+};
+
+// YCSB's ScrambledZipfianGenerator: zipfian popularity, with the popular items spread
+// over [0, n) by FNV-1a hashing. With theta 0.99 it uses YCSB's own constants (a zipfian
+// over 10^10 items, zeta precomputed); other thetas compute zeta over n items.
+class ScrambledZipfianGenerator final : public IndexGenerator {
+ public:
+  ScrambledZipfianGenerator(uint64_t n, double theta);
+  uint64_t Next(Rng& rng) override;
+  // YCSB's Utils.fnvhash64 (including Java's Math.abs).
+  static uint64_t FnvHash64(uint64_t value);
+  static constexpr uint64_t kYcsbItemCount = 10000000000ull;
+  static constexpr double kYcsbZetan = 26.46902820178302;
+
+ private:
+  uint64_t n_;
+  ZipfianGenerator zipf_;
+};
+
+// Gray et al.'s self-similar distribution (as PiBench): a fraction h of the keys gets
+// 1 - h of the accesses, recursively; low indices are hot.
+class SelfSimilarGenerator final : public IndexGenerator {
+ public:
+  SelfSimilarGenerator(uint64_t n, double h);
+  uint64_t Next(Rng& rng) override;
+
+ private:
+  uint64_t n_;
+  double exponent_;
+};
+
+class UniformGenerator final : public IndexGenerator {
+ public:
+  explicit UniformGenerator(uint64_t n) : n_(n) {}
+  uint64_t Next(Rng& rng) override { return rng.Below(n_); }
+
+ private:
+  uint64_t n_;
+};
+
+class SequentialGenerator final : public IndexGenerator {
+ public:
+  SequentialGenerator(uint64_t n, uint64_t start) : n_(n), next_(start % n) {}
+  uint64_t Next(Rng&) override {
+    uint64_t v = next_;
+    next_ = next_ + 1 == n_ ? 0 : next_ + 1;
+    return v;
+  }
+
+ private:
+  uint64_t n_, next_;
+};
+
+// Value sizes: fixed, or a range drawn uniformly per operation.
+struct ValueSizeSpec {
+  size_t min = 8, max = 8;
+  bool fixed() const { return min == max; }
+};
+// "8" or "16-1024".
+Status ParseValueSize(const std::string& text, ValueSizeSpec* out);
+
+// Random bytes that values are sliced from (no per-operation allocation or writing).
+class ValuePool {
+ public:
+  ValuePool(size_t max_value, uint64_t seed);
+  // A value of `size` bytes that depends on `salt`.
+  std::string_view Slice(uint64_t salt, size_t size) const {
+    return std::string_view(bytes_.data() + Offset(salt), size);
+  }
+  uint32_t Offset(uint64_t salt) const { return static_cast<uint32_t>(Mix64(salt) % span_); }
+  const char* data() const { return bytes_.data(); }
+
+ private:
+  std::string bytes_;
+  size_t span_;
+};
+
+}  // namespace pmhash::bench
