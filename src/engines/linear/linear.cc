@@ -1,0 +1,571 @@
+// Linear probing in PM, with (`linear-log`) and without (`linear`) undo logging.
+// Layout, invariants and persist order: linear.h.
+#include "engines/linear/linear.h"
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <set>
+
+#include "common/hash.h"
+
+namespace pmhash::engines {
+
+namespace {
+
+// Is h inside the cyclic range (a, b]?
+bool InCyclicRange(uint64_t h, uint64_t a, uint64_t b) {
+  return a <= b ? (a < h && h <= b) : (h > a || h <= b);
+}
+
+size_t LinesSpanned(const void* p, size_t len) {
+  if (len == 0) return 0;
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  return (a + len - 1) / pm::kCacheLine - a / pm::kCacheLine + 1;
+}
+
+uint64_t TableBytes(uint64_t num_lines) {
+  return sizeof(LinearTable) + num_lines * sizeof(LinearLine);
+}
+
+}  // namespace
+
+// ---- Setup --------------------------------------------------------------------------
+
+void LinearProbing::Configure(EngineOptions& options, const Options& index_options) {
+  max_load_ = options.Double("max_load", 0.9, 0.05, 1.0);
+  resize_ = options.Bool("resize", true);
+  // initial_capacity counts cells (the paper sizes its tables in cells).
+  const uint64_t wanted = index_options.initial_capacity == 0 ? 3 * 1024
+                                                              : index_options.initial_capacity;
+  // Clamped so the line arithmetic cannot overflow; Create reports a table too big for
+  // the pool.
+  initial_cells_ = std::clamp<uint64_t>(wanted, kCellsPerLine, uint64_t{1} << 50);
+}
+
+Status LinearProbing::NewTable(uint64_t num_lines, uint64_t* offset) {
+  pm::Persister& p = persister();
+  if (num_lines == 0 || num_lines > (pool().size() / sizeof(LinearLine))) {
+    return Status::ResourceExhausted(Prefix() + "a table of " + std::to_string(num_lines) +
+                                     " lines does not fit the pool");
+  }
+  const uint64_t bytes = TableBytes(num_lines);
+  Result<uint64_t> block = allocator().Allocate(bytes);
+  if (!block.ok()) {
+    return Status::ResourceExhausted(Prefix() + "cannot allocate a table of " +
+                                     std::to_string(bytes) + " bytes: " +
+                                     block.status().message());
+  }
+  auto* t = pool().At<LinearTable>(*block);
+  p.Zero(t, bytes);
+  p.Store(&t->magic, kLinearTableMagic);
+  p.Store(&t->num_lines, num_lines);
+  p.Flush(t, bytes);
+  p.Fence();
+  *offset = *block;
+  return Status::OK();
+}
+
+Status LinearProbing::Create() {
+  const uint64_t num_lines = (initial_cells_ + kCellsPerLine - 1) / kCellsPerLine;
+  uint64_t offset = 0;
+  PMHASH_RETURN_IF_ERROR(NewTable(num_lines, &offset));
+  pm::Persister& p = persister();
+  root_ = root<LinearRoot>();
+  p.Store(&root_->version, kLinearVersion);
+  p.Store(&root_->table, offset);
+  p.Store(&root_->count, uint64_t{0});
+  p.Persist(root_, sizeof(LinearRoot));
+  p.Store(&root_->magic, kLinearRootMagic);  // commit point of Create
+  p.Persist(&root_->magic, sizeof(uint64_t));
+  table_ = pool().At<LinearTable>(offset);
+  cells_ = num_lines * kCellsPerLine;
+  count_.store(0, std::memory_order_release);
+  return Status::OK();
+}
+
+Status LinearProbing::ValidateRoot(uint64_t* table) const {
+  const auto* r = root<LinearRoot>();
+  if (r->magic != kLinearRootMagic) {
+    return Status::Corruption(Prefix() + "the root is not initialised (pool creation did not "
+                              "finish, or this is not a linear pool)");
+  }
+  if (r->version != kLinearVersion) {
+    return Status::Corruption(Prefix() + "layout version " + std::to_string(r->version) +
+                              " is not the supported " + std::to_string(kLinearVersion));
+  }
+  const uint64_t off = r->table;
+  if (off == 0 || off % pm::kCacheLine != 0 || !pool().Contains(off, sizeof(LinearTable))) {
+    return Status::Corruption(Prefix() + "root table offset " + std::to_string(off) +
+                              " is outside the pool");
+  }
+  const auto* t = pool().At<const LinearTable>(off);
+  if (t->magic != kLinearTableMagic) {
+    return Status::Corruption(Prefix() + "the table at offset " + std::to_string(off) +
+                              " has a bad magic number");
+  }
+  if (t->num_lines == 0 || t->num_lines > pool().size() / sizeof(LinearLine) ||
+      !pool().Contains(off, TableBytes(t->num_lines))) {
+    return Status::Corruption(Prefix() + "the table at offset " + std::to_string(off) +
+                              " claims " + std::to_string(t->num_lines) +
+                              " lines, which do not fit the pool");
+  }
+  *table = off;
+  return Status::OK();
+}
+
+Status LinearProbing::EnumerateBlocks(const pm::Allocator::LiveBlockVisitor& visit) const {
+  uint64_t off = 0;
+  PMHASH_RETURN_IF_ERROR(ValidateRoot(&off));
+  visit(off);
+  auto* t = pool().At<LinearTable>(off);
+  LinearLine* lines = t->lines();
+  for (uint64_t l = 0; l < t->num_lines; ++l) {
+    for (uint64_t s = 0; s < kCellsPerLine; ++s) {
+      const uint8_t form = lines[l].form[s];
+      if (form > static_cast<uint8_t>(SlotForm::kRecord)) {
+        return Status::Corruption(Prefix() + "cell " + std::to_string(l * kCellsPerLine + s) +
+                                  " has an unknown form " + std::to_string(form));
+      }
+      if (form == static_cast<uint8_t>(SlotForm::kRecord)) {
+        const uint64_t record = lines[l].cell[s].word0;
+        if (record == 0 || !pool().Contains(record, 8)) {
+          return Status::Corruption(Prefix() + "cell " + std::to_string(l * kCellsPerLine + s) +
+                                    " points outside the pool");
+        }
+        SlotCodec::VisitBlocks(SlotForm::kRecord, lines[l].cell[s], visit);
+      }
+    }
+  }
+  return Status::OK();
+}
+
+Status LinearProbing::Recover(bool clean) {
+  uint64_t off = 0;
+  PMHASH_RETURN_IF_ERROR(ValidateRoot(&off));
+  root_ = root<LinearRoot>();
+  table_ = pool().At<LinearTable>(off);
+  cells_ = table_->num_lines * kCellsPerLine;
+  if (!clean) {
+    // The undo log already rolled back an interrupted `linear-log` operation; recount
+    // (cheap next to Allocator::Rebuild's scan) so that `linear` at least reports what
+    // it holds, and reject a damaged pool.
+    uint64_t n = 0;
+    for (uint64_t c = 0; c < cells_; ++c) {
+      const SlotForm form = FormAt(c);
+      if (form == SlotForm::kEmpty) continue;
+      if (static_cast<uint8_t>(form) > static_cast<uint8_t>(SlotForm::kRecord) ||
+          !codec().Plausible(form, WordsAt(c))) {
+        return Status::Corruption(Prefix() + "cell " + std::to_string(c) + " is malformed");
+      }
+      ++n;
+    }
+    if (n != root_->count) {
+      persister().Store(&root_->count, n);
+      persister().Persist(&root_->count, sizeof(uint64_t));
+    }
+  }
+  if (root_->count > cells_) {
+    return Status::Corruption(Prefix() + "the root counts " + std::to_string(root_->count) +
+                              " keys in a table of " + std::to_string(cells_) + " cells");
+  }
+  count_.store(root_->count, std::memory_order_release);
+  return Status::OK();
+}
+
+void LinearProbing::FillStats(IndexStats* stats) const {
+  std::shared_lock lock(mu_);
+  stats->count = count_.load(std::memory_order_acquire);
+  stats->key_slots = cells_;
+  stats->dram_bytes = sizeof(*this) + moves_.capacity() * sizeof(moves_[0]);
+  stats->engine_counters["cells"] = cells_;
+  stats->engine_counters["resizes"] = resizes_;
+  stats->engine_counters["shifted_cells"] = shifted_cells_;
+  stats->engine_counters["undo_txs"] = undo_txs_;
+}
+
+uint64_t LinearProbing::cells() const {
+  std::shared_lock lock(mu_);
+  return cells_;
+}
+
+// ---- Helpers ------------------------------------------------------------------------
+
+uint64_t LinearProbing::HashOf(SlotForm form, const KvWords& words) const {
+  if (form == SlotForm::kRecord) return words.word1;
+  return HashKey(codec().Key(form, words));
+}
+
+size_t LinearProbing::RecordLines(std::string_view key, std::string_view value) {
+  // The record header (8 bytes) precedes the key; the value follows it.
+  const char* start = key.data() - 8;
+  return LinesSpanned(start, static_cast<size_t>(value.data() + value.size() - start));
+}
+
+LinearProbing::Probe LinearProbing::Find(std::string_view key, uint64_t hash) const {
+  Probe probe;
+  uint64_t c = HomeCell(hash, cells_);
+  uint64_t last_line = ~0ull;
+  size_t lines = 0;
+  for (uint64_t n = 0; n < cells_; ++n) {
+    const uint64_t line = c / kCellsPerLine;
+    if (line != last_line) {
+      ++lines;
+      last_line = line;
+    }
+    const SlotForm form = FormAt(c);
+    if (form == SlotForm::kEmpty) {
+      probe.cell = c;
+      persister().NoteRead(lines);
+      return probe;
+    }
+    if (codec().KeyEquals(form, WordsAt(c), key, hash)) {
+      probe.found = true;
+      probe.cell = c;
+      persister().NoteRead(lines);
+      return probe;
+    }
+    c = Next(c);
+  }
+  probe.full = true;
+  persister().NoteRead(lines);
+  return probe;
+}
+
+void LinearProbing::WriteCell(LinearLine* line, uint64_t slot, SlotForm form,
+                              const KvWords& words) {
+  pm::Persister& p = persister();
+  // Words before form: in one line, stores persist in program order, so the form never
+  // reaches PM ahead of the words it commits.
+  p.Store(&line->cell[slot].word0, words.word0);
+  p.Store(&line->cell[slot].word1, words.word1);
+  p.Store(&line->form[slot], static_cast<uint8_t>(form));
+}
+
+void LinearProbing::PersistCount(uint64_t count) {
+  persister().Store(&root_->count, count);
+  persister().Persist(&root_->count, sizeof(uint64_t));
+  count_.store(count, std::memory_order_release);
+}
+
+Status LinearProbing::SaveCells(pm::UndoLog::Tx& tx, uint64_t first, uint64_t last) {
+  const uint64_t first_line = first / kCellsPerLine;
+  const uint64_t last_line = last / kCellsPerLine;
+  LinearLine* lines = table_->lines();
+  if (first <= last) {
+    return tx.Save(&lines[first_line], (last_line - first_line + 1) * sizeof(LinearLine));
+  }
+  // The run wraps past the table's end: two ranges. They may share a line in a tiny
+  // table; saving it twice is harmless (both copies hold the old bytes).
+  const uint64_t num_lines = table_->num_lines;
+  PMHASH_RETURN_IF_ERROR(
+      tx.Save(&lines[first_line], (num_lines - first_line) * sizeof(LinearLine)));
+  return tx.Save(&lines[0], (last_line + 1) * sizeof(LinearLine));
+}
+
+// ---- Operations ---------------------------------------------------------------------
+
+Status LinearProbing::Get(std::string_view key, std::string* value) {
+  if (key.size() > kMaxKeySize) {
+    return Status::InvalidArgument("key of " + std::to_string(key.size()) +
+                                   " bytes exceeds kMaxKeySize");
+  }
+  const uint64_t hash = HashKey(key);
+  std::shared_lock lock(mu_);
+  const Probe probe = Find(key, hash);
+  if (!probe.found) return Status::NotFound("key not present");
+  const SlotForm form = FormAt(probe.cell);
+  const KvWords words = WordsAt(probe.cell);
+  const std::string_view v = codec().Value(form, words);
+  if (form == SlotForm::kRecord) persister().NoteRead(RecordLines(codec().Key(form, words), v));
+  value->assign(v.data(), v.size());
+  return Status::OK();
+}
+
+Status LinearProbing::Insert(std::string_view key, std::string_view value) {
+  PMHASH_RETURN_IF_ERROR(SlotCodec::CheckSizes(key, value));
+  const uint64_t hash = HashKey(key);
+  std::unique_lock lock(mu_);
+  const Probe probe = Find(key, hash);
+  if (probe.found) return Status::AlreadyExists("key already present");
+  return InsertNew(key, value, hash, probe);
+}
+
+Status LinearProbing::Update(std::string_view key, std::string_view value) {
+  PMHASH_RETURN_IF_ERROR(SlotCodec::CheckSizes(key, value));
+  const uint64_t hash = HashKey(key);
+  std::unique_lock lock(mu_);
+  const Probe probe = Find(key, hash);
+  if (!probe.found) return Status::NotFound("key not present");
+  return UpdateAt(probe.cell, key, value, hash);
+}
+
+Status LinearProbing::Put(std::string_view key, std::string_view value) {
+  PMHASH_RETURN_IF_ERROR(SlotCodec::CheckSizes(key, value));
+  const uint64_t hash = HashKey(key);
+  std::unique_lock lock(mu_);
+  const Probe probe = Find(key, hash);
+  if (probe.found) return UpdateAt(probe.cell, key, value, hash);
+  return InsertNew(key, value, hash, probe);
+}
+
+Status LinearProbing::Delete(std::string_view key) {
+  if (key.size() > kMaxKeySize) {
+    return Status::InvalidArgument("key of " + std::to_string(key.size()) +
+                                   " bytes exceeds kMaxKeySize");
+  }
+  const uint64_t hash = HashKey(key);
+  std::unique_lock lock(mu_);
+  const Probe probe = Find(key, hash);
+  if (!probe.found) return Status::NotFound("key not present");
+  return DeleteAt(probe.cell);
+}
+
+Status LinearProbing::InsertNew(std::string_view key, std::string_view value, uint64_t hash,
+                                Probe probe) {
+  const uint64_t count = count_.load(std::memory_order_relaxed);
+  if (resize_ && static_cast<double>(count + 1) > max_load_ * static_cast<double>(cells_)) {
+    Status grown = Grow();
+    // A pool too small for a bigger table still takes keys while cells are free.
+    if (!grown.ok() && (probe.full || !grown.IsResourceExhausted())) return grown;
+    if (grown.ok()) probe = Find(key, hash);
+  }
+  if (probe.full) {
+    return Status::ResourceExhausted(Prefix() + "table full (" + std::to_string(cells_) +
+                                     " cells, all occupied) and resizing is off");
+  }
+  SlotForm form = SlotForm::kEmpty;
+  KvWords words;
+  PMHASH_RETURN_IF_ERROR(codec().Encode(key, value, hash, &form, &words));
+
+  pm::Persister& p = persister();
+  LinearLine* line = LineOf(probe.cell);
+  const uint64_t slot = probe.cell % kCellsPerLine;
+  std::unique_ptr<pm::UndoLog::Tx> tx;
+  if (logged()) {
+    tx = undo_log().Begin();
+    if (Status s = tx->Save(line, sizeof(LinearLine)); !s.ok()) {
+      tx.reset();  // rolls back nothing: nothing changed yet
+      codec().Release(form, words);
+      return s;
+    }
+    ++undo_txs_;
+  } else if (form == SlotForm::kRecord) {
+    p.Fence();  // the record (flushed by Encode) is durable before the cell points to it
+  }
+  WriteCell(line, slot, form, words);
+  p.Persist(line, sizeof(LinearLine));
+  if (tx != nullptr) tx->Commit();
+  PersistCount(count + 1);
+  return Status::OK();
+}
+
+Status LinearProbing::UpdateAt(uint64_t cell, std::string_view key, std::string_view value,
+                               uint64_t hash) {
+  pm::Persister& p = persister();
+  LinearLine* line = LineOf(cell);
+  const uint64_t slot = cell % kCellsPerLine;
+  const SlotForm form = FormAt(cell);
+  const KvWords old = WordsAt(cell);
+  if (form == SlotForm::kInline && value.size() == 8) {
+    // One 8-byte word changes: failure-atomic without a log.
+    uint64_t v = 0;
+    std::memcpy(&v, value.data(), 8);
+    p.Store(&line->cell[slot].word1, v);
+    p.Persist(&line->cell[slot].word1, sizeof(uint64_t));
+    return Status::OK();
+  }
+  if (form == SlotForm::kRecord) {
+    // A record slot stays a record slot: swing word0 to a new record.
+    uint64_t record = 0;
+    PMHASH_RETURN_IF_ERROR(codec().EncodeRecord(key, value, &record));
+    p.Fence();  // the new record is durable before it is linked
+    p.Store(&line->cell[slot].word0, record);
+    p.Persist(&line->cell[slot].word0, sizeof(uint64_t));
+    codec().ReleaseRecord(old.word0);
+    return Status::OK();
+  }
+  // Inline -> record: word0, word1 and form change together.
+  SlotForm new_form = SlotForm::kEmpty;
+  KvWords words;
+  PMHASH_RETURN_IF_ERROR(codec().Encode(key, value, hash, &new_form, &words));
+  std::unique_ptr<pm::UndoLog::Tx> tx;
+  if (logged()) {
+    tx = undo_log().Begin();
+    if (Status s = tx->Save(line, sizeof(LinearLine)); !s.ok()) {
+      tx.reset();
+      codec().Release(new_form, words);
+      return s;
+    }
+    ++undo_txs_;
+  } else {
+    p.Fence();
+  }
+  WriteCell(line, slot, new_form, words);
+  p.Persist(line, sizeof(LinearLine));
+  if (tx != nullptr) tx->Commit();
+  return Status::OK();
+}
+
+Status LinearProbing::DeleteAt(uint64_t cell) {
+  pm::Persister& p = persister();
+  const SlotForm old_form = FormAt(cell);
+  const KvWords old_words = WordsAt(cell);
+
+  // Plan the backward shift: walk the run after the hole; a cell whose home is not in
+  // the cyclic range (hole, j] may move back into the hole, which then moves to j.
+  moves_.clear();
+  uint64_t hole = cell;
+  size_t lines_read = 0;
+  for (uint64_t j = Next(cell); j != cell; j = Next(j)) {
+    if (j % kCellsPerLine == 0) ++lines_read;
+    const SlotForm form = FormAt(j);
+    if (form == SlotForm::kEmpty) break;
+    const uint64_t home = HomeCell(HashOf(form, WordsAt(j)), cells_);
+    if (!InCyclicRange(home, hole, j)) {
+      moves_.emplace_back(j, hole);
+      hole = j;
+    }
+  }
+  p.NoteRead(lines_read);
+
+  std::unique_ptr<pm::UndoLog::Tx> tx;
+  if (logged()) {
+    tx = undo_log().Begin();
+    if (Status s = SaveCells(*tx, cell, hole); !s.ok()) {
+      tx.reset();
+      if (s.IsResourceExhausted()) {
+        return Status::ResourceExhausted(
+            Prefix() + "deleting needs a backward shift over cells " + std::to_string(cell) +
+            ".." + std::to_string(hole) + ", more than one undo-log lane holds: " + s.message());
+      }
+      return s;
+    }
+    ++undo_txs_;
+  }
+  // linear: persist after every move (a plain persistent table). linear-log: flush each
+  // changed line once (moves go forward, so equal lines are adjacent), one fence.
+  LinearLine* flushed = nullptr;
+  for (const auto& [from, to] : moves_) {
+    LinearLine* line = LineOf(to);
+    WriteCell(line, to % kCellsPerLine, FormAt(from), WordsAt(from));
+    if (!logged()) {
+      p.Persist(line, sizeof(LinearLine));
+    } else if (line != flushed) {
+      if (flushed != nullptr) p.Flush(flushed, sizeof(LinearLine));
+      flushed = line;
+    }
+  }
+  LinearLine* last = LineOf(hole);
+  p.Store(&last->form[hole % kCellsPerLine], static_cast<uint8_t>(SlotForm::kEmpty));
+  if (flushed != nullptr && flushed != last) p.Flush(flushed, sizeof(LinearLine));
+  p.Persist(last, sizeof(LinearLine));
+  if (tx != nullptr) tx->Commit();
+  PersistCount(count_.load(std::memory_order_relaxed) - 1);
+  shifted_cells_ += moves_.size();
+  codec().Release(old_form, old_words);  // durably unreachable now
+  return Status::OK();
+}
+
+Status LinearProbing::Grow() {
+  const uint64_t old_lines = table_->num_lines;
+  uint64_t offset = 0;
+  PMHASH_RETURN_IF_ERROR(NewTable(old_lines * 2, &offset));
+  auto* fresh = pool().At<LinearTable>(offset);
+  const uint64_t new_cells = old_lines * 2 * kCellsPerLine;
+  LinearLine* new_lines = fresh->lines();
+  // Migrate: records move by pointer (both tables share them until the switch).
+  for (uint64_t c = 0; c < cells_; ++c) {
+    const SlotForm form = FormAt(c);
+    if (form == SlotForm::kEmpty) continue;
+    const KvWords words = WordsAt(c);
+    uint64_t d = HomeCell(HashOf(form, words), new_cells);
+    while (new_lines[d / kCellsPerLine].form[d % kCellsPerLine] !=
+           static_cast<uint8_t>(SlotForm::kEmpty)) {
+      d = d + 1 == new_cells ? 0 : d + 1;
+    }
+    WriteCell(&new_lines[d / kCellsPerLine], d % kCellsPerLine, form, words);
+  }
+  persister().NoteRead(old_lines);
+  pm::Persister& p = persister();
+  p.Flush(new_lines, old_lines * 2 * sizeof(LinearLine));
+  p.Fence();
+  // Commit point: one failure-atomic store of the root's table pointer.
+  const uint64_t old_offset = pool().ToOffset(table_);
+  p.Store(&root_->table, offset);
+  p.Persist(&root_->table, sizeof(uint64_t));
+  table_ = fresh;
+  cells_ = new_cells;
+  allocator().Free(old_offset);
+  ++resizes_;
+  return Status::OK();
+}
+
+Status LinearProbing::ForEach(const Visitor& fn) const {
+  std::shared_lock lock(mu_);
+  persister().NoteRead(table_->num_lines);
+  for (uint64_t c = 0; c < cells_; ++c) {
+    const SlotForm form = FormAt(c);
+    if (form == SlotForm::kEmpty) continue;
+    const KvWords words = WordsAt(c);
+    if (!fn(codec().Key(form, words), codec().Value(form, words))) break;
+  }
+  return Status::OK();
+}
+
+Status LinearProbing::CheckInvariants() const {
+  std::shared_lock lock(mu_);
+  std::set<std::string> keys;
+  uint64_t n = 0;
+  for (uint64_t c = 0; c < cells_; ++c) {
+    const SlotForm form = FormAt(c);
+    if (form == SlotForm::kEmpty) continue;
+    ++n;
+    const KvWords words = WordsAt(c);
+    const std::string key(codec().Key(form, words));
+    if (!keys.insert(key).second) {
+      return Status::Corruption(Prefix() + "a key is stored twice (again at cell " +
+                                std::to_string(c) + ")");
+    }
+    if (form == SlotForm::kRecord && words.word1 != HashKey(key)) {
+      return Status::Corruption(Prefix() + "cell " + std::to_string(c) + " has a wrong key hash");
+    }
+    for (uint64_t h = HomeCell(HashOf(form, words), cells_); h != c; h = Next(h)) {
+      if (FormAt(h) == SlotForm::kEmpty) {
+        return Status::Corruption(Prefix() + "cell " + std::to_string(c) +
+                                  " is unreachable: empty cell " + std::to_string(h) +
+                                  " lies between it and its home");
+      }
+    }
+  }
+  if (n != count_.load() || n != root_->count) {
+    return Status::Corruption(Prefix() + "" + std::to_string(n) + " occupied cells but count " +
+                              std::to_string(count_.load()) + " (PM: " +
+                              std::to_string(root_->count) + ")");
+  }
+  return Status::OK();
+}
+
+// ---- Registration -------------------------------------------------------------------
+
+namespace {
+class Linear : public LinearProbing {
+ public:
+  Linear() : LinearProbing(Logging::kNone) {}
+};
+class LinearLog : public LinearProbing {
+ public:
+  LinearLog() : LinearProbing(Logging::kUndo) {}
+};
+}  // namespace
+
+PMHASH_REGISTER_ENGINE(linear, "linear",
+                       "linear probing in PM, backward-shift deletion, no logging "
+                       "(NOT crash consistent)",
+                       "baseline (004)", false, Linear);
+PMHASH_REGISTER_ENGINE(linear_log, "linear-log",
+                       "linear probing in PM, backward-shift deletion, undo log for every "
+                       "multi-word change",
+                       "baseline (004)", true, LinearLog);
+
+}  // namespace pmhash::engines

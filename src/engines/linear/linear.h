@@ -1,0 +1,219 @@
+// `linear` and `linear-log`: linear probing in PM, the baselines of Group hashing (paper
+// 004, sections 2.3 and 4.1). `linear` persists every store as a plain persistent hash
+// table would and makes no multi-word change atomic (NOT crash consistent: a crash in a
+// backward shift can leave a key twice or a cell torn between two items). `linear-log` runs every multi-word change
+// through the undo log (pm::UndoLog) and is crash consistent. Design notes and figures:
+// docs/engines/linear.md.
+//
+// ---- On-media layout ----------------------------------------------------------------
+//
+//   root area (Engine::root, one cache line used):
+//   struct LinearRoot {
+//     uint64 magic;     // kLinearRootMagic; stored last by Create (its commit point)
+//     uint64 version;   // kLinearVersion
+//     uint64 table;     // pool offset of the live LinearTable; a resize switches it with
+//                       // one failure-atomic 8-byte store
+//     uint64 count;     // keys stored; persisted after every insert's and delete's
+//                       // commit (a crash may leave it one off: recovery recounts)
+//   };
+//
+//   table block (from the allocator; a large run, 4 KiB aligned):
+//   struct LinearTable {
+//     uint64 magic;       // kLinearTableMagic
+//     uint64 num_lines;   // the table holds kCellsPerLine * num_lines cells
+//     uint8  pad[48];
+//     LinearLine lines[num_lines];
+//   };
+//   struct LinearLine {   // exactly one 64-byte cache line
+//     KvWords cell[3];    // shared slot encoding, src/common/slot.h
+//     uint8   form[3];    // SlotForm of each cell: 0 empty, 1 inline, 2 record
+//     uint8   pad[13];
+//   };
+//
+// Cell c is lines[c / 3].cell[c % 3]. A cell and its form byte share a line, so a probe
+// reads one line per three cells and an insert writes one line. The price is 13 bytes of
+// padding per line (64 bytes hold 3 cells, not 4; see docs/engines/linear.md).
+//
+// ---- Invariants (when no mutation is in flight) ---------------------------------------
+//
+//  1. Linear probing without tombstones: an occupied cell c whose key's home cell is
+//     h = HomeCell(hash, cells) has every cell of the cyclic range [h, c] occupied. So a
+//     lookup from h may stop at the first empty cell.
+//  2. No key is stored twice.
+//  3. root.count equals the number of occupied cells (after recovery, and whenever no
+//     mutation is in flight).
+//  4. form is a cell's commit point: the words of an empty cell mean nothing. A record
+//     cell owns its record; no other cell of the live table points to it.
+//
+// ---- Persist order --------------------------------------------------------------------
+//
+//  linear:     insert: record (if any) flushed, fence; words and form stored (one line,
+//              so they persist in program order), persist; count stored, persist.
+//              delete: each backward-shift move copies a cell into the hole and persists
+//              it; the last hole's form is cleared and persisted; count, persist. A crash
+//              between two moves leaves the moved key twice; one inside a move (three
+//              stores into an occupied cell) pairs one item's key with another's value:
+//              the inconsistency the paper pays logging to avoid.
+//  linear-log: Begin; Save the old bytes of every line the operation changes (one range,
+//              two when the run wraps); store; flush the changed lines; fence; Commit;
+//              then count, persist (as `group` does). After a crash, UndoLog::Recover
+//              rolls an uncommitted operation back before the engine attaches, so the
+//              interrupted operation is all-or-nothing, and Recover recounts.
+//  both:       an update of one 8-byte word (an inline value, a record pointer) is one
+//              failure-atomic store, no log. A resize builds the doubled table, persists
+//              it, switches root.table with one 8-byte store, persists, then frees the old
+//              table: crash consistent in both engines (an unlinked new table is
+//              reclaimed by Allocator::Rebuild).
+//
+// ---- Concurrency ----------------------------------------------------------------------
+//
+// One reader-writer lock per index: Get, ForEach and Stats share it; Insert, Update, Put
+// and Delete hold it exclusively and release it only after their change is durable, so a
+// reader never returns a value that is not durable. Count() reads an atomic.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "common/slot.h"
+#include "engines/engine.h"
+
+namespace pmhash::engines {
+
+inline constexpr uint64_t kLinearRootMagic = 0x31524e494c48504dull;   // "MPHLINR1"
+inline constexpr uint64_t kLinearTableMagic = 0x31544e494c48504dull;  // "MPHLINT1"
+inline constexpr uint64_t kLinearVersion = 1;
+inline constexpr uint64_t kCellsPerLine = 3;
+
+struct LinearRoot {
+  uint64_t magic;
+  uint64_t version;
+  uint64_t table;
+  uint64_t count;
+};
+static_assert(sizeof(LinearRoot) <= pm::kCacheLine, "the root fits one cache line");
+
+struct alignas(64) LinearLine {
+  KvWords cell[kCellsPerLine];
+  uint8_t form[kCellsPerLine];
+  uint8_t pad[13];
+};
+static_assert(sizeof(LinearLine) == pm::kCacheLine,
+              "a line of cells and their forms is exactly one cache line: one read per probe "
+              "of 3 cells, one flush per insert");
+static_assert(offsetof(LinearLine, form) == kCellsPerLine * sizeof(KvWords),
+              "forms follow the cells in the same line");
+
+struct alignas(64) LinearTable {
+  uint64_t magic;
+  uint64_t num_lines;
+  uint8_t pad[48];
+  // The num_lines lines follow the header.
+  LinearLine* lines() { return reinterpret_cast<LinearLine*>(this + 1); }
+};
+static_assert(sizeof(LinearTable) == pm::kCacheLine,
+              "the table header is one cache line, so the lines after it are line aligned");
+
+class LinearProbing : public Engine {
+ public:
+  enum class Logging : uint8_t {
+    kNone,  // `linear`: plain persists, not crash consistent
+    kUndo,  // `linear-log`: every multi-word change under the undo log
+  };
+
+  explicit LinearProbing(Logging logging) : logging_(logging) {}
+
+  // Index contract (include/pmhash/index.h). Insert returns ResourceExhausted when the
+  // table is full and resizing is off (or the pool cannot hold a bigger table). Delete
+  // returns ResourceExhausted in `linear-log` if its backward shift spans more lines
+  // than one undo-log lane holds (nothing changes then).
+  Status Insert(std::string_view key, std::string_view value) override;
+  Status Update(std::string_view key, std::string_view value) override;
+  Status Put(std::string_view key, std::string_view value) override;
+  Status Get(std::string_view key, std::string* value) override;
+  Status Delete(std::string_view key) override;
+  uint64_t Count() const override { return count_.load(std::memory_order_acquire); }
+  // Holds the index's read lock while calling fn: fn must not call mutating methods of
+  // the same index (it would deadlock).
+  Status ForEach(const Visitor& fn) const override;
+
+  // The home cell of a key hash in a table of `cells` cells (multiply-shift range
+  // reduction: no modulo, any table size). Exposed for tests that build collisions.
+  static uint64_t HomeCell(uint64_t hash, uint64_t cells) {
+    return static_cast<uint64_t>((static_cast<unsigned __int128>(hash) * cells) >> 64);
+  }
+  // Cells of the live table.
+  uint64_t cells() const;
+  // Checks invariants 1-3 by a full scan (tests): Corruption naming the first violation.
+  Status CheckInvariants() const;
+
+ protected:
+  void Configure(EngineOptions& options, const Options& index_options) override;
+  Status Create() override;
+  Status Recover(bool clean) override;
+  Status EnumerateBlocks(const pm::Allocator::LiveBlockVisitor& visit) const override;
+  void FillStats(IndexStats* stats) const override;
+
+ private:
+  // Where a probe for a key ended.
+  struct Probe {
+    bool found = false;  // cell holds the key
+    bool full = false;   // no empty cell and no match: the table is full
+    uint64_t cell = 0;   // the key's cell, or the first empty cell of the run
+  };
+
+  bool logged() const { return logging_ == Logging::kUndo; }
+  // "linear: " or "linear-log: ", for error messages.
+  std::string Prefix() const { return logged() ? "linear-log: " : "linear: "; }
+  LinearLine* LineOf(uint64_t cell) const { return &table_->lines()[cell / kCellsPerLine]; }
+  SlotForm FormAt(uint64_t cell) const {
+    return static_cast<SlotForm>(LineOf(cell)->form[cell % kCellsPerLine]);
+  }
+  KvWords WordsAt(uint64_t cell) const { return LineOf(cell)->cell[cell % kCellsPerLine]; }
+  uint64_t Next(uint64_t cell) const { return cell + 1 == cells_ ? 0 : cell + 1; }
+  // The key hash of an occupied cell (inline: hashes the key word; record: stored).
+  uint64_t HashOf(SlotForm form, const KvWords& words) const;
+
+  // Validates the root and the table header in raw PM; *table gets the table offset.
+  Status ValidateRoot(uint64_t* table) const;
+  Probe Find(std::string_view key, uint64_t hash) const;
+  Status InsertNew(std::string_view key, std::string_view value, uint64_t hash, Probe probe);
+  Status UpdateAt(uint64_t cell, std::string_view key, std::string_view value, uint64_t hash);
+  Status DeleteAt(uint64_t cell);
+  // Doubles the table (crash consistent in both engines).
+  Status Grow();
+  // Allocates and zeroes a table of num_lines lines (persisted), *offset its pool offset.
+  Status NewTable(uint64_t num_lines, uint64_t* offset);
+  void WriteCell(LinearLine* line, uint64_t slot, SlotForm form, const KvWords& words);
+  // Stores and persists root.count (after the cells' change is durable) and its mirror.
+  void PersistCount(uint64_t count);
+  // Saves the cache lines of cells [first, last] (cyclic) into tx.
+  Status SaveCells(pm::UndoLog::Tx& tx, uint64_t first, uint64_t last);
+  // PM lines spanned by a record whose key and value views are given (NoteRead).
+  static size_t RecordLines(std::string_view key, std::string_view value);
+
+  const Logging logging_;
+  // Options (Configure).
+  uint64_t initial_cells_ = 3 * 1024;
+  double max_load_ = 0.9;
+  bool resize_ = true;
+
+  mutable std::shared_mutex mu_;
+  LinearRoot* root_ = nullptr;
+  LinearTable* table_ = nullptr;
+  uint64_t cells_ = 0;
+  std::atomic<uint64_t> count_{0};
+  // Engine counters, written under the exclusive lock.
+  uint64_t resizes_ = 0;
+  uint64_t shifted_cells_ = 0;
+  uint64_t undo_txs_ = 0;
+  std::vector<std::pair<uint64_t, uint64_t>> moves_;  // Delete's plan, reused
+};
+
+}  // namespace pmhash::engines
