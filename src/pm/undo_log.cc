@@ -1,0 +1,325 @@
+// Undo log: lanes of old-byte entries in the pool's log area.
+//
+// On-media layout (offsets from pool.log_area(), L = pool.log_size()):
+//
+//   [0, 64)                      LogHeader (immutable after Format, checksummed)
+//   [64 + i * lane_size, +lane_size)   lane i, for i < lane_count (lane_size % 64 == 0)
+//
+//   Lane:
+//     [0, 8)      uint64_t count   committed entries; 0 = nothing to roll back. Written
+//                                  only with one failure-atomic Store + persist.
+//     [8, 64)     unused (count has its cache line to itself)
+//     [64, ...)   entries, back to back, each 8-byte aligned:
+//                   uint64_t offset;     pool offset of the saved range
+//                   uint64_t length;     bytes saved
+//                   uint64_t checksum;   Hash64(old, length, seed = offset ^ length)
+//                   uint8_t  old[length] padded to a multiple of 8
+//
+// Invariants:
+//  * Entry k (k < count) is durable before count becomes k + 1 (Save: copy entry,
+//    persist = flush + fence, then Store count and persist it). So every counted entry
+//    is complete; a torn entry past count is ignored.
+//  * The caller modifies a saved range only after Save returned, and calls Commit only
+//    after its changes are persisted; Commit stores count = 0 (one atomic store).
+//  * Recovery validates every counted entry of every lane before writing anything (a
+//    damaged log is Corruption and the pool is left untouched), then restores old bytes
+//    newest first, persists them, and clears count. Restoring the same old bytes twice
+//    is harmless, so recovery is idempotent and a crash during it is safe.
+//  * Saved ranges lie in the root area or the heap: never the pool header or the log.
+#include "pm/undo_log.h"
+
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/hash.h"
+
+namespace pmhash::pm {
+
+namespace {
+
+inline constexpr char kLogMagic[8] = {'P', 'M', 'H', 'U', 'N', 'D', 'O', 'L'};
+inline constexpr uint32_t kLogVersion = 1;
+inline constexpr uint32_t kLaneCount = 16;  // concurrent transactions
+inline constexpr size_t kLogHeaderSize = 64;
+inline constexpr size_t kLaneHeaderSize = 64;
+
+struct LogHeader {
+  char magic[8];
+  uint32_t version;
+  uint32_t lane_count;
+  uint64_t lane_size;
+  uint64_t log_size;
+  uint64_t reserved[3];
+  uint64_t checksum;  // Hash64 of the bytes before it
+};
+static_assert(sizeof(LogHeader) == kLogHeaderSize, "the log header is one cache line");
+
+struct EntryHeader {
+  uint64_t offset;
+  uint64_t length;
+  uint64_t checksum;
+};
+static_assert(sizeof(EntryHeader) == 24 && sizeof(EntryHeader) % 8 == 0,
+              "entries stay 8-byte aligned");
+
+constexpr uint64_t Align8(uint64_t v) { return (v + 7) & ~uint64_t{7}; }
+
+uint64_t HeaderChecksum(const LogHeader& h) {
+  return Hash64(&h, offsetof(LogHeader, checksum), 0x756e646f6c6f67ull);
+}
+
+uint64_t EntryChecksum(uint64_t offset, uint64_t length, const void* old) {
+  return Hash64(old, length, offset ^ length);
+}
+
+// Lane geometry follows from the (checksummed) pool header alone.
+uint64_t LaneSizeFor(uint64_t log_size) {
+  if (log_size < kLogHeaderSize) return 0;
+  return ((log_size - kLogHeaderSize) / kLaneCount) & ~uint64_t{63};
+}
+
+class LaneLog;
+
+class LaneTx final : public UndoLog::Tx {
+ public:
+  LaneTx(LaneLog* log, uint32_t lane);
+  ~LaneTx() override;
+  Status Save(const void* addr, size_t len) override;
+  void Commit() override;
+
+ private:
+  void RollBack();
+
+  LaneLog* log_;
+  uint32_t lane_;
+  char* base_;          // the lane
+  uint64_t count_ = 0;  // entries saved since the last Commit (equals the PM count)
+  uint64_t used_ = kLaneHeaderSize;  // bytes of the lane in use
+};
+
+class LaneLog final : public UndoLog {
+ public:
+  LaneLog(Pool& pool, Persister& persister, uint64_t lane_size)
+      : pool_(pool), persister_(persister), lane_size_(lane_size) {
+    for (uint32_t i = kLaneCount; i > 0; --i) free_lanes_.push_back(i - 1);
+  }
+
+  std::unique_ptr<Tx> Begin() override {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return !free_lanes_.empty(); });
+    const uint32_t lane = free_lanes_.back();
+    free_lanes_.pop_back();
+    lock.unlock();
+    return std::make_unique<LaneTx>(this, lane);
+  }
+
+  size_t LaneCapacity() const override {
+    return lane_size_ - kLaneHeaderSize - sizeof(EntryHeader);
+  }
+
+  void Release(uint32_t lane) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      free_lanes_.push_back(lane);
+    }
+    cv_.notify_one();
+  }
+
+  char* Lane(uint32_t i) const {
+    return pool_.log_area() + kLogHeaderSize + static_cast<uint64_t>(i) * lane_size_;
+  }
+  Pool& pool() const { return pool_; }
+  Persister& persister() const { return persister_; }
+  uint64_t lane_size() const { return lane_size_; }
+
+  // Whether [offset, +len) may be logged: inside the root area or the heap.
+  bool Loggable(uint64_t offset, uint64_t len) const {
+    const uint64_t root_end = kRootOffset + kRootSize;
+    if (offset >= kRootOffset && offset <= root_end && len <= root_end - offset) return true;
+    return offset >= pool_.heap_offset() && pool_.Contains(offset, len);
+  }
+
+ private:
+  Pool& pool_;
+  Persister& persister_;
+  const uint64_t lane_size_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<uint32_t> free_lanes_;
+};
+
+LaneTx::LaneTx(LaneLog* log, uint32_t lane) : log_(log), lane_(lane), base_(log->Lane(lane)) {}
+
+LaneTx::~LaneTx() {
+  if (count_ > 0) RollBack();
+  log_->Release(lane_);
+}
+
+Status LaneTx::Save(const void* addr, size_t len) {
+  if (len == 0) return Status::OK();
+  Pool& pool = log_->pool();
+  const uintptr_t a = reinterpret_cast<uintptr_t>(addr);
+  const uintptr_t b = reinterpret_cast<uintptr_t>(pool.base());
+  if (a < b || !log_->Loggable(a - b, len)) {
+    return Status::InvalidArgument("undo log: range of " + std::to_string(len) +
+                                   " bytes is not inside the pool's root area or heap");
+  }
+  const uint64_t need = sizeof(EntryHeader) + Align8(len);
+  if (need > log_->lane_size() - used_) {
+    return Status::ResourceExhausted(
+        "undo log lane full: cannot save " + std::to_string(len) + " more bytes (" +
+        std::to_string(log_->lane_size() - used_) + " bytes left in the lane)");
+  }
+  Persister& p = log_->persister();
+  char* entry = base_ + used_;
+  EntryHeader h{a - b, len, EntryChecksum(a - b, len, addr)};
+  p.Copy(entry, &h, sizeof(h));
+  p.Copy(entry + sizeof(h), addr, len);
+  p.Persist(entry, sizeof(h) + len);  // the entry is durable ...
+  auto* count = reinterpret_cast<uint64_t*>(base_);
+  p.Store(count, count_ + 1);  // ... before it is counted
+  p.Persist(count, sizeof(*count));
+  ++count_;
+  used_ += need;
+  return Status::OK();
+}
+
+void LaneTx::Commit() {
+  if (count_ > 0) {
+    Persister& p = log_->persister();
+    auto* count = reinterpret_cast<uint64_t*>(base_);
+    p.Store(count, uint64_t{0});
+    p.Persist(count, sizeof(*count));
+  }
+  count_ = 0;
+  used_ = kLaneHeaderSize;
+}
+
+void LaneTx::RollBack() {
+  // Our own entries: well formed by construction. Walk them, restore newest first.
+  std::vector<uint64_t> positions;
+  positions.reserve(count_);
+  uint64_t pos = kLaneHeaderSize;
+  for (uint64_t i = 0; i < count_; ++i) {
+    positions.push_back(pos);
+    pos += sizeof(EntryHeader) + Align8(reinterpret_cast<const EntryHeader*>(base_ + pos)->length);
+  }
+  Persister& p = log_->persister();
+  Pool& pool = log_->pool();
+  for (auto it = positions.rbegin(); it != positions.rend(); ++it) {
+    const auto* h = reinterpret_cast<const EntryHeader*>(base_ + *it);
+    p.Copy(pool.At<char>(h->offset), base_ + *it + sizeof(EntryHeader), h->length);
+    p.Flush(pool.At<char>(h->offset), h->length);
+  }
+  p.Fence();  // old bytes durable before the entries are retired
+  Commit();
+}
+
+struct ParsedEntry {
+  uint64_t offset, length;
+  const char* old;
+};
+
+}  // namespace
+
+Status UndoLog::Format(Pool& pool, Persister& persister, std::unique_ptr<UndoLog>* out) {
+  const uint64_t lane_size = LaneSizeFor(pool.log_size());
+  if (lane_size < kLaneHeaderSize + sizeof(EntryHeader) + 64) {
+    return Status::InvalidArgument("undo log area of " + std::to_string(pool.log_size()) +
+                                   " bytes is too small for " + std::to_string(kLaneCount) +
+                                   " lanes");
+  }
+  char* area = pool.log_area();
+  for (uint32_t i = 0; i < kLaneCount; ++i) {
+    auto* count = reinterpret_cast<uint64_t*>(area + kLogHeaderSize + i * lane_size);
+    persister.Store(count, uint64_t{0});
+    persister.Flush(count, sizeof(*count));
+  }
+  LogHeader h{};
+  std::memcpy(h.magic, kLogMagic, sizeof(kLogMagic));
+  h.version = kLogVersion;
+  h.lane_count = kLaneCount;
+  h.lane_size = lane_size;
+  h.log_size = pool.log_size();
+  h.checksum = HeaderChecksum(h);
+  persister.Copy(area, &h, sizeof(h));
+  persister.Persist(area, sizeof(h));
+  *out = std::make_unique<LaneLog>(pool, persister, lane_size);
+  return Status::OK();
+}
+
+Status UndoLog::Recover(Pool& pool, Persister& persister, std::unique_ptr<UndoLog>* out) {
+  const uint64_t lane_size = LaneSizeFor(pool.log_size());
+  LogHeader h;
+  std::memcpy(&h, pool.log_area(), sizeof(h));
+  if (std::memcmp(h.magic, kLogMagic, sizeof(kLogMagic)) != 0) {
+    return Status::Corruption("undo log header damaged (bad magic)");
+  }
+  if (h.version != kLogVersion) {
+    return Status::Corruption("undo log version " + std::to_string(h.version) +
+                              "; this pmhash reads version " + std::to_string(kLogVersion));
+  }
+  if (HeaderChecksum(h) != h.checksum) {
+    return Status::Corruption("undo log header checksum mismatch (header damaged)");
+  }
+  if (h.lane_count != kLaneCount || h.lane_size != lane_size ||
+      h.log_size != pool.log_size()) {
+    return Status::Corruption("undo log geometry does not match the pool header");
+  }
+  auto log = std::make_unique<LaneLog>(pool, persister, lane_size);
+
+  // Validate everything first: a damaged log must leave the pool untouched.
+  std::vector<std::vector<ParsedEntry>> lanes(kLaneCount);
+  for (uint32_t i = 0; i < kLaneCount; ++i) {
+    const char* lane = log->Lane(i);
+    const uint64_t count = Persister::Load(reinterpret_cast<const uint64_t*>(lane));
+    const std::string where = "undo log lane " + std::to_string(i);
+    if (count > (lane_size - kLaneHeaderSize) / sizeof(EntryHeader)) {
+      return Status::Corruption(where + " claims " + std::to_string(count) +
+                                " entries, more than fit");
+    }
+    uint64_t pos = kLaneHeaderSize;
+    for (uint64_t k = 0; k < count; ++k) {
+      const std::string entry = where + " entry " + std::to_string(k);
+      if (lane_size - pos < sizeof(EntryHeader)) {
+        return Status::Corruption(entry + " runs past the end of the lane");
+      }
+      EntryHeader e;
+      std::memcpy(&e, lane + pos, sizeof(e));
+      if (e.length > lane_size - pos - sizeof(EntryHeader)) {
+        return Status::Corruption(entry + " has length " + std::to_string(e.length) +
+                                  ", past the end of the lane");
+      }
+      if (e.length == 0 || !log->Loggable(e.offset, e.length)) {
+        return Status::Corruption(entry + " names range [" + std::to_string(e.offset) +
+                                  ", +" + std::to_string(e.length) +
+                                  ") outside the pool's root area and heap");
+      }
+      const char* old = lane + pos + sizeof(EntryHeader);
+      if (EntryChecksum(e.offset, e.length, old) != e.checksum) {
+        return Status::Corruption(entry + " checksum mismatch (log damaged)");
+      }
+      lanes[i].push_back({e.offset, e.length, old});
+      pos += sizeof(EntryHeader) + Align8(e.length);
+    }
+  }
+  for (uint32_t i = 0; i < kLaneCount; ++i) {
+    if (lanes[i].empty()) continue;
+    for (auto it = lanes[i].rbegin(); it != lanes[i].rend(); ++it) {
+      char* dst = pool.At<char>(it->offset);
+      persister.Copy(dst, it->old, it->length);
+      persister.Flush(dst, it->length);
+    }
+    persister.Fence();  // old bytes durable before the lane is cleared
+    auto* count = reinterpret_cast<uint64_t*>(log->Lane(i));
+    persister.Store(count, uint64_t{0});
+    persister.Persist(count, sizeof(*count));
+  }
+  *out = std::move(log);
+  return Status::OK();
+}
+
+}  // namespace pmhash::pm
