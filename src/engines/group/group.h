@@ -1,0 +1,284 @@
+// `group`: Group hashing (paper 004, Zhang et al., ICPP'18). Two levels of 16-byte cells:
+// level 1 addressable by the hash, level 2 non-addressable collision cells; both split
+// into groups of group_size contiguous cells, and group g of level 1 shares group g of
+// level 2. Inserts and deletes commit with one failure-atomic store of the cell's
+// metadata byte (the paper's 1-bit bitmap), so no log is needed. Design notes, mapping of
+// Algorithms 1-4 to the code, deviations and figures: docs/engines/group.md.
+//
+// ---- On-media layout ----------------------------------------------------------------
+//
+//   root area (Engine::root, one cache line used) — the paper's "global info":
+//   struct GroupRoot {
+//     uint64 magic;       // kGroupRootMagic; stored last by Create (its commit point)
+//     uint64 version;     // kGroupVersion
+//     uint64 table;       // pool offset of the live GroupTable. A resize switches it with
+//                         // one failure-atomic 8-byte store (the resize's commit point);
+//                         // the table size travels with it in the table header.
+//     uint64 count;       // keys stored: exact after a clean Close (Shutdown writes it),
+//                         // recounted by recovery (Alg. 4) after a crash; written after
+//                         // every insert and delete only with persist_count=on
+//     uint64 group_size;  // cells per group (power of two; do not change)
+//   };
+//
+//   table block (from the allocator, a large run, 4 KiB aligned); N = cells per level,
+//   a multiple of group_size:
+//   struct GroupTable {
+//     uint64  magic;              // kGroupTableMagic
+//     uint64  level_cells;        // N (the paper's table_size is 2N)
+//     uint64  group_size;         // G, equal to root.group_size
+//     uint8   pad[40];
+//     uint8   form1[N];           // level-1 metadata bytes (SlotForm: 0 empty, 1 inline,
+//     uint8   form2[N];           //   2 record): the paper's bitmap, and the commit point
+//     uint8   pad[to 64 bytes];
+//     KvWords tab1[N];            // level 1: cell k is addressed by HomeCell(hash, N)
+//     KvWords tab2[N];            // level 2: cells [gG, gG+G) resolve group g's collisions
+//   };
+//
+// The metadata bytes of a group sit in G contiguous bytes (4 cache lines for G = 256), so
+// finding an empty level-2 cell reads only those lines; the cells of a group are
+// contiguous too (4 per cache line), which is the paper's "group sharing".
+//
+// ---- Invariants (when no mutation is in flight) ---------------------------------------
+//
+//  1. A key with home cell k = HomeCell(HashKey(key), N) is in tab1[k] or in level-2 group
+//     k / G, nowhere else, and at most once.
+//  2. form is a cell's commit point: the words of a cell whose form is 0 mean nothing
+//     (after creation, a clean delete or recovery they are zero). A record cell owns its
+//     record; no other cell of the live table points to it.
+//  3. Count() equals the number of cells whose form is not 0.
+//
+// ---- Persist order (the paper's Algorithms; line numbers as printed) -------------------
+//
+//  insert (Alg. 1): record (if any) flushed; words stored, persisted (lines 4-5 / 16-17);
+//    form stored with one byte store, persisted (lines 6-7 / 18-19): committed; count
+//    (lines 8-9 / 20-21) in DRAM, in PM only with persist_count=on. A crash before the
+//    form store leaves an empty cell with stray words: recovery zeroes them.
+//  delete (Alg. 3): form cleared, persisted (lines 4-5 / 16-17): committed; words zeroed,
+//    persisted (lines 6-7 / 18-19); the record (if any) freed; count (lines 8-9 / 20-21).
+//  update (not in the paper): inline value: one 8-byte store of word1, persist. Record:
+//    new record flushed, fence, one 8-byte store of word0, persist, old record freed.
+//    Inline -> record (value no longer 8 bytes): UndoLog Tx saving the cell and its form,
+//    stores, persist, Commit.
+//  resize (not in the paper): a new table of 2N cells per level is zeroed, filled from
+//    the old one (the old one is only read) and persisted; then one 8-byte store of
+//    root.table, persisted; only then the old table is freed. A crash before the switch
+//    leaves the old table live and the unlinked new one is reclaimed by
+//    Allocator::Rebuild; after it the new table is complete. Records move by pointer.
+//  recovery (Alg. 4, after a crash): scan both levels, zero the words of every cell whose
+//    form is 0, count the others, validate them (known form, plausible record, in its
+//    home group: a damaged pool is Corruption, never a crash), store root.count.
+//
+// ---- Concurrency ----------------------------------------------------------------------
+//
+// Lock striping per group: group g is guarded by stripe g % kGroupStripes, a reader-writer
+// spin lock (RwSpinLock). Get takes it shared (no optimistic reads: a reader never
+// follows a record pointer an update is freeing); Insert, Update, Put and Delete exclusively, and release it
+// only after their change is durable, so no reader returns a value that is not durable.
+// The table pointer changes only under every stripe (resize takes a resize mutex, then all
+// stripes in order); an operation reads the cell count, locks its stripe and retries if
+// the count changed meanwhile. ForEach holds the resize mutex shared (no resize while
+// iterating, so no key is seen twice) and each stripe briefly while it copies one group;
+// it calls fn with no stripe held. Count() sums per-stripe counters (no shared hot word).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+
+#include "common/slot.h"
+#include "engines/engine.h"
+
+namespace pmhash::engines {
+
+inline constexpr uint64_t kGroupRootMagic = 0x31525052474850'4dull;   // "MPHGRPR1"
+inline constexpr uint64_t kGroupTableMagic = 0x31545052474850'4dull;  // "MPHGRPT1"
+inline constexpr uint64_t kGroupVersion = 1;
+inline constexpr uint64_t kGroupDefaultGroupSize = 256;  // the paper's default (Sec. 4.5)
+inline constexpr uint64_t kGroupMinGroupSize = 4;
+inline constexpr uint64_t kGroupMaxGroupSize = 65536;
+inline constexpr uint64_t kGroupDefaultLevelCells = 4096;
+inline constexpr size_t kGroupStripes = 1024;  // lock stripes (power of two)
+
+struct GroupRoot {
+  uint64_t magic;
+  uint64_t version;
+  uint64_t table;
+  uint64_t count;
+  uint64_t group_size;
+};
+static_assert(sizeof(GroupRoot) <= pm::kCacheLine, "the root fits one cache line");
+static_assert(offsetof(GroupRoot, table) % 8 == 0,
+              "root.table is switched by one failure-atomic 8-byte store");
+
+struct alignas(64) GroupTableHeader {
+  uint64_t magic;
+  uint64_t level_cells;
+  uint64_t group_size;
+  uint8_t pad[40];
+};
+static_assert(sizeof(GroupTableHeader) == pm::kCacheLine,
+              "the table header is one cache line, so the metadata bytes start line aligned");
+static_assert(sizeof(KvWords) == 16 && pm::kCacheLine % sizeof(KvWords) == 0,
+              "four 16-byte cells per cache line: a group's cells never straddle lines");
+static_assert(sizeof(SlotForm) == 1, "the metadata byte is stored with one atomic byte store");
+static_assert(kGroupMinGroupSize * sizeof(KvWords) % pm::kCacheLine == 0,
+              "a group's cells start on a cache line");
+
+// Where the parts of a table of N cells per level lie, relative to the table block.
+struct GroupLayout {
+  static uint64_t Form1(uint64_t /*n*/) { return sizeof(GroupTableHeader); }
+  static uint64_t Form2(uint64_t n) { return sizeof(GroupTableHeader) + n; }
+  static uint64_t Tab1(uint64_t n) {
+    return sizeof(GroupTableHeader) + (2 * n + pm::kCacheLine - 1) / pm::kCacheLine * pm::kCacheLine;
+  }
+  static uint64_t Tab2(uint64_t n) { return Tab1(n) + n * sizeof(KvWords); }
+  static uint64_t Bytes(uint64_t n) { return Tab2(n) + n * sizeof(KvWords); }
+};
+
+class GroupHash : public Engine {
+ public:
+  GroupHash();
+  ~GroupHash() override;
+
+  // Index contract (include/pmhash/index.h). Insert (and Put of a new key) returns
+  // ResourceExhausted when the key's group is full and resizing is off, or when the pool
+  // cannot hold the doubled table (nothing changes then).
+  Status Insert(std::string_view key, std::string_view value) override;
+  Status Update(std::string_view key, std::string_view value) override;
+  // One lock round: updates in place or inserts.
+  Status Put(std::string_view key, std::string_view value) override;
+  Status Get(std::string_view key, std::string* value) override;
+  Status Delete(std::string_view key) override;
+  uint64_t Count() const override;
+  // Copies one group at a time and calls fn with no lock held, so fn may call any method
+  // of this index; an Insert from fn that needs the table to grow is ResourceExhausted
+  // (no resize while iterating). Other threads' resizes wait until ForEach returns.
+  Status ForEach(const Visitor& fn) const override;
+
+  // The level-1 cell of a key hash in a level of `cells` cells (multiply-shift range
+  // reduction: the high bits of the hash pick the cell). Doubling the table sends cell k
+  // to 2k or 2k+1, so group g splits into groups 2g and 2g+1, which is why a resize can
+  // always place every key (docs/engines/group.md).
+  static uint64_t HomeCell(uint64_t hash, uint64_t cells) {
+    return static_cast<uint64_t>((static_cast<unsigned __int128>(hash) * cells) >> 64);
+  }
+  // Cells per level of the live table, and the group size.
+  uint64_t level_cells() const { return level_cells_.load(std::memory_order_acquire); }
+  uint64_t group_size() const { return group_size_; }
+  // Checks invariants 1-3 by a full scan (tests; no concurrent mutation): Corruption
+  // naming the first violation.
+  Status CheckInvariants() const;
+
+ protected:
+  void Configure(EngineOptions& options, const Options& index_options) override;
+  Status Create() override;
+  Status Recover(bool clean) override;
+  Status EnumerateBlocks(const pm::Allocator::LiveBlockVisitor& visit) const override;
+  Status Shutdown() override;
+  void FillStats(IndexStats* stats) const override;
+
+ private:
+  enum class Mode : uint8_t { kInsert, kUpdate, kPut };
+
+  // A reader-writer spin lock (yielding after a while) that lets a waiting writer in
+  // before new readers. Not std::shared_mutex: a resize holds every stripe at once, and
+  // pthread locks held by the thousand (and ThreadSanitizer's 64-lock limit) are not meant
+  // for that; a word per stripe is.
+  class RwSpinLock {
+   public:
+    void lock();
+    void unlock() { state_.fetch_and(~kWriter, std::memory_order_release); }
+    void lock_shared();
+    void unlock_shared() { state_.fetch_sub(1, std::memory_order_release); }
+
+   private:
+    static constexpr uint32_t kWriter = 1u << 31;
+    static constexpr uint32_t kWaiting = 1u << 30;  // a writer waits: no new readers
+    std::atomic<uint32_t> state_{0};
+  };
+
+  struct alignas(64) Stripe {
+    RwSpinLock mu;
+    std::atomic<int64_t> delta{0};  // inserts minus deletes in this stripe since open
+  };
+
+  // Where a key is, or where it could go.
+  struct Probe {
+    uint8_t* form = nullptr;  // the key's cell (null: not found)
+    KvWords* cell = nullptr;
+    uint8_t* free_form = nullptr;  // the empty cell Alg. 1 would take (null: group full)
+    KvWords* free_cell = nullptr;
+    size_t lines = 0;  // PM cache lines the probe read (NoteRead)
+  };
+
+  // Pointers into the live table (changed only under every stripe).
+  struct View {
+    char* table = nullptr;
+    uint64_t offset = 0;
+    uint64_t cells = 0;  // N
+    uint8_t* form1 = nullptr;
+    uint8_t* form2 = nullptr;
+    KvWords* tab1 = nullptr;
+    KvWords* tab2 = nullptr;
+  };
+  static View MakeView(char* table, uint64_t offset, uint64_t cells);
+
+  Stripe& StripeOf(uint64_t home) const {
+    return stripes_[(home >> group_shift_) & (kGroupStripes - 1)];
+  }
+  // Locks the stripe of the key's group in the live table (retrying across a resize);
+  // *home gets the key's level-1 cell, *cells the table size it belongs to.
+  Stripe& LockHome(uint64_t hash, bool exclusive, uint64_t* home, uint64_t* cells) const;
+
+  // Alg. 2 (query) over level 1 and the group's level 2; also finds the first empty cell.
+  Probe Find(std::string_view key, uint64_t hash, uint64_t home) const;
+  Status Write(std::string_view key, std::string_view value, Mode mode);
+  Status InsertAt(const Probe& p, std::string_view key, std::string_view value, uint64_t hash,
+                  Stripe& stripe);
+  Status UpdateAt(const Probe& p, std::string_view key, std::string_view value, uint64_t hash);
+  // Doubles the table unless another thread already grew it past `observed_cells`.
+  Status Grow(uint64_t observed_cells);
+  // Places an occupied cell into a table that is not yet reachable (resize).
+  static bool Place(const View& v, uint64_t group_size, uint8_t form, const KvWords& words,
+                    uint64_t hash, pm::Persister& persister);
+  // Allocates and zeroes (persisted) a table of `cells` cells per level.
+  Status NewTable(uint64_t cells, uint64_t* offset);
+  uint64_t HashOf(SlotForm form, const KvWords& words) const;
+  uint64_t LevelCellsFor(uint64_t keys) const;
+  // Validates the root and the live table's header in raw PM (no allocator needed).
+  Status ValidateRoot(uint64_t* table, uint64_t* cells) const;
+  // Alg. 4: the recovery scan after a crash; *count gets the occupied cells.
+  Status RecoverScan(uint64_t* count);
+  void NoteCountChange();
+
+  // Options (Configure).
+  uint64_t group_size_ = kGroupDefaultGroupSize;
+  unsigned group_shift_ = 8;
+  bool group_size_given_ = false;
+  bool resize_ = true;
+  bool persist_count_ = false;
+  uint64_t initial_cells_ = 0;  // total cells asked for with `cells` (0: from capacity)
+  uint64_t initial_capacity_ = 0;
+  Status config_error_;
+
+  std::unique_ptr<Stripe[]> stripes_;
+  mutable std::shared_mutex resize_mu_;
+  GroupRoot* root_ = nullptr;
+  View view_;
+  std::atomic<uint64_t> level_cells_{0};
+  uint64_t base_count_ = 0;  // keys at open; Count() = base + sum of stripe deltas
+  std::atomic<uint64_t> total_{0};  // persist_count=on only: the value stored in PM
+
+  // Engine counters.
+  std::atomic<uint64_t> resizes_{0};
+  std::atomic<uint64_t> full_group_refusals_{0};
+  std::atomic<uint64_t> undo_txs_{0};
+  uint64_t recovered_resets_ = 0;
+};
+
+}  // namespace pmhash::engines
