@@ -275,6 +275,7 @@ Engine::~Engine() { Abandon(); }
 
 Status Engine::Close() {
   if (pool_ == nullptr) return Status::InvalidArgument("index already closed");
+  StopBackgroundWork();
   Status s = Shutdown();
   if (s.ok()) s = allocator_->PersistState();
   if (s.ok()) s = pool_->MarkClean(*persister_);
@@ -286,6 +287,8 @@ Status Engine::Close() {
 }
 
 void Engine::Abandon() {
+  // From ~Engine this is the base no-op: derived destructors stop their own threads.
+  if (pool_ != nullptr) StopBackgroundWork();
   codec_.reset();
   allocator_.reset();
   undo_log_.reset();

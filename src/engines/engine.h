@@ -84,6 +84,9 @@ class Engine : public Index {
   virtual Status Shutdown() { return Status::OK(); }
   // Engine-specific figures for Stats(): key slots, DRAM bytes, counters.
   virtual void FillStats(IndexStats* stats) const = 0;
+  // Stops (joins) the engine's background threads before the pool goes away; called
+  // first by Close() and Abandon(), so it must be idempotent. Default: nothing.
+  virtual void StopBackgroundWork() {}
 
   pm::Allocator& allocator() const { return *allocator_; }
   pm::UndoLog& undo_log() const { return *undo_log_; }

@@ -296,11 +296,28 @@ Status Pool::FromImage(const void* image, size_t size, std::string_view engine,
 }
 
 Pool::~Pool() {
-  if (base_ != nullptr) munmap(base_, size_);
+  if (base_ != nullptr && owns_memory_) munmap(base_, size_);
   if (fd_ >= 0) ::close(fd_);  // releases the flock
 }
 
 std::string Pool::engine() const { return EngineName(header()); }
+
+Status Pool::Adopt(void* base, size_t size, std::string_view engine,
+                   std::unique_ptr<Pool>* pool) {
+  if (size < kPoolHeaderSize) return Status::Corruption("crash image shorter than a header");
+  const PoolHeader& h = *static_cast<const PoolHeader*>(base);
+  PMHASH_RETURN_IF_ERROR(Validate(h, size, engine, "crash image"));
+  std::unique_ptr<Pool> p(new Pool);
+  p->base_ = static_cast<char*>(base);
+  p->size_ = h.pool_size;
+  p->mapping_ = Mapping::kDram;
+  p->owns_memory_ = false;
+  uint64_t clean;
+  std::memcpy(&clean, p->base_ + kCleanFlagOffset, sizeof(clean));
+  p->was_clean_ = clean == 1;
+  *pool = std::move(p);
+  return Status::OK();
+}
 
 void Pool::MarkInUse(Persister& persister) {
   auto* flag = At<uint64_t>(kCleanFlagOffset);

@@ -92,6 +92,12 @@ class Pool {
   static Status FromImage(const void* image, size_t size, std::string_view engine,
                           std::unique_ptr<Pool>* pool);
 
+  // A pool over caller-owned memory that already holds a pool image, validated like
+  // FromImage but without copying: the crash simulator rebuilds images in one reused
+  // buffer. The memory is not freed by the Pool and must outlive it.
+  static Status Adopt(void* base, size_t size, std::string_view engine,
+                      std::unique_ptr<Pool>* pool);
+
   // Reads and validates the header of a file without locking or mapping it.
   static Status Inspect(const std::string& path, PoolInfo* info);
 
@@ -142,6 +148,7 @@ class Pool {
   Mapping mapping_ = Mapping::kDram;
   int fd_ = -1;
   bool was_clean_ = true;
+  bool owns_memory_ = true;  // false for Adopt
   std::string path_;
 };
 

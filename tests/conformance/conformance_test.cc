@@ -1,0 +1,258 @@
+// The conformance suite: the Index contract, over every registered engine plus the
+// test-only `test-tiny` (docs/testing.md).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+// GCC 12 warns falsely on "literal" + std::string (GCC bug 105651).
+#pragma GCC diagnostic ignored "-Wrestrict"
+
+#include <atomic>
+#include <filesystem>
+#include <random>
+#include <thread>
+
+#include "support/harness.h"
+
+namespace pmhash::testing {
+namespace {
+
+class Conformance : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override { spec_ = FindSpec(GetParam()); }
+  std::unique_ptr<Index> Fresh(uint64_t initial_capacity = 0, uint64_t pool = 16ull << 20) {
+    Options o;
+    o.initial_capacity = initial_capacity;
+    o.pool_size = pool;
+    std::unique_ptr<Index> index;
+    Status s = OpenDram(spec_, o, &index);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return index;
+  }
+  static void ExpectMatches(Index* index, const Model& model) {
+    EXPECT_EQ(CheckIndex(index, model, nullptr), "");
+  }
+  EngineSpec spec_;
+};
+
+TEST_P(Conformance, StatusesOfEveryCall) {
+  auto index = Fresh();
+  ASSERT_NE(index, nullptr);
+  std::string v = "untouched";
+  EXPECT_TRUE(index->Get("key00001", &v).IsNotFound());
+  EXPECT_EQ(v, "untouched") << "a NotFound Get must leave *value unchanged";
+  EXPECT_TRUE(index->Update("key00001", "v").IsNotFound());
+  EXPECT_TRUE(index->Delete("key00001").IsNotFound());
+  EXPECT_EQ(index->Count(), 0u);
+  ASSERT_TRUE(index->Insert("key00001", "value001").ok());
+  EXPECT_TRUE(index->Insert("key00001", "other").IsAlreadyExists());
+  ASSERT_TRUE(index->Get("key00001", &v).ok());
+  EXPECT_EQ(v, "value001") << "a refused Insert must not change the value";
+  ASSERT_TRUE(index->Update("key00001", "value002").ok());
+  ASSERT_TRUE(index->Get("key00001", &v).ok());
+  EXPECT_EQ(v, "value002");
+  ASSERT_TRUE(index->Put("key00002", "fresh").ok());  // upsert: insert
+  ASSERT_TRUE(index->Put("key00002", "again").ok());  // upsert: update
+  ASSERT_TRUE(index->Get("key00002", &v).ok());
+  EXPECT_EQ(v, "again");
+  EXPECT_EQ(index->Count(), 2u);
+  ASSERT_TRUE(index->Delete("key00001").ok());
+  EXPECT_TRUE(index->Delete("key00001").IsNotFound());
+  EXPECT_TRUE(index->Get("key00001", &v).IsNotFound());
+  EXPECT_EQ(index->Count(), 1u);
+  ExpectMatches(index.get(), {{"key00002", "again"}});
+}
+
+TEST_P(Conformance, MultiGetMatchesGet) {
+  auto index = Fresh();
+  ASSERT_TRUE(index->Insert("a", "1").ok());
+  ASSERT_TRUE(index->Insert("bbbbbbbb", "22222222").ok());
+  std::vector<std::string_view> keys = {"a", "missing", "bbbbbbbb"};
+  std::vector<std::string> values(3);
+  std::vector<Status> statuses(3);
+  index->MultiGet(keys, values, statuses);
+  EXPECT_TRUE(statuses[0].ok());
+  EXPECT_EQ(values[0], "1");
+  EXPECT_TRUE(statuses[1].IsNotFound());
+  EXPECT_TRUE(statuses[2].ok());
+  EXPECT_EQ(values[2], "22222222");
+}
+
+TEST_P(Conformance, KeysAndValuesAtTheirLimits) {
+  auto index = Fresh(0, 32ull << 20);
+  Model model;
+  const std::vector<size_t> key_sizes = {0, 1, 7, 8, 9, 64, 1000, kMaxKeySize};
+  const std::vector<size_t> value_sizes = {0, 1, 8, 9, 500, 70000, kMaxValueSize};
+  for (size_t k : key_sizes) {
+    for (size_t vs : value_sizes) {
+      if (k >= 1000 && vs >= 70000) continue;  // keep the pool small
+      std::string key(k, 'k');
+      if (k >= 2) key[1] = static_cast<char>('a' + model.size() % 26), key[k - 1] = 'z';
+      if (model.count(key)) key += std::string(1, static_cast<char>(model.size()));
+      std::string value(vs, static_cast<char>('A' + vs % 26));
+      Status s = index->Insert(key, value);
+      ASSERT_TRUE(s.ok()) << "key " << key.size() << " B, value " << vs << " B: " << s.ToString();
+      model[key] = value;
+    }
+  }
+  ExpectMatches(index.get(), model);
+  // Over the limits: InvalidArgument, and nothing changes.
+  EXPECT_TRUE(index->Insert(std::string(kMaxKeySize + 1, 'x'), "v").IsInvalidArgument());
+  EXPECT_TRUE(index->Insert("x", std::string(kMaxValueSize + 1, 'v')).IsInvalidArgument());
+  EXPECT_TRUE(index->Put("x", std::string(kMaxValueSize + 1, 'v')).IsInvalidArgument());
+  const std::string some_key = model.begin()->first;
+  EXPECT_TRUE(index->Update(some_key, std::string(kMaxValueSize + 1, 'v')).IsInvalidArgument());
+  ExpectMatches(index.get(), model);
+  // Inline <-> out-of-line transitions by update.
+  ASSERT_TRUE(index->Put("inline01", "8bytes!!").ok());
+  ASSERT_TRUE(index->Update("inline01", std::string(300, 'L')).ok());
+  ASSERT_TRUE(index->Update("inline01", "8bytes??").ok());
+  model["inline01"] = "8bytes??";
+  ExpectMatches(index.get(), model);
+}
+
+TEST_P(Conformance, EmptyAndBinaryKeys) {
+  auto index = Fresh();
+  Model model;
+  const std::vector<std::string> keys = {
+      "", std::string("\0", 1), std::string("\0\0", 2), std::string("a\0b", 3),
+      std::string("a\0c", 3), std::string("\0\0\0\0\0\0\0\0", 8), std::string("\xff\0\xfe", 3)};
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const std::string value = i % 2 ? std::string("\0val\0", 5) : std::string(8, '\0');
+    ASSERT_TRUE(index->Insert(keys[i], value).ok()) << Printable(keys[i]);
+    model[keys[i]] = value;
+  }
+  ExpectMatches(index.get(), model);
+  ASSERT_TRUE(index->Delete(std::string("a\0b", 3)).ok());
+  model.erase(std::string("a\0b", 3));
+  std::string v;
+  EXPECT_TRUE(index->Get(std::string("a\0c", 3), &v).ok());
+  EXPECT_TRUE(index->Get("a", &v).IsNotFound()) << "a key must not match a prefix of another";
+  ExpectMatches(index.get(), model);
+}
+
+TEST_P(Conformance, RandomOperationsAgreeWithAModel) {
+  auto index = Fresh(16);
+  Model model;
+  std::mt19937_64 rng(GetParam().size());
+  for (int i = 0; i < 3000; ++i) {
+    Op op;
+    op.kind = static_cast<Op::Kind>(rng() % 4);
+    const uint64_t k = rng() % 400;
+    op.key = k % 3 ? std::string(reinterpret_cast<const char*>(&k), 8) : "key" + std::to_string(k);
+    op.value = std::string(rng() % 3 ? 8 : rng() % 200, static_cast<char>('a' + i % 26));
+    Status want = ApplyToModel(op, &model);
+    Status got = ApplyToIndex(op, index.get());
+    ASSERT_EQ(got.code(), want.code()) << Describe(op) << " at step " << i << ": " << got.ToString();
+  }
+  ExpectMatches(index.get(), model);
+}
+
+TEST_P(Conformance, ResizeUnderLoad) {
+  auto index = Fresh(16);
+  Model model;
+  for (uint64_t i = 0; i < 6000; ++i) {
+    const std::string k(reinterpret_cast<const char*>(&i), 8);
+    ASSERT_TRUE(index->Insert(k, k).ok()) << "insert #" << i;
+    model[k] = k;
+  }
+  ExpectMatches(index.get(), model);
+  IndexStats st = index->Stats();
+  EXPECT_EQ(st.count, 6000u);
+  EXPECT_GE(st.key_slots, 6000u) << "the table must have grown";
+  for (uint64_t i = 0; i < 6000; i += 2) {
+    const std::string k(reinterpret_cast<const char*>(&i), 8);
+    ASSERT_TRUE(index->Delete(k).ok());
+    model.erase(k);
+  }
+  for (uint64_t i = 6000; i < 7000; ++i) {
+    const std::string k = "long-key-" + std::to_string(i);
+    ASSERT_TRUE(index->Insert(k, std::string(40, 'v')).ok());
+    model[k] = std::string(40, 'v');
+  }
+  ExpectMatches(index.get(), model);
+}
+
+TEST_P(Conformance, ReopenAfterCleanClose) {
+  const std::string dir = ::testing::TempDir() + "pmhash_conf_" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/" + GtestName(GetParam()) + ".pool";
+  std::filesystem::remove(path);
+  Options o;
+  o.pool_size = 8ull << 20;
+  o.initial_capacity = 16;
+  Model model;
+  {
+    std::unique_ptr<Index> index;
+    ASSERT_TRUE(OpenFile(spec_, path, o, &index).ok());
+    for (int i = 0; i < 500; ++i) {
+      const std::string k = "k" + std::to_string(i), v = std::string(i % 3 ? 8 : 30, 'a' + i % 26);
+      ASSERT_TRUE(index->Insert(k, v).ok());
+      model[k] = v;
+    }
+    ASSERT_TRUE(index->Close().ok());
+  }
+  {
+    std::unique_ptr<Index> index;
+    Status s = OpenFile(spec_, path, o, &index);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_FALSE(index->Stats().recovered) << "a clean close must not need recovery";
+    ExpectMatches(index.get(), model);
+    ASSERT_TRUE(index->Insert("after-reopen", "x").ok());
+    model["after-reopen"] = "x";
+    ASSERT_TRUE(index->Close().ok());
+  }
+  {
+    std::unique_ptr<Index> index;
+    ASSERT_TRUE(OpenFile(spec_, path, o, &index).ok());
+    ExpectMatches(index.get(), model);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// 4 threads: each owns a key range (exact per-thread model) and reads the others'; all
+// Put to a few shared keys. No lost or phantom keys, shared values are ones written.
+TEST_P(Conformance, ThreadsAgainstAModel) {
+  auto index = Fresh(16);
+  constexpr int kThreads = 4, kOps = 1500;
+  std::vector<Model> models(kThreads);
+  std::atomic<int> failures{0};
+  auto work = [&](int t) {
+    std::mt19937_64 rng(t);
+    std::string v;
+    for (int i = 0; i < kOps; ++i) {
+      const uint64_t k = rng() % 200;
+      Op op;
+      op.kind = static_cast<Op::Kind>(rng() % 4);
+      op.key = "t" + std::to_string(t) + "-" + std::to_string(k);
+      op.value = std::string(rng() % 2 ? 8 : 20, static_cast<char>('a' + t));
+      Status want = ApplyToModel(op, &models[t]);
+      if (ApplyToIndex(op, index.get()).code() != want.code()) ++failures;
+      const std::string other = "t" + std::to_string(rng() % kThreads) + "-" + std::to_string(k);
+      (void)index->Get(other, &v);
+      const std::string shared = "shared-" + std::to_string(rng() % 4);
+      if (!index->Put(shared, "by-thread-" + std::to_string(t)).ok()) ++failures;
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) threads.emplace_back(work, t);
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  Model seen;
+  ASSERT_EQ(Snapshot(*index, &seen), "");
+  EXPECT_EQ(index->Count(), seen.size());
+  Model expect;
+  for (const Model& m : models) expect.insert(m.begin(), m.end());
+  for (int s = 0; s < 4; ++s) {
+    auto it = seen.find("shared-" + std::to_string(s));
+    ASSERT_NE(it, seen.end());
+    EXPECT_EQ(it->second.rfind("by-thread-", 0), 0u);
+    expect[it->first] = it->second;
+  }
+  EXPECT_EQ(CheckIndex(index.get(), expect, nullptr), "");
+}
+
+INSTANTIATE_TEST_SUITE_P(Engines, Conformance, ::testing::ValuesIn(Names(ConformanceEngines())),
+                         [](const auto& info) { return GtestName(info.param); });
+
+}  // namespace
+}  // namespace pmhash::testing

@@ -1,0 +1,263 @@
+#include "crash/crash_sim_runner.h"
+
+#include <mutex>
+#include <random>
+
+#include "common/hash.h"
+#include "pm/crashsim.h"
+
+namespace pmhash::testing {
+namespace {
+
+std::mutex counts_mu;
+std::map<std::string, uint64_t>& Counts() {
+  static auto* m = new std::map<std::string, uint64_t>;
+  return *m;
+}
+
+std::string Key8(uint64_t i) {
+  std::string k(8, '\0');
+  for (int b = 0; b < 8; ++b) k[b] = static_cast<char>((i * 0x9e3779b97f4a7c15ull) >> (8 * b));
+  return k;
+}
+
+std::string Value(std::mt19937_64& rng, size_t len, uint64_t tag) {
+  std::string v(len, '\0');
+  uint64_t x = tag * 0x2545f4914f6cdd1dull + rng();
+  for (size_t i = 0; i < len; ++i) {
+    v[i] = static_cast<char>(x >> (8 * (i % 8)));
+    if (i % 8 == 7) x = x * 6364136223846793005ull + 1442695040888963407ull;
+  }
+  return v;
+}
+
+// Keys that land in one bucket of most designs: equal low 8 and high 4 hash bits.
+std::vector<std::string> SkewedKeys(size_t n, uint64_t seed) {
+  std::vector<std::string> out;
+  std::mt19937_64 rng(seed);
+  while (out.size() < n) {
+    std::string k = Key8(rng());
+    const uint64_t h = HashKey(k);
+    if ((h & 0xff) == 0x5a && (h >> 60) == 0x3) out.push_back(k);
+  }
+  return out;
+}
+
+}  // namespace
+
+void AddImages(const std::string& engine, uint64_t n) {
+  std::lock_guard<std::mutex> l(counts_mu);
+  Counts()[engine] += n;
+}
+
+std::map<std::string, uint64_t> ImageCounts() {
+  std::lock_guard<std::mutex> l(counts_mu);
+  return Counts();
+}
+
+std::vector<Script> StandardScripts(uint64_t seed, double scale) {
+  auto n = [&](size_t base) { return static_cast<size_t>(base * scale); };
+  std::mt19937_64 rng(seed);
+  std::vector<Script> scripts;
+
+  // Inline inserts from a tiny table: every resize / split / doubling, then updates.
+  Script grow{"grow", {}, 16};
+  for (size_t i = 0; i < n(300); ++i) grow.ops.push_back({Op::kInsert, Key8(i), Value(rng, 8, i)});
+  for (size_t i = 0; i < n(60); ++i) {
+    grow.ops.push_back({Op::kUpdate, Key8(rng() % n(300)), Value(rng, 8, i)});
+  }
+  scripts.push_back(std::move(grow));
+
+  // Skewed keys hammering one bucket: overflow, splits, moves; deletes and re-inserts.
+  Script skew{"skewed", {}, 16};
+  std::vector<std::string> keys = SkewedKeys(n(160), seed);
+  for (size_t i = 0; i < keys.size(); ++i) skew.ops.push_back({Op::kInsert, keys[i], Value(rng, 8, i)});
+  for (size_t i = 0; i < keys.size(); i += 3) skew.ops.push_back({Op::kDelete, keys[i], ""});
+  for (size_t i = 0; i < keys.size(); i += 3) {
+    skew.ops.push_back({Op::kInsert, keys[i], Value(rng, 8, i + 1)});
+  }
+  scripts.push_back(std::move(skew));
+
+  // Mixed operations and sizes over a small key space: inline and out-of-line keys and
+  // values, inline <-> record transitions, empty and binary keys, failing calls.
+  Script mixed{"mixed", {}, 16};
+  std::vector<std::string> space;
+  for (int i = 0; i < 90; ++i) space.push_back(Key8(1000 + i));
+  for (int i = 0; i < 30; ++i) space.push_back(std::string("k").append(std::to_string(i)));
+  space.push_back("");
+  space.push_back(std::string("\0", 1));
+  space.push_back(std::string("a\0b", 3));
+  space.push_back(std::string(300, 'L'));
+  for (size_t i = 0; i < n(700); ++i) {
+    const std::string& k = space[rng() % space.size()];
+    const size_t r = rng() % 10;
+    const size_t vlen = r < 6 ? 8 : r < 8 ? 1 + rng() % 40 : 100 + rng() % 500;
+    const auto kind = static_cast<Op::Kind>(rng() % 4);
+    mixed.ops.push_back({kind, k, kind == Op::kDelete ? "" : Value(rng, vlen, i)});
+  }
+  scripts.push_back(std::move(mixed));
+
+  // Churn: fill, empty, refill (tombstones, freed blocks reused).
+  Script churn{"churn", {}, 64};
+  for (size_t i = 0; i < n(150); ++i) churn.ops.push_back({Op::kInsert, Key8(5000 + i), Value(rng, 8, i)});
+  for (size_t i = 0; i < n(150); ++i) churn.ops.push_back({Op::kDelete, Key8(5000 + i), ""});
+  for (size_t i = 0; i < n(150); ++i) {
+    churn.ops.push_back({Op::kPut, Key8(5000 + i), Value(rng, i % 2 ? 8 : 24, i)});
+  }
+  scripts.push_back(std::move(churn));
+  return scripts;
+}
+
+namespace {
+
+using Kind = pm::CrashSim::ImageKind;
+
+// One script run: the index under test, the model, the crash hook.
+class Run {
+ public:
+  Run(const EngineSpec& spec, const Script& script, const RunConfig& config)
+      : spec_(spec), script_(script), config_(config), rng_(config.seed) {
+    options_.persist = config.mode;
+    options_.initial_capacity = script.initial_capacity;
+    options_.pool_size = config.pool_size;
+    options_.count_stats = false;
+  }
+
+  RunResult Go() {
+    std::unique_ptr<pm::Pool> pool;
+    Status s = NewDramPool(spec_, config_.pool_size, &pool);
+    if (!s.ok()) return Fail("cannot create a DRAM pool: " + s.ToString());
+    pm::CrashSim sim(pool->base(), pool->size(), config_.mode);
+    std::unique_ptr<Index> index;
+    s = OpenOnPool(spec_, std::move(pool), true, options_, &sim, &index);
+    if (!s.ok()) return Fail("cannot create the index: " + s.ToString());
+    sim.SetHook([this](pm::CrashSim& sim, pm::CrashSim::Event e) { CrashPoint(sim, e); },
+                config_.store_rate, config_.seed);
+    for (op_index_ = 0; op_index_ < script_.ops.size() && result_.failure.empty(); ++op_index_) {
+      const Op& op = script_.ops[op_index_];
+      inflight_ = &op;
+      Status got = ApplyToIndex(op, index.get());
+      inflight_ = nullptr;
+      Status want = ApplyToModel(op, &model_);
+      if (got.code() != want.code()) {
+        Fail(Describe(op) + " returned " + got.ToString() + ", expected " +
+             std::string(Status::CodeName(want.code())));
+        break;
+      }
+      sim.CrashNow();  // the op is acknowledged: it must survive a crash from here on
+      if (op_index_ % 32 == 31 && result_.failure.empty()) CheckBypass(sim);
+    }
+    sim.SetHook({}, 0, 0);
+    if (result_.failure.empty()) CheckBypass(sim);
+    if (result_.failure.empty()) {
+      std::string err = CheckIndex(index.get(), model_, nullptr);
+      if (!err.empty()) Fail("live index after the script: " + err);
+    }
+    Abandon(&index);
+    return result_;
+  }
+
+ private:
+  RunResult Fail(const std::string& what) {
+    if (result_.failure.empty()) {
+      result_.failure = "engine " + spec_.name + ", script " + script_.name + ", mode " +
+                        PersistModeName(config_.mode) + ", seed " + std::to_string(config_.seed) +
+                        ", op #" + std::to_string(op_index_) + ": " + what;
+    }
+    return result_;
+  }
+
+  void CheckBypass(pm::CrashSim& sim) {
+    Status s = sim.FindBypass();
+    if (!s.ok()) Fail(s.ToString());
+  }
+
+  void CrashPoint(pm::CrashSim& sim, pm::CrashSim::Event event) {
+    if (!result_.failure.empty()) return;
+    const char* where = event == pm::CrashSim::Event::kFence   ? "at a fence"
+                        : event == pm::CrashSim::Event::kStore ? "after a store"
+                                                               : "after the op returned";
+    std::vector<Kind> kinds = {Kind::kNone};
+    if (sim.PendingUnits() > 0) {
+      kinds.push_back(Kind::kAll);
+      for (int i = 0; i < config_.random_images; ++i) kinds.push_back(Kind::kRandom);
+    }
+    for (Kind kind : kinds) {
+      const uint64_t image_seed = rng_();
+      std::mt19937_64 image_rng(image_seed);
+      std::unique_ptr<pm::Pool> image;
+      Status s = sim.MakePool(kind, image_rng, spec_.name, &image);
+      std::string err = s.ok() ? "" : "cannot build the image: " + s.ToString();
+      if (err.empty()) {
+        const bool nested = std::uniform_real_distribution<double>(0, 1)(rng_) <
+                            config_.recovery_crash_rate;
+        err = CheckImage(std::move(image), nested);
+      }
+      if (!err.empty()) {
+        Fail(std::string("crash ") + where + ", image " + pm::CrashImageKindName(kind) +
+             " (image seed " + std::to_string(image_seed) + "): " + err);
+        return;
+      }
+    }
+  }
+
+  // Recovers an image and checks it; with `nested`, also crashes that recovery at its
+  // fences and checks those images.
+  std::string CheckImage(std::unique_ptr<pm::Pool> image, bool nested) {
+    std::unique_ptr<pm::CrashSim> rsim;
+    std::string nested_err;
+    if (nested) {
+      rsim = std::make_unique<pm::CrashSim>(image->base(), image->size(), config_.mode);
+      rsim->SetHook(
+          [&](pm::CrashSim& sim, pm::CrashSim::Event) {
+            if (!nested_err.empty()) return;
+            for (Kind kind : {Kind::kNone, Kind::kRandom}) {
+              std::unique_ptr<pm::Pool> again;
+              Status s = sim.MakePool(kind, rng_, spec_.name, &again);
+              std::string err = s.ok() ? RecoverAndCheck(std::move(again), nullptr)
+                                       : "cannot build the image: " + s.ToString();
+              if (!err.empty()) {
+                nested_err = std::string("crash during recovery, image ") +
+                             pm::CrashImageKindName(kind) + ": " + err;
+                return;
+              }
+            }
+          },
+          0, rng_());
+    }
+    std::string err = RecoverAndCheck(std::move(image), rsim.get());
+    return nested_err.empty() ? err : nested_err;
+  }
+
+  std::string RecoverAndCheck(std::unique_ptr<pm::Pool> image, pm::CrashSim* rsim) {
+    std::unique_ptr<Index> index;
+    Status s = OpenOnPool(spec_, std::move(image), false, options_, rsim, &index);
+    ++result_.images;
+    if (rsim != nullptr) rsim->SetHook({}, 0, 0);
+    if (!s.ok()) return "recovery failed: " + s.ToString();
+    std::string err = CheckIndex(index.get(), model_, inflight_);
+    if (err.empty()) err = CheckKeepsWorking(index.get());
+    Abandon(&index);
+    return err;
+  }
+
+  const EngineSpec& spec_;
+  const Script& script_;
+  const RunConfig config_;
+  Options options_;
+  std::mt19937_64 rng_;
+  Model model_;
+  const Op* inflight_ = nullptr;
+  size_t op_index_ = 0;
+  RunResult result_;
+};
+
+}  // namespace
+
+RunResult RunScript(const EngineSpec& spec, const Script& script, const RunConfig& config) {
+  RunResult r = Run(spec, script, config).Go();
+  AddImages(spec.name, r.images);
+  return r;
+}
+
+}  // namespace pmhash::testing

@@ -1,0 +1,65 @@
+// Helpers shared by the conformance and crash suites: opening any EngineSpec on a DRAM
+// or file pool, a reference model, and the checks an index must pass against it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pm/pool.h"
+#include "pmhash/index.h"
+#include "support/test_engines.h"
+
+namespace pmhash::testing {
+
+using Model = std::map<std::string, std::string>;
+
+// A fresh DRAM pool named for `spec` (attach a CrashSim to its base before opening).
+Status NewDramPool(const EngineSpec& spec, uint64_t size, std::unique_ptr<pm::Pool>* pool);
+// OpenEngine with spec.make().
+Status OpenOnPool(const EngineSpec& spec, std::unique_ptr<pm::Pool> pool, bool fresh,
+                  const Options& options, pm::PersistObserver* observer,
+                  std::unique_ptr<Index>* index);
+// A fresh DRAM index (no observer).
+Status OpenDram(const EngineSpec& spec, const Options& options, std::unique_ptr<Index>* index);
+// Creates or recovers a file pool at `path`. Registered engines go through pmhash::Open
+// (the public path); test-only engines through Pool::Create / Pool::Open.
+Status OpenFile(const EngineSpec& spec, const std::string& path, const Options& options,
+                std::unique_ptr<Index>* index);
+// Drops an index without clean shutdown.
+void Abandon(std::unique_ptr<Index>* index);
+
+// One mutating operation of a script.
+struct Op {
+  enum Kind : uint8_t { kInsert, kUpdate, kPut, kDelete } kind;
+  std::string key, value;
+};
+std::string Describe(const Op& op);
+// What `op` returns on an index in state `model`; applies it to *model when OK.
+Status ApplyToModel(const Op& op, Model* model);
+Status ApplyToIndex(const Op& op, Index* index);
+
+// The index's contents through ForEach; "" or what is wrong (a key seen twice).
+std::string Snapshot(const Index& index, Model* out);
+
+// Checks a (recovered) index against `model`, allowing `inflight` (if set) to have
+// happened or not, for its key only. Checks: no key twice in ForEach, Count() equals the
+// ForEach count, ForEach and Get agree with the model. Returns "" or a description.
+std::string CheckIndex(Index* index, const Model& model, const Op* inflight);
+// The same with several interrupted operations (one per thread, on distinct keys).
+std::string CheckIndex(Index* index, const Model& model, const std::vector<Op>& inflight);
+// Then keeps using it: inserts, reads and deletes fresh keys. "" or a description.
+std::string CheckKeepsWorking(Index* index);
+
+// Printable form of a possibly binary key (quoted, escaped, truncated).
+std::string Printable(std::string_view s);
+
+// Soak multiplier from PMHASH_CRASH_SOAK (default 1, at least 1).
+double SoakFactor();
+
+}  // namespace pmhash::testing

@@ -1,0 +1,351 @@
+#include "support/test_engines.h"
+
+#include <atomic>
+#include <bit>
+#include <cstring>
+#include <mutex>
+#include <shared_mutex>
+
+#include "common/hash.h"
+
+namespace pmhash::testing {
+namespace {
+
+constexpr uint64_t kTinyMagic = 0x594e4954'54534554ull;  // "TESTTINY"
+constexpr uint64_t kEmpty = 0, kTombstone = 1;
+
+struct TinyRoot {
+  uint64_t magic;
+  uint64_t table;  // pool offset of the TinyTable block
+};
+struct TinyTable {
+  uint64_t capacity;  // power of two
+  uint64_t pad[7];    // slots start on their own cache line
+  uint64_t slots[];   // 0 empty, 1 tombstone, else a record's pool offset
+};
+struct TinyRecord {
+  uint32_t key_len, value_len;
+  char bytes[];  // key then value
+};
+
+struct Bugs {
+  bool commit_early = false;
+  bool no_fence = false;
+};
+
+class TinyIndex : public engines::Engine {
+ public:
+  explicit TinyIndex(Bugs bugs = {}) : bugs_(bugs) {}
+
+  Status Insert(std::string_view key, std::string_view value) override {
+    PMHASH_RETURN_IF_ERROR(CheckSizes(key, value));
+    std::unique_lock<std::shared_mutex> l(mu_);
+    const uint64_t h = HashKey(key);
+    if (Find(key, h) != nullptr) return Status::AlreadyExists("key already present");
+    if ((used_ + 1) * 2 > table_->capacity) PMHASH_RETURN_IF_ERROR(Grow());
+    uint64_t rec = 0;
+    PMHASH_RETURN_IF_ERROR(WriteRecord(key, value, &rec));
+    uint64_t* slot = FreeSlot(h);
+    if (*slot == kEmpty) ++used_;
+    Commit(slot, rec);
+    count_.fetch_add(1, std::memory_order_relaxed);
+    return Status::OK();
+  }
+
+  Status Update(std::string_view key, std::string_view value) override {
+    PMHASH_RETURN_IF_ERROR(CheckSizes(key, value));
+    std::unique_lock<std::shared_mutex> l(mu_);
+    uint64_t* slot = Find(key, HashKey(key));
+    if (slot == nullptr) return Status::NotFound("key not present");
+    uint64_t rec = 0;
+    PMHASH_RETURN_IF_ERROR(WriteRecord(key, value, &rec));
+    const uint64_t old = *slot;
+    Commit(slot, rec);
+    allocator().Free(old);
+    return Status::OK();
+  }
+
+  Status Get(std::string_view key, std::string* value) override {
+    std::shared_lock<std::shared_mutex> l(mu_);
+    const uint64_t* slot = Find(key, HashKey(key));
+    if (slot == nullptr) return Status::NotFound("key not present");
+    const TinyRecord* r = Rec(*slot);
+    value->assign(r->bytes + r->key_len, r->value_len);
+    return Status::OK();
+  }
+
+  Status Delete(std::string_view key) override {
+    std::unique_lock<std::shared_mutex> l(mu_);
+    uint64_t* slot = Find(key, HashKey(key));
+    if (slot == nullptr) return Status::NotFound("key not present");
+    const uint64_t old = *slot;
+    persister().Store(slot, kTombstone);
+    persister().Persist(slot, 8);
+    allocator().Free(old);
+    count_.fetch_sub(1, std::memory_order_relaxed);
+    return Status::OK();
+  }
+
+  uint64_t Count() const override { return count_.load(std::memory_order_relaxed); }
+
+  Status ForEach(const Visitor& fn) const override {
+    std::shared_lock<std::shared_mutex> l(mu_);
+    for (uint64_t i = 0; i < table_->capacity; ++i) {
+      const uint64_t s = table_->slots[i];
+      if (s == kEmpty || s == kTombstone) continue;
+      const TinyRecord* r = Rec(s);
+      if (!fn({r->bytes, r->key_len}, {r->bytes + r->key_len, r->value_len})) break;
+    }
+    return Status::OK();
+  }
+
+ protected:
+  void Configure(engines::EngineOptions&, const Options& options) override {
+    initial_capacity_ = options.initial_capacity;
+  }
+
+  Status Create() override {
+    uint64_t cap = 16;
+    while (cap < initial_capacity_ * 2) cap *= 2;
+    uint64_t table = 0;
+    PMHASH_RETURN_IF_ERROR(NewTable(cap, &table));
+    TinyRoot* r = root<TinyRoot>();
+    persister().Store(&r->table, table);
+    persister().Persist(&r->table, 8);
+    persister().Store(&r->magic, kTinyMagic);
+    persister().Persist(&r->magic, 8);
+    table_ = pool().At<TinyTable>(table);
+    return Status::OK();
+  }
+
+  Status Recover(bool) override {
+    PMHASH_RETURN_IF_ERROR(ValidateTable());
+    table_ = pool().At<TinyTable>(root<TinyRoot>()->table);
+    uint64_t live = 0;
+    used_ = 0;
+    for (uint64_t i = 0; i < table_->capacity; ++i) {
+      const uint64_t s = table_->slots[i];
+      if (s != kEmpty) ++used_;
+      if (s == kEmpty || s == kTombstone) continue;
+      if (!allocator().IsAllocated(s) ||
+          allocator().UsableSize(s) < sizeof(TinyRecord) ||
+          sizeof(TinyRecord) + uint64_t{Rec(s)->key_len} + Rec(s)->value_len >
+              allocator().UsableSize(s)) {
+        return Status::Corruption("test-tiny: slot " + std::to_string(i) +
+                                  " points to an implausible record");
+      }
+      ++live;
+    }
+    count_ = live;
+    return Status::OK();
+  }
+
+  Status EnumerateBlocks(const pm::Allocator::LiveBlockVisitor& visit) const override {
+    PMHASH_RETURN_IF_ERROR(ValidateTable());
+    const uint64_t table = root<TinyRoot>()->table;
+    visit(table);
+    const TinyTable* t = pool().At<TinyTable>(table);
+    for (uint64_t i = 0; i < t->capacity; ++i) {
+      const uint64_t s = t->slots[i];
+      if (s == kEmpty || s == kTombstone) continue;
+      if (!pool().Contains(s, sizeof(TinyRecord)) || s < pool().heap_offset()) {
+        return Status::Corruption("test-tiny: record offset out of the heap");
+      }
+      visit(s);
+    }
+    return Status::OK();
+  }
+
+  void FillStats(IndexStats* stats) const override {
+    stats->count = Count();
+    stats->key_slots = table_ == nullptr ? 0 : table_->capacity;
+  }
+
+ private:
+  static Status CheckSizes(std::string_view key, std::string_view value) {
+    if (key.size() > kMaxKeySize) return Status::InvalidArgument("key longer than kMaxKeySize");
+    if (value.size() > kMaxValueSize) {
+      return Status::InvalidArgument("value longer than kMaxValueSize");
+    }
+    return Status::OK();
+  }
+
+  Status ValidateTable() const {
+    const TinyRoot* r = root<TinyRoot>();
+    if (r->magic != kTinyMagic) return Status::Corruption("test-tiny: bad root magic");
+    const uint64_t t = r->table;
+    if (t < pool().heap_offset() || !pool().Contains(t, sizeof(TinyTable))) {
+      return Status::Corruption("test-tiny: table offset out of the heap");
+    }
+    const uint64_t cap = pool().At<TinyTable>(t)->capacity;
+    if (cap < 16 || !std::has_single_bit(cap) || cap > pool().size() / 8 ||
+        !pool().Contains(t, sizeof(TinyTable) + cap * 8)) {
+      return Status::Corruption("test-tiny: implausible table capacity");
+    }
+    return Status::OK();
+  }
+
+  const TinyRecord* Rec(uint64_t off) const { return pool().At<TinyRecord>(off); }
+
+  uint64_t* Find(std::string_view key, uint64_t h) const {
+    const uint64_t mask = table_->capacity - 1;
+    for (uint64_t i = h & mask, n = 0; n < table_->capacity; i = (i + 1) & mask, ++n) {
+      uint64_t& s = table_->slots[i];
+      if (s == kEmpty) return nullptr;
+      if (s == kTombstone) continue;
+      const TinyRecord* r = Rec(s);
+      if (r->key_len == key.size() && std::memcmp(r->bytes, key.data(), key.size()) == 0) {
+        return &s;
+      }
+    }
+    return nullptr;
+  }
+
+  uint64_t* FreeSlot(uint64_t h) const {
+    const uint64_t mask = table_->capacity - 1;
+    for (uint64_t i = h & mask;; i = (i + 1) & mask) {
+      uint64_t& s = table_->slots[i];
+      if (s == kEmpty || s == kTombstone) return &s;
+    }
+  }
+
+  Status WriteRecord(std::string_view key, std::string_view value, uint64_t* out) {
+    Result<uint64_t> off = allocator().Allocate(sizeof(TinyRecord) + key.size() + value.size());
+    if (!off.ok()) return off.status();
+    auto* r = pool().At<TinyRecord>(*off);
+    const uint32_t lens[2] = {static_cast<uint32_t>(key.size()),
+                              static_cast<uint32_t>(value.size())};
+    persister().Copy(r, lens, sizeof(lens));
+    if (!key.empty()) persister().Copy(r->bytes, key.data(), key.size());
+    if (!value.empty()) persister().Copy(r->bytes + key.size(), value.data(), value.size());
+    persister().Flush(r, sizeof(TinyRecord) + key.size() + value.size());
+    if (!bugs_.commit_early) persister().Fence();
+    *out = *off;
+    return Status::OK();
+  }
+
+  // The commit store (the record is already durable, except in test-commit-early).
+  void Commit(uint64_t* slot, uint64_t value) {
+    persister().Store(slot, value);
+    persister().Flush(slot, 8);
+    if (!bugs_.no_fence) persister().Fence();
+  }
+
+  Status NewTable(uint64_t cap, uint64_t* out) {
+    Result<uint64_t> off = allocator().Allocate(sizeof(TinyTable) + cap * 8);
+    if (!off.ok()) return off.status();
+    auto* t = pool().At<TinyTable>(*off);
+    persister().Zero(t, sizeof(TinyTable) + cap * 8);
+    persister().Store(&t->capacity, cap);
+    persister().Flush(t, sizeof(TinyTable) + cap * 8);
+    persister().Fence();
+    *out = *off;
+    return Status::OK();
+  }
+
+  Status Grow() {
+    const uint64_t live = count_.load(std::memory_order_relaxed);
+    uint64_t cap = table_->capacity;
+    if ((live + 1) * 4 > cap) cap *= 2;  // else the same size, dropping tombstones
+    uint64_t off = 0;
+    PMHASH_RETURN_IF_ERROR(NewTable(cap, &off));
+    TinyTable* t = pool().At<TinyTable>(off);
+    for (uint64_t i = 0; i < table_->capacity; ++i) {
+      const uint64_t s = table_->slots[i];
+      if (s == kEmpty || s == kTombstone) continue;
+      const TinyRecord* r = Rec(s);
+      const uint64_t h = HashKey({r->bytes, r->key_len});
+      for (uint64_t j = h & (cap - 1);; j = (j + 1) & (cap - 1)) {
+        if (t->slots[j] == kEmpty) {
+          persister().Store(&t->slots[j], s);
+          break;
+        }
+      }
+    }
+    persister().Flush(t->slots, cap * 8);
+    persister().Fence();
+    TinyRoot* r = root<TinyRoot>();
+    const uint64_t old = r->table;
+    persister().Store(&r->table, off);
+    persister().Persist(&r->table, 8);
+    allocator().Free(old);
+    table_ = t;
+    used_ = live;
+    return Status::OK();
+  }
+
+  const Bugs bugs_;
+  uint64_t initial_capacity_ = 0;
+  mutable std::shared_mutex mu_;
+  TinyTable* table_ = nullptr;
+  uint64_t used_ = 0;  // slots not empty (live + tombstones)
+  std::atomic<uint64_t> count_{0};
+};
+
+}  // namespace
+
+EngineSpec TinyEngine() {
+  return {"test-tiny", [] { return engines::MakeEngine<TinyIndex>(); }, true, true};
+}
+
+namespace {
+class CommitEarly : public TinyIndex {
+ public:
+  CommitEarly() : TinyIndex(Bugs{true, false}) {}
+};
+class NoFence : public TinyIndex {
+ public:
+  NoFence() : TinyIndex(Bugs{false, true}) {}
+};
+}  // namespace
+
+EngineSpec CommitEarlyEngine() {
+  return {"test-commit-early", [] { return engines::MakeEngine<CommitEarly>(); }, true, true};
+}
+EngineSpec NoFenceEngine() {
+  return {"test-no-fence", [] { return engines::MakeEngine<NoFence>(); }, true, true};
+}
+
+std::vector<EngineSpec> ConformanceEngines() {
+  std::vector<EngineSpec> out;
+  for (const EngineDescription& d : RegisteredEngines()) {
+    const engines::EngineRegistration* reg = engines::FindEngine(d.name);
+    out.push_back({d.name, reg->make, d.crash_consistent, false});
+  }
+  out.push_back(TinyEngine());
+  return out;
+}
+
+std::vector<EngineSpec> CrashConsistentEngines() {
+  std::vector<EngineSpec> out;
+  for (EngineSpec& s : ConformanceEngines()) {
+    if (s.crash_consistent) out.push_back(std::move(s));
+  }
+  return out;
+}
+
+EngineSpec FindSpec(const std::string& name) {
+  for (EngineSpec& s : ConformanceEngines()) {
+    if (s.name == name) return s;
+  }
+  for (EngineSpec s : {CommitEarlyEngine(), NoFenceEngine()}) {
+    if (s.name == name) return s;
+  }
+  return {};
+}
+
+std::vector<std::string> Names(const std::vector<EngineSpec>& specs) {
+  std::vector<std::string> out;
+  for (const EngineSpec& s : specs) out.push_back(s.name);
+  return out;
+}
+
+std::string GtestName(const std::string& engine) {
+  std::string s = engine;
+  for (char& c : s) {
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  }
+  return s;
+}
+
+}  // namespace pmhash::testing
