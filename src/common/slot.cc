@@ -84,6 +84,20 @@ Status SlotCodec::EncodeRecord(std::string_view key, std::string_view value,
   return Status::OK();
 }
 
+const char* SlotCodec::RecordAt(uint64_t offset, RecordHeaderView* header) const {
+  // Bounds before any read: a pointer from a damaged pool must not become a wild read.
+  if (offset < pool_.heap_offset() || offset > pool_.size() - sizeof(RecordHeader)) {
+    return nullptr;
+  }
+  const char* rec = pool_.At<const char>(offset);
+  RecordHeader h;
+  std::memcpy(&h, rec, sizeof(h));
+  if (RecordSize(h.key_len, h.value_len) > pool_.size() - offset) return nullptr;
+  header->key_len = h.key_len;
+  header->value_len = h.value_len;
+  return rec;
+}
+
 bool SlotCodec::KeyEquals(SlotForm form, const KvWords& words, std::string_view key,
                           uint64_t key_hash) const {
   switch (form) {
@@ -92,9 +106,9 @@ bool SlotCodec::KeyEquals(SlotForm form, const KvWords& words, std::string_view 
     case SlotForm::kRecord: {
       // The hash word lives in the slot: a mismatch rejects without touching the record.
       if (words.word1 != key_hash) return false;
-      const char* rec = pool_.At<const char>(words.word0);
-      RecordHeader header;
-      std::memcpy(&header, rec, sizeof(header));
+      RecordHeaderView header;
+      const char* rec = RecordAt(words.word0, &header);
+      if (rec == nullptr) return false;
       // The record is this codec's read, so it reports it (engines report their buckets).
       const size_t compared = header.key_len == key.size() ? key.size() : 0;
       persister_.NoteRead(LinesSpanned(rec, sizeof(RecordHeader) + compared));
@@ -112,9 +126,9 @@ std::string_view SlotCodec::Key(SlotForm form, const KvWords& words) const {
     case SlotForm::kInline:
       return std::string_view(reinterpret_cast<const char*>(&words.word0), 8);
     case SlotForm::kRecord: {
-      const char* rec = pool_.At<const char>(words.word0);
-      RecordHeader header;
-      std::memcpy(&header, rec, sizeof(header));
+      RecordHeaderView header;
+      const char* rec = RecordAt(words.word0, &header);
+      if (rec == nullptr) break;
       persister_.NoteRead(LinesSpanned(rec, sizeof(RecordHeader) + header.key_len));
       return std::string_view(rec + sizeof(RecordHeader), header.key_len);
     }
@@ -129,9 +143,9 @@ std::string_view SlotCodec::Value(SlotForm form, const KvWords& words) const {
     case SlotForm::kInline:
       return std::string_view(reinterpret_cast<const char*>(&words.word1), 8);
     case SlotForm::kRecord: {
-      const char* rec = pool_.At<const char>(words.word0);
-      RecordHeader header;
-      std::memcpy(&header, rec, sizeof(header));
+      RecordHeaderView header;
+      const char* rec = RecordAt(words.word0, &header);
+      if (rec == nullptr) break;
       const char* value = rec + sizeof(RecordHeader) + header.key_len;
       // The header's line plus the value's (the caller reads the value), once each.
       const bool header_line_apart =

@@ -59,7 +59,8 @@ class SlotCodec {
   bool KeyEquals(SlotForm form, const KvWords& words, std::string_view key,
                  uint64_t key_hash) const;
   // The slot's key and value (views into PM for the record form, into `words` inline;
-  // valid while the slot is unchanged).
+  // valid while the slot is unchanged). Empty for a record outside the heap (a damaged
+  // pool; engines reject such slots with Plausible when they recover).
   std::string_view Key(SlotForm form, const KvWords& words) const;
   std::string_view Value(SlotForm form, const KvWords& words) const;
 
@@ -77,6 +78,13 @@ class SlotCodec {
   bool Plausible(SlotForm form, const KvWords& words) const;
 
  private:
+  struct RecordHeaderView {
+    uint64_t key_len, value_len;
+  };
+  // The record at `offset` and its lengths, or nullptr when the record would lie outside
+  // the heap (a damaged pool): readers then see no key and an empty value, not a crash.
+  const char* RecordAt(uint64_t offset, RecordHeaderView* header) const;
+
   pm::Pool& pool_;
   pm::Persister& persister_;
   pm::Allocator& allocator_;
