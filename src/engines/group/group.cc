@@ -22,17 +22,6 @@ bool Iterating(const GroupHash* index) {
   return std::find(t_iterating.begin(), t_iterating.end(), index) != t_iterating.end();
 }
 
-// Spin politely, then give the core away (writers hold a stripe across flushes and fences).
-void Backoff(int attempt) {
-  if (attempt < 64) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
-  } else {
-    std::this_thread::yield();
-  }
-}
-
 bool IsPowerOfTwo(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
 
 unsigned Log2(uint64_t v) { return static_cast<unsigned>(63 - __builtin_clzll(v)); }
@@ -44,33 +33,6 @@ std::string CellName(int level, uint64_t cell) {
 }
 
 }  // namespace
-
-void GroupHash::RwSpinLock::lock() {
-  for (int attempt = 0;; ++attempt) {
-    uint32_t s = state_.load(std::memory_order_relaxed);
-    if ((s & ~kWaiting) == 0) {  // no reader, no writer
-      if (state_.compare_exchange_weak(s, kWriter, std::memory_order_acquire,
-                                       std::memory_order_relaxed)) {
-        return;
-      }
-      continue;
-    }
-    if ((s & kWaiting) == 0) state_.fetch_or(kWaiting, std::memory_order_relaxed);
-    Backoff(attempt);
-  }
-}
-
-void GroupHash::RwSpinLock::lock_shared() {
-  for (int attempt = 0;; ++attempt) {
-    uint32_t s = state_.load(std::memory_order_relaxed);
-    if ((s & (kWriter | kWaiting)) == 0 &&
-        state_.compare_exchange_weak(s, s + 1, std::memory_order_acquire,
-                                     std::memory_order_relaxed)) {
-      return;
-    }
-    Backoff(attempt);
-  }
-}
 
 GroupHash::GroupHash() : stripes_(new Stripe[kGroupStripes]) {}
 GroupHash::~GroupHash() = default;
@@ -349,28 +311,6 @@ GroupHash::Stripe& GroupHash::LockHome(uint64_t hash, bool exclusive, uint64_t* 
   }
 }
 
-namespace {
-// Releases a stripe taken by LockHome.
-template <typename Lock>
-class StripeGuard {
- public:
-  StripeGuard(Lock& mu, bool exclusive) : mu_(mu), exclusive_(exclusive) {}
-  ~StripeGuard() {
-    if (exclusive_) {
-      mu_.unlock();
-    } else {
-      mu_.unlock_shared();
-    }
-  }
-  StripeGuard(const StripeGuard&) = delete;
-  StripeGuard& operator=(const StripeGuard&) = delete;
-
- private:
-  Lock& mu_;
-  bool exclusive_;
-};
-}  // namespace
-
 // ---- Operations ---------------------------------------------------------------------
 
 GroupHash::Probe GroupHash::Find(std::string_view key, uint64_t hash, uint64_t home) const {
@@ -439,7 +379,7 @@ Status GroupHash::Get(std::string_view key, std::string* value) {
   const uint64_t hash = HashKey(key);
   uint64_t home = 0, cells = 0;
   Stripe& s = LockHome(hash, /*exclusive=*/false, &home, &cells);
-  StripeGuard guard(s.mu, false);
+  HeldLock<RwSpinLock> guard(s.mu, LockMode::kShared);
   const Probe p = Find(key, hash, home);
   persister().NoteRead(p.lines);
   if (p.form == nullptr) return Status::NotFound("key not found");
@@ -464,7 +404,7 @@ Status GroupHash::Write(std::string_view key, std::string_view value, Mode mode)
     uint64_t home = 0, cells = 0;
     {
       Stripe& s = LockHome(hash, /*exclusive=*/true, &home, &cells);
-      StripeGuard guard(s.mu, true);
+      HeldLock<RwSpinLock> guard(s.mu, LockMode::kExclusive);
       const Probe p = Find(key, hash, home);
       persister().NoteRead(p.lines);
       if (p.form != nullptr) {
@@ -565,7 +505,7 @@ Status GroupHash::Delete(std::string_view key) {
   const uint64_t hash = HashKey(key);
   uint64_t home = 0, cells = 0;
   Stripe& s = LockHome(hash, /*exclusive=*/true, &home, &cells);
-  StripeGuard guard(s.mu, true);
+  HeldLock<RwSpinLock> guard(s.mu, LockMode::kExclusive);
   const Probe p = Find(key, hash, home);
   persister().NoteRead(p.lines);
   if (p.form == nullptr) return Status::NotFound("key not found");
@@ -611,7 +551,7 @@ Status GroupHash::ForEach(const Visitor& fn) const {
     {
       Stripe& s = StripeOf(first);
       s.mu.lock_shared();
-      StripeGuard guard(s.mu, false);
+      HeldLock<RwSpinLock> guard(s.mu, LockMode::kShared);
       const View& v = view_;
       for (int level = 1; level <= 2; ++level) {
         const uint8_t* forms = level == 1 ? v.form1 : v.form2;

@@ -90,6 +90,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/locks.h"
 #include "common/slot.h"
 #include "engines/engine.h"
 
@@ -184,23 +185,6 @@ class GroupHash : public Engine {
 
  private:
   enum class Mode : uint8_t { kInsert, kUpdate, kPut };
-
-  // A reader-writer spin lock (yielding after a while) that lets a waiting writer in
-  // before new readers. Not std::shared_mutex: a resize holds every stripe at once, and
-  // pthread locks held by the thousand (and ThreadSanitizer's 64-lock limit) are not meant
-  // for that; a word per stripe is.
-  class RwSpinLock {
-   public:
-    void lock();
-    void unlock() { state_.fetch_and(~kWriter, std::memory_order_release); }
-    void lock_shared();
-    void unlock_shared() { state_.fetch_sub(1, std::memory_order_release); }
-
-   private:
-    static constexpr uint32_t kWriter = 1u << 31;
-    static constexpr uint32_t kWaiting = 1u << 30;  // a writer waits: no new readers
-    std::atomic<uint32_t> state_{0};
-  };
 
   struct alignas(64) Stripe {
     RwSpinLock mu;
