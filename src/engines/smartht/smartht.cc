@@ -1,0 +1,1055 @@
+// SmartHT (paper 003). Layout, invariants, persist order and locking: smartht.h.
+#include "engines/smartht/smartht.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "common/hash.h"
+
+namespace pmhash::engines {
+namespace {
+
+bool IsPowerOfTwo(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
+
+uint64_t FloorPowerOfTwo(uint64_t v) {
+  return v == 0 ? 1 : uint64_t{1} << (63 - __builtin_clzll(v));
+}
+
+uint64_t CeilPowerOfTwo(uint64_t v) {
+  const uint64_t f = FloorPowerOfTwo(v);
+  return f == v ? f : f << 1;
+}
+
+// Thread numbers for the reader slots (dense, first use order).
+std::atomic<uint32_t> g_next_thread{0};
+thread_local uint32_t t_thread = g_next_thread.fetch_add(1, std::memory_order_relaxed);
+
+constexpr uint8_t kInline = static_cast<uint8_t>(SlotForm::kInline);
+constexpr uint8_t kRecord = static_cast<uint8_t>(SlotForm::kRecord);
+
+// Bound on a chain walk over raw PM (a damaged pool could hold a cycle).
+uint64_t MaxChain(const pm::Pool& pool) { return pool.size() / sizeof(SmartBucket) + 1; }
+
+}  // namespace
+
+// Announces that this thread holds a filter pointer (see WaitForReaders).
+class SmartHt::FilterGuard {
+ public:
+  explicit FilterGuard(const SmartHt& ht) : slot_(ht.MySlot()) {
+    slot_.active.fetch_add(1, std::memory_order_seq_cst);
+  }
+  ~FilterGuard() { slot_.active.fetch_sub(1, std::memory_order_release); }
+  FilterGuard(const FilterGuard&) = delete;
+  FilterGuard& operator=(const FilterGuard&) = delete;
+
+ private:
+  ReaderSlot& slot_;
+};
+
+SmartHt::SmartHt() = default;
+
+SmartHt::~SmartHt() {
+  StopBackgroundWork();
+  delete building_.exchange(nullptr);
+  delete filter_.exchange(nullptr);
+}
+
+void SmartHt::SetBounds() {
+  heap_begin_ = pool().heap_offset();
+  heap_end_ = heap_begin_ + pool().heap_size();
+  chain_limit_ = MaxChain(pool());
+}
+
+SmartHt::ReaderSlot& SmartHt::MySlot() const { return readers_[t_thread % kSmartHtReaderSlots]; }
+
+// ---- Options, creation, recovery ----------------------------------------------------
+
+void SmartHt::Configure(EngineOptions& options, const Options& index_options) {
+  head_buckets_opt_ = options.Uint("head_buckets", 0, kSmartHtMinHeadBuckets,
+                                   kSmartHtMaxHeadBuckets);
+  if (head_buckets_opt_ != 0 && !IsPowerOfTwo(head_buckets_opt_)) {
+    config_error_ = Status::InvalidArgument("option head_buckets=" +
+                                            std::to_string(head_buckets_opt_) +
+                                            " must be a power of two");
+  }
+  expected_keys_opt_ = options.Uint("expected_keys", 0, 1, uint64_t{1} << 40);
+  fp_rate_ = options.Double("fp_rate", 1e-4, 1e-9, 0.5);
+  bloom_hashes_ = static_cast<uint32_t>(
+      options.Uint("bloom_hashes", 3, 1, BloomFilter::kMaxProbes));
+  rebuild_deletes_ = options.Double("rebuild_deletes", 0.5, 0, 1e6);
+  resize_ = options.Bool("resize", true);
+  max_chain_ = options.Double("max_chain", 1.0, 0.01, 1e6);
+  recovery_threads_ = static_cast<uint32_t>(options.Uint("recovery_threads", 1, 1, 256));
+  initial_capacity_ = index_options.initial_capacity;
+}
+
+uint64_t SmartHt::HeadBucketsFor(uint64_t keys) const {
+  if (head_buckets_opt_ != 0) return head_buckets_opt_;
+  if (keys != 0) {
+    // One bucket's worth of keys per head bucket at the expected count.
+    return std::clamp<uint64_t>(CeilPowerOfTwo((keys + kSmartHtSlots - 1) / kSmartHtSlots),
+                                kSmartHtMinHeadBuckets, kSmartHtMaxHeadBuckets);
+  }
+  // The paper's 2^24 (1 GiB of head buckets), but never more than a quarter of the heap,
+  // so that a small pool still works (docs/engines/smartht.md).
+  const uint64_t fit = FloorPowerOfTwo(pool().heap_size() / 4 / sizeof(SmartBucket));
+  return std::clamp<uint64_t>(std::min(kSmartHtPaperHeadBuckets, fit), kSmartHtMinHeadBuckets,
+                              kSmartHtPaperHeadBuckets);
+}
+
+Status SmartHt::MakeFilter(uint64_t expected_keys, std::unique_ptr<BloomFilter>* out) const {
+  BloomOptions bo;
+  bo.expected_keys = std::max<uint64_t>(expected_keys, 1024);
+  bo.false_positive_rate = fp_rate_;
+  bo.num_probes = bloom_hashes_;
+  Result<BloomFilter> f = BloomFilter::Make(bo);
+  if (!f.ok()) return f.status();
+  *out = std::make_unique<BloomFilter>(std::move(f.value()));
+  return Status::OK();
+}
+
+Status SmartHt::NewTable(uint64_t n, uint64_t* offset) {
+  const uint64_t bytes = sizeof(SmartHtTableHeader) + n * sizeof(SmartBucket);
+  Result<uint64_t> block = allocator().Allocate(bytes);
+  if (!block.ok()) {
+    return Status::ResourceExhausted("smartht: cannot allocate a head table of " +
+                                     std::to_string(n) + " buckets (" + std::to_string(bytes) +
+                                     " bytes): " + block.status().message());
+  }
+  char* t = pool().At<char>(*block);
+  pm::Persister& p = persister();
+  // Unreachable until root.table links it: the caller flushes it with one pass.
+  p.Zero(t, bytes);
+  auto* h = reinterpret_cast<SmartHtTableHeader*>(t);
+  p.Store(&h->head_buckets, n);
+  p.Store(&h->magic, kSmartHtTableMagic);
+  *offset = *block;
+  return Status::OK();
+}
+
+Status SmartHt::Create() {
+  PMHASH_RETURN_IF_ERROR(config_error_);
+  const uint64_t n = HeadBucketsFor(initial_capacity_);
+  uint64_t offset = 0;
+  PMHASH_RETURN_IF_ERROR(NewTable(n, &offset));
+  pm::Persister& p = persister();
+  p.Persist(pool().At<char>(offset), sizeof(SmartHtTableHeader) + n * sizeof(SmartBucket));
+  root_ = root<SmartHtRoot>();
+  p.Store(&root_->version, kSmartHtVersion);
+  p.Store(&root_->table, offset);
+  p.Store(&root_->count, uint64_t{0});
+  p.Store(&root_->filter, uint64_t{0});
+  p.Store(&root_->filter_bytes, uint64_t{0});
+  p.Store(&root_->filter_valid, uint64_t{0});
+  p.Store(&root_->chain_buckets, uint64_t{0});
+  p.Persist(root_, sizeof(*root_));
+  p.Store(&root_->magic, kSmartHtRootMagic);  // commit point of creation
+  p.Persist(&root_->magic, sizeof(root_->magic));
+
+  table_offset_ = offset;
+  heads_ = reinterpret_cast<SmartBucket*>(pool().At<char>(offset) + sizeof(SmartHtTableHeader));
+  SetBounds();
+  num_stripes_ = std::clamp<uint64_t>(n / kSmartHtLockArea, 64, 65536);
+  stripes_.reset(new Stripe[num_stripes_]);
+  head_count_.store(n, std::memory_order_release);
+  base_count_ = 0;
+  const uint64_t expected =
+      expected_keys_opt_ != 0 ? expected_keys_opt_
+                              : (initial_capacity_ != 0 ? initial_capacity_ : n * kSmartHtSlots);
+  std::unique_ptr<BloomFilter> f;
+  PMHASH_RETURN_IF_ERROR(MakeFilter(expected, &f));
+  filter_expected_.store(f->options().expected_keys);
+  filter_.store(f.release());
+  filter_origin_ = "new";
+  return Status::OK();
+}
+
+Status SmartHt::ValidateRoot(uint64_t* table, uint64_t* n) const {
+  const auto* r = root<const SmartHtRoot>();
+  if (r->magic != kSmartHtRootMagic) {
+    return Status::Corruption("smartht: root magic is wrong (not a smartht index, or damaged)");
+  }
+  if (r->version != kSmartHtVersion) {
+    return Status::Corruption("smartht: root layout version " + std::to_string(r->version) +
+                              " (this build reads " + std::to_string(kSmartHtVersion) + ")");
+  }
+  const uint64_t off = r->table;
+  if (off == 0 || off % pm::kCacheLine != 0 || !pool().Contains(off, sizeof(SmartHtTableHeader))) {
+    return Status::Corruption("smartht: root table offset " + std::to_string(off) +
+                              " is outside the pool");
+  }
+  const auto* h = pool().At<const SmartHtTableHeader>(off);
+  const uint64_t count = h->head_buckets;
+  if (h->magic != kSmartHtTableMagic || !IsPowerOfTwo(count) ||
+      count < kSmartHtMinHeadBuckets || count > pool().size() / sizeof(SmartBucket) ||
+      !pool().Contains(off, sizeof(SmartHtTableHeader) + count * sizeof(SmartBucket))) {
+    return Status::Corruption("smartht: head table header at offset " + std::to_string(off) +
+                              " is damaged (head_buckets " + std::to_string(count) + ")");
+  }
+  *table = off;
+  *n = count;
+  return Status::OK();
+}
+
+Status SmartHt::EnumerateBlocks(const pm::Allocator::LiveBlockVisitor& visit) const {
+  const auto* r = root<const SmartHtRoot>();
+  if (r->magic != kSmartHtRootMagic) return Status::OK();  // crashed inside Create
+  uint64_t off = 0, n = 0;
+  PMHASH_RETURN_IF_ERROR(ValidateRoot(&off, &n));
+  visit(off);
+  if (r->filter != 0 && pool().Contains(r->filter, 1)) visit(r->filter);
+  const auto* heads =
+      reinterpret_cast<const SmartBucket*>(pool().At<char>(off) + sizeof(SmartHtTableHeader));
+  const uint64_t max_chain = MaxChain(pool());
+  for (uint64_t i = 0; i < n; ++i) {
+    const SmartBucket* b = &heads[i];
+    for (uint64_t depth = 0; b != nullptr && depth < max_chain; ++depth) {
+      for (int s = 0; s < kSmartHtSlots; ++s) {
+        // Only committed record slots own a record; a wild offset is left for Recover.
+        if (b->token[s] == kRecord && pool().Contains(b->slot[s].word0, 8)) {
+          SlotCodec::VisitBlocks(SlotForm::kRecord, b->slot[s], visit);
+        }
+      }
+      const uint64_t next = b->next;
+      if (next == 0 || next % sizeof(SmartBucket) != 0 ||
+          !pool().Contains(next, sizeof(SmartBucket))) {
+        break;  // a bad pointer is reported by Recover
+      }
+      visit(next);
+      b = BucketAt(next);
+    }
+  }
+  return Status::OK();
+}
+
+uint64_t SmartHt::HashOf(SlotForm form, const KvWords& words) const {
+  if (form == SlotForm::kRecord) return words.word1;  // the record form keeps the hash
+  return HashKey(std::string_view(reinterpret_cast<const char*>(&words.word0), 8));
+}
+
+Status SmartHt::RecoverScan(uint64_t* count, uint64_t* chain_buckets) {
+  // Sec. III-D, after a failure: walk every chain, skip invalid tokens, reinsert valid
+  // ones into the filter. Also validates the PDL (a damaged pool is Corruption).
+  const uint64_t n = head_count_.load();
+  const uint64_t threads = std::min<uint64_t>(recovery_threads_, n / kSmartHtLockArea);
+  std::atomic<uint64_t> total{0}, buckets{0};
+  std::vector<Status> errors(std::max<uint64_t>(threads, 1));
+  BloomFilter* f = filter_.load();
+  const uint64_t max_chain = MaxChain(pool());
+  auto work = [&](uint64_t first, uint64_t last, Status* err) {
+    uint64_t keys = 0, chained = 0;
+    for (uint64_t i = first; i < last; ++i) {
+      const SmartBucket* b = &heads_[i];
+      for (uint64_t depth = 0;; ++depth) {
+        if (depth >= max_chain) {
+          *err = Status::Corruption("smartht: the chain of head bucket " + std::to_string(i) +
+                                    " does not end (damaged pool)");
+          return;
+        }
+        for (int s = 0; s < kSmartHtSlots; ++s) {
+          const uint8_t t = b->token[s];
+          if (t == 0) continue;
+          const auto form = static_cast<SlotForm>(t);
+          if ((t != kInline && t != kRecord) || !codec().Plausible(form, b->slot[s])) {
+            *err = Status::Corruption("smartht: a slot in the chain of head bucket " +
+                                      std::to_string(i) + " has token " + std::to_string(t) +
+                                      " that does not match its contents (damaged pool)");
+            return;
+          }
+          const uint64_t h = HashOf(form, b->slot[s]);
+          if (HomeBucket(h, n) != i) {
+            *err = Status::Corruption("smartht: head bucket " + std::to_string(i) +
+                                      " chains a key whose head bucket is " +
+                                      std::to_string(HomeBucket(h, n)) + " (damaged pool)");
+            return;
+          }
+          f->AddHash(h);
+          ++keys;
+        }
+        const uint64_t next = b->next;
+        if (next == 0) break;
+        if (next % sizeof(SmartBucket) != 0 || !allocator().IsAllocated(next)) {
+          *err = Status::Corruption("smartht: a chained bucket pointer " + std::to_string(next) +
+                                    " is not an allocated block (damaged pool)");
+          return;
+        }
+        ++chained;
+        b = BucketAt(next);
+      }
+    }
+    total.fetch_add(keys);
+    buckets.fetch_add(chained);
+  };
+  if (threads <= 1) {
+    work(0, n, &errors[0]);
+  } else {
+    // Our improvement over the paper's single thread: head-bucket ranges in parallel
+    // (BloomFilter::AddHash is thread-safe).
+    std::vector<std::thread> pool_threads;
+    const uint64_t per = n / threads;
+    for (uint64_t t = 0; t < threads; ++t) {
+      const uint64_t first = t * per, last = t + 1 == threads ? n : first + per;
+      pool_threads.emplace_back(work, first, last, &errors[t]);
+    }
+    for (auto& th : pool_threads) th.join();
+  }
+  for (const Status& e : errors) PMHASH_RETURN_IF_ERROR(e);
+  *count = total.load();
+  *chain_buckets = buckets.load();
+  return Status::OK();
+}
+
+Status SmartHt::TryReloadFilter() {
+  // Sec. III-D, normal shutdown: the filter of the last Close is in the reserved area.
+  const uint64_t off = root_->filter, bytes = root_->filter_bytes;
+  if (off == 0 || bytes == 0 || !pool().Contains(off, bytes) || !allocator().IsAllocated(off) ||
+      allocator().UsableSize(off) < bytes) {
+    return Status::Corruption("smartht: the saved filter area is not a block of its size");
+  }
+  Result<BloomFilter> f = BloomFilter::Deserialize(
+      std::span<const uint8_t>(pool().At<const uint8_t>(off), bytes));
+  if (!f.ok()) return f.status();
+  persister().NoteRead((bytes + pm::kCacheLine - 1) / pm::kCacheLine);
+  filter_expected_.store(f.value().options().expected_keys);
+  delete filter_.exchange(new BloomFilter(std::move(f.value())));
+  return Status::OK();
+}
+
+Status SmartHt::Recover(bool clean) {
+  PMHASH_RETURN_IF_ERROR(config_error_);
+  root_ = root<SmartHtRoot>();
+  if (root_->magic != kSmartHtRootMagic) {
+    // The previous open crashed inside Create before its commit store; the allocator has
+    // reclaimed whatever it had allocated. Start afresh.
+    pm::Persister& p = persister();
+    p.Zero(root_, sizeof(*root_));
+    p.Persist(root_, sizeof(*root_));
+    return Create();
+  }
+  uint64_t off = 0, n = 0;
+  PMHASH_RETURN_IF_ERROR(ValidateRoot(&off, &n));
+  if (!allocator().IsAllocated(off) ||
+      allocator().UsableSize(off) < sizeof(SmartHtTableHeader) + n * sizeof(SmartBucket)) {
+    return Status::Corruption("smartht: the head table at offset " + std::to_string(off) +
+                              " is not an allocated block of its size");
+  }
+  table_offset_ = off;
+  heads_ = reinterpret_cast<SmartBucket*>(pool().At<char>(off) + sizeof(SmartHtTableHeader));
+  SetBounds();
+  num_stripes_ = std::clamp<uint64_t>(n / kSmartHtLockArea, 64, 65536);
+  stripes_.reset(new Stripe[num_stripes_]);
+  head_count_.store(n, std::memory_order_release);
+
+  const auto t0 = std::chrono::steady_clock::now();
+  pm::Persister& p = persister();
+  bool reloaded = false;
+  if (clean && root_->filter_valid == 1) {
+    reloaded = TryReloadFilter().ok();  // a bad area only costs a rebuild
+  }
+  if (reloaded) {
+    // The paper's "nonCrashed := 0 upon successful recovery": a later crash must rebuild.
+    p.Store(&root_->filter_valid, uint64_t{0});
+    p.Persist(&root_->filter_valid, sizeof(uint64_t));
+    filter_origin_ = "reloaded";
+    base_count_ = root_->count;
+    chain_buckets_.store(root_->chain_buckets);
+    if (root_->chain_buckets > pool().heap_size() / sizeof(SmartBucket) ||
+        base_count_ > (n + root_->chain_buckets) * kSmartHtSlots) {
+      return Status::Corruption("smartht: root count " + std::to_string(base_count_) +
+                                " or chained buckets " + std::to_string(root_->chain_buckets) +
+                                " cannot be right for the table (damaged pool)");
+    }
+  } else {
+    if (root_->filter_valid != 0) {
+      p.Store(&root_->filter_valid, uint64_t{0});
+      p.Persist(&root_->filter_valid, sizeof(uint64_t));
+    }
+    // Size the new filter for what the pool holds: count the keys first only if the root
+    // count is trustworthy (clean); otherwise use the options and grow later.
+    uint64_t expected = expected_keys_opt_ != 0 ? expected_keys_opt_
+                        : initial_capacity_ != 0 ? initial_capacity_
+                                                 : n * kSmartHtSlots;
+    if (clean) expected = std::max(expected, root_->count);
+    std::unique_ptr<BloomFilter> f;
+    PMHASH_RETURN_IF_ERROR(MakeFilter(expected, &f));
+    filter_expected_.store(f->options().expected_keys);
+    delete filter_.exchange(f.release());
+    uint64_t count = 0, chained = 0;
+    PMHASH_RETURN_IF_ERROR(RecoverScan(&count, &chained));
+    chain_buckets_.store(chained);
+    base_count_ = count;
+    p.Store(&root_->count, count);
+    p.Store(&root_->chain_buckets, chained);
+    p.Persist(root_, sizeof(*root_));
+    filter_origin_ = "rebuilt";
+  }
+  filter_load_ms_ =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  // A filter sized too small for what the pool holds is rebuilt larger in the background.
+  MaybeStartRebuild();
+  return Status::OK();
+}
+
+Status SmartHt::SaveFilter() {
+  BloomFilter* f = filter_.load();
+  const size_t bytes = f->SerializedSize();
+  pm::Persister& p = persister();
+  uint64_t off = root_->filter;
+  if (off != 0 && allocator().UsableSize(off) < bytes) {
+    // The old area is too small: unlink it durably, then free it.
+    p.Store(&root_->filter, uint64_t{0});
+    p.Persist(&root_->filter, sizeof(uint64_t));
+    allocator().Free(off);
+    off = 0;
+  }
+  if (off == 0) {
+    Result<uint64_t> block = allocator().Allocate(bytes);
+    if (!block.ok()) return block.status();
+    off = *block;
+  }
+  std::vector<uint8_t> image = f->Serialize();
+  p.Copy(pool().At<char>(off), image.data(), image.size());
+  p.Flush(pool().At<char>(off), image.size());
+  p.Fence();
+  p.Store(&root_->filter, off);
+  p.Store(&root_->filter_bytes, static_cast<uint64_t>(bytes));
+  p.Persist(root_, sizeof(*root_));
+  p.Store(&root_->filter_valid, uint64_t{1});  // the paper's nonCrashed flag: the commit
+  p.Persist(&root_->filter_valid, sizeof(uint64_t));
+  return Status::OK();
+}
+
+void SmartHt::StopBackgroundWork() {
+  stop_.store(true);
+  std::thread t;
+  {
+    std::lock_guard<std::mutex> lock(rebuild_mu_);
+    t = std::move(rebuild_thread_);
+  }
+  if (t.joinable()) t.join();
+}
+
+Status SmartHt::Shutdown() {
+  // The background rebuild was stopped (Engine::Close); the live filter is complete.
+  pm::Persister& p = persister();
+  p.Store(&root_->count, Count());
+  p.Store(&root_->chain_buckets, chain_buckets_.load());
+  p.Persist(root_, sizeof(*root_));
+  // A pool too full to hold the filter is not an error: the next open rebuilds it.
+  (void)SaveFilter();
+  return Status::OK();
+}
+
+// ---- Locking and the filter ---------------------------------------------------------
+
+SmartHt::Stripe& SmartHt::LockHome(uint64_t hash, bool exclusive, uint64_t* head) const {
+  for (;;) {
+    const uint64_t n = head_count_.load(std::memory_order_acquire);
+    const uint64_t h = HomeBucket(hash, n);
+    Stripe& s = StripeOf(h);
+    if (exclusive) {
+      s.mu.lock();
+    } else {
+      s.mu.lock_shared();
+    }
+    if (head_count_.load(std::memory_order_acquire) == n) {
+      *head = h;
+      return s;
+    }
+    if (exclusive) {  // the head table grew between the read and the lock
+      s.mu.unlock();
+    } else {
+      s.mu.unlock_shared();
+    }
+  }
+}
+
+bool SmartHt::FilterMayContain(uint64_t hash) const {
+  FilterGuard guard(*this);
+  return filter_.load(std::memory_order_seq_cst)->MayContainHash(hash);
+}
+
+void SmartHt::FilterAdd(uint64_t hash) {
+  // Alg. 1 line 30; during a rebuild also into the filter being built (caller holds the
+  // key's stripe exclusively, which is what makes the rebuild miss no key).
+  FilterGuard guard(*this);
+  filter_.load(std::memory_order_seq_cst)->AddHash(hash);
+  if (BloomFilter* b = building_.load(std::memory_order_seq_cst)) b->AddHash(hash);
+}
+
+void SmartHt::WaitForReaders() const {
+  for (size_t i = 0; i < kSmartHtReaderSlots; ++i) {
+    for (int attempt = 0; readers_[i].active.load(std::memory_order_seq_cst) != 0; ++attempt) {
+      SpinBackoff(attempt);
+    }
+  }
+}
+
+// ---- Operations ---------------------------------------------------------------------
+
+SmartHt::Probe SmartHt::Find(std::string_view key, uint64_t hash, uint64_t head,
+                             bool full_scan) const {
+  Probe p;
+  SmartBucket* b = &heads_[head];
+  for (uint64_t depth = 0; b != nullptr && depth < chain_limit_; ++depth) {
+    ++p.lines;  // one bucket, one line
+    for (int s = 0; s < kSmartHtSlots; ++s) {
+      const uint8_t t = b->token[s];
+      if (t > kRecord) continue;  // damaged: neither a key nor free
+      if (t == 0) {
+        // Alg. 1 line 7 takes a slot of the head or first chained bucket; a full scan
+        // may also reuse a lazily deleted slot further down.
+        if (p.free_bucket == nullptr) {
+          p.free_bucket = b;
+          p.free_slot = s;
+        }
+        continue;
+      }
+      if (!full_scan) continue;
+      if (t == kRecord && b->slot[s].word1 == hash) ++p.lines;  // the record is read
+      // Alg. 2 line 7.
+      if (codec().KeyEquals(static_cast<SlotForm>(t), b->slot[s], key, hash)) {
+        p.bucket = b;
+        p.slot = s;
+        return p;
+      }
+    }
+    if (!full_scan && depth >= 1) break;
+    b = NextOf(b);  // Alg. 2 line 11
+  }
+  return p;
+}
+
+Status SmartHt::Get(std::string_view key, std::string* value) {
+  const uint64_t hash = HashKey(key);
+  // Alg. 2 line 1: the filter rules the key out with no lock and no PM access.
+  if (!FilterMayContain(hash)) {
+    MySlot().filtered.fetch_add(1, std::memory_order_relaxed);
+    return Status::NotFound("key not found");
+  }
+  uint64_t head = 0;
+  Stripe& s = LockHome(hash, /*exclusive=*/false, &head);  // line 5
+  HeldLock guard(s.mu, LockMode::kShared);
+  const Probe p = Find(key, hash, head, /*full_scan=*/true);
+  persister().NoteRead(p.lines);
+  if (p.bucket == nullptr) {
+    MySlot().false_positive.fetch_add(1, std::memory_order_relaxed);
+    return Status::NotFound("key not found");  // line 14
+  }
+  const auto form = static_cast<SlotForm>(p.bucket->token[p.slot]);
+  if (form == SlotForm::kRecord && !codec().Plausible(form, p.bucket->slot[p.slot])) {
+    return Status::Corruption("smartht: the record of a slot is damaged");
+  }
+  value->assign(codec().Value(form, p.bucket->slot[p.slot]));  // line 8
+  return Status::OK();
+}
+
+Status SmartHt::Insert(std::string_view key, std::string_view value) {
+  return Write(key, value, Mode::kInsert);
+}
+Status SmartHt::Update(std::string_view key, std::string_view value) {
+  return Write(key, value, Mode::kUpdate);
+}
+Status SmartHt::Put(std::string_view key, std::string_view value) {
+  return Write(key, value, Mode::kPut);
+}
+
+Status SmartHt::Write(std::string_view key, std::string_view value, Mode mode) {
+  PMHASH_RETURN_IF_ERROR(SlotCodec::CheckSizes(key, value));
+  const uint64_t hash = HashKey(key);  // Alg. 1 line 1
+  if (mode == Mode::kUpdate && !FilterMayContain(hash)) {
+    MySlot().filtered.fetch_add(1, std::memory_order_relaxed);
+    return Status::NotFound("key not found");
+  }
+  bool new_bucket = false;
+  {
+    uint64_t head = 0;
+    Stripe& s = LockHome(hash, /*exclusive=*/true, &head);  // line 8 (taken before line 3
+    HeldLock guard(s.mu, LockMode::kExclusive);  // so the check cannot race)
+    // Line 3: Is_Existed_in_SmartHT: the filter first; the chain only if it may be there.
+    const bool maybe = FilterMayContain(hash);
+    const Probe p = Find(key, hash, head, /*full_scan=*/maybe);
+    persister().NoteRead(p.lines);
+    if (p.bucket != nullptr) {
+      if (mode == Mode::kInsert) return Status::AlreadyExists("key already exists");  // line 4
+      return UpdateAt(p, key, value, hash);
+    }
+    if (maybe) MySlot().false_positive.fetch_add(1, std::memory_order_relaxed);
+    if (mode == Mode::kUpdate) return Status::NotFound("key not found");
+    new_bucket = p.free_bucket == nullptr;
+    PMHASH_RETURN_IF_ERROR(InsertAt(p, head, key, value, hash));
+  }
+  ReaderSlot& mine = MySlot();
+  mine.delta.fetch_add(1, std::memory_order_relaxed);
+  if (new_bucket) {
+    // Growth checks ride on bucket allocations (a third of inserts at most), so the hot
+    // path reads no shared counter.
+    chain_buckets_.fetch_add(1, std::memory_order_relaxed);
+    if (Count() > filter_expected_.load(std::memory_order_relaxed)) {
+      MaybeStartRebuild();
+    }
+    MaybeGrow();
+  }
+  return Status::OK();
+}
+
+Status SmartHt::InsertAt(const Probe& p, uint64_t head, std::string_view key,
+                         std::string_view value, uint64_t hash) {
+  SlotForm form = SlotForm::kEmpty;
+  KvWords words;
+  // A record (if any) is written and flushed here, ordered by the fence below.
+  PMHASH_RETURN_IF_ERROR(codec().Encode(key, value, hash, &form, &words));
+  pm::Persister& ps = persister();
+  if (p.free_bucket != nullptr) {
+    SmartBucket* b = p.free_bucket;
+    const int s = p.free_slot;
+    if (form == SlotForm::kRecord) ps.Fence();  // the record is durable before its slot
+    // Lines 10-12: value, key and token into one line; line 13: one merged flush. The
+    // token byte is stored last, and a line reaches PM in store order.
+    ps.Copy(&b->slot[s], &words, sizeof(words));
+    ps.Store(&b->token[s], static_cast<uint8_t>(form));
+    ps.Persist(b, sizeof(SmartBucket));
+    FilterAdd(hash);  // line 30 (the paper returns at line 14 before it: see the doc)
+    return Status::OK();
+  }
+  // Lines 16-29: a new chained bucket behind the head (head insertion).
+  SmartBucket* h = &heads_[head];
+  Result<uint64_t> block = allocator().Allocate(sizeof(SmartBucket));  // line 17
+  if (!block.ok()) {
+    codec().Release(form, words);
+    return Status::ResourceExhausted("smartht: cannot allocate a chained bucket: " +
+                                     block.status().message());  // lines 18-19
+  }
+  SmartBucket image{};  // every byte zero: tokens, padding, words
+  image.slot[0] = words;                       // lines 21-22
+  image.token[0] = static_cast<uint8_t>(form);  // line 23
+  image.next = h->next;                        // line 24
+  SmartBucket* nb = BucketAt(*block);
+  ps.Copy(nb, &image, sizeof(image));
+  ps.Persist(nb, sizeof(SmartBucket));  // lines 25-26 (also orders the record's flush)
+  ps.Store(&h->next, *block);           // line 27: the commit, one 8-byte store
+  ps.Persist(&h->next, sizeof(uint64_t));  // lines 28-29
+  FilterAdd(hash);                      // line 30
+  return Status::OK();
+}
+
+Status SmartHt::UpdateAt(const Probe& p, std::string_view key, std::string_view value,
+                         uint64_t hash) {
+  pm::Persister& ps = persister();
+  SmartBucket* b = p.bucket;
+  const int s = p.slot;
+  const auto form = static_cast<SlotForm>(b->token[s]);
+  KvWords* slot = &b->slot[s];
+  if (form == SlotForm::kInline && SlotCodec::FitsInline(key, value)) {
+    uint64_t v;
+    std::memcpy(&v, value.data(), 8);
+    ps.Store(&slot->word1, v);  // one failure-atomic 8-byte store
+    ps.Persist(&slot->word1, sizeof(v));
+    return Status::OK();
+  }
+  uint64_t record = 0;
+  PMHASH_RETURN_IF_ERROR(codec().EncodeRecord(key, value, &record));  // flushed, no fence
+  if (form == SlotForm::kRecord) {
+    const uint64_t old = slot->word0;
+    ps.Fence();
+    ps.Store(&slot->word0, record);
+    ps.Persist(&slot->word0, sizeof(record));
+    codec().ReleaseRecord(old);
+    return Status::OK();
+  }
+  // Inline -> record changes both words and the token: all-or-nothing through the undo
+  // log (Save persists, which also makes the new record durable before the stores).
+  std::unique_ptr<pm::UndoLog::Tx> tx = undo_log().Begin();
+  Status st = tx->Save(slot, sizeof(KvWords));
+  if (st.ok()) st = tx->Save(&b->token[s], 1);
+  if (!st.ok()) {
+    tx.reset();
+    codec().ReleaseRecord(record);
+    return st;
+  }
+  ps.Store(&slot->word0, record);
+  ps.Store(&slot->word1, hash);
+  ps.Store(&b->token[s], static_cast<uint8_t>(SlotForm::kRecord));
+  ps.Persist(b, sizeof(SmartBucket));
+  tx->Commit();
+  undo_txs_.fetch_add(1, std::memory_order_relaxed);
+  return Status::OK();
+}
+
+Status SmartHt::Delete(std::string_view key) {
+  const uint64_t hash = HashKey(key);
+  // Sec. III-C3: the filter answers deletes of absent keys without PM.
+  if (!FilterMayContain(hash)) {
+    MySlot().filtered.fetch_add(1, std::memory_order_relaxed);
+    return Status::NotFound("key not found");
+  }
+  uint64_t deletes = 0;
+  {
+    uint64_t head = 0;
+    Stripe& s = LockHome(hash, /*exclusive=*/true, &head);
+    HeldLock guard(s.mu, LockMode::kExclusive);
+    const Probe p = Find(key, hash, head, /*full_scan=*/true);
+    persister().NoteRead(p.lines);
+    if (p.bucket == nullptr) {
+      MySlot().false_positive.fetch_add(1, std::memory_order_relaxed);
+      return Status::NotFound("key not found");
+    }
+    pm::Persister& ps = persister();
+    const auto form = static_cast<SlotForm>(p.bucket->token[p.slot]);
+    const KvWords old = p.bucket->slot[p.slot];
+    // Lazy deletion: clear the token and persist it; the words stay, the filter too.
+    ps.Store(&p.bucket->token[p.slot], static_cast<uint8_t>(SlotForm::kEmpty));
+    ps.Persist(&p.bucket->token[p.slot], 1);
+    codec().Release(form, old);  // durably unreachable now
+    ReaderSlot& mine = MySlot();
+    mine.delta.fetch_sub(1, std::memory_order_relaxed);
+    deletes = mine.deletes.fetch_add(1, std::memory_order_relaxed) + 1;
+  }
+  if (rebuild_deletes_ > 0 && deletes % 64 == 0) MaybeStartRebuild();
+  return Status::OK();
+}
+
+uint64_t SmartHt::Count() const {
+  int64_t c = static_cast<int64_t>(base_count_);
+  for (const ReaderSlot& r : readers_) c += r.delta.load(std::memory_order_relaxed);
+  return c < 0 ? 0 : static_cast<uint64_t>(c);
+}
+
+Status SmartHt::ForEach(const Visitor& fn) const {
+  std::shared_lock<std::shared_mutex> grow_lock(grow_mu_);  // no growth: no key twice
+  const uint64_t n = head_count_.load(std::memory_order_acquire);
+  std::vector<std::pair<std::string, std::string>> batch;
+  for (uint64_t first = 0; first < n; first += kSmartHtLockArea) {
+    batch.clear();
+    {
+      Stripe& s = StripeOf(first);
+      s.mu.lock_shared();
+      HeldLock guard(s.mu, LockMode::kShared);
+      for (uint64_t i = first; i < std::min(n, first + kSmartHtLockArea); ++i) {
+        Walk(i, [&](const SmartBucket* b) {
+          for (int k = 0; k < kSmartHtSlots; ++k) {
+            const SlotForm f = FormOf(b, k);
+            if (f == SlotForm::kEmpty) continue;
+            if (f == SlotForm::kRecord && !codec().Plausible(f, b->slot[k])) continue;
+            batch.emplace_back(codec().Key(f, b->slot[k]), codec().Value(f, b->slot[k]));
+          }
+          return true;
+        });
+      }
+    }
+    for (const auto& [k, v] : batch) {
+      if (!fn(k, v)) return Status::OK();
+    }
+  }
+  return Status::OK();
+}
+
+// ---- Growth of the head table -------------------------------------------------------
+
+void SmartHt::MaybeGrow() {
+  if (!resize_) return;
+  const uint64_t n = head_count_.load(std::memory_order_acquire);
+  if (static_cast<double>(chain_buckets_.load(std::memory_order_relaxed)) <= max_chain_ * n) {
+    return;
+  }
+  (void)Grow(n);  // a full pool just leaves the chains longer
+}
+
+Status SmartHt::Grow(uint64_t observed_n) {
+  // try_lock: a ForEach (maybe our own caller's) or another growth is running; chained
+  // hashing never needs growth for correctness, so skip it this time.
+  std::unique_lock<std::shared_mutex> grow_lock(grow_mu_, std::try_to_lock);
+  if (!grow_lock.owns_lock()) return Status::OK();
+  if (head_count_.load() != observed_n) return Status::OK();
+  for (size_t i = 0; i < num_stripes_; ++i) stripes_[i].mu.lock();
+  struct Unlock {
+    Stripe* stripes;
+    size_t n;
+    ~Unlock() {
+      for (size_t i = n; i > 0; --i) stripes[i - 1].mu.unlock();
+    }
+  } unlock{stripes_.get(), num_stripes_};
+
+  const uint64_t n2 = observed_n * 2;
+  if (n2 > kSmartHtMaxHeadBuckets) return Status::OK();
+  uint64_t offset = 0;
+  PMHASH_RETURN_IF_ERROR(NewTable(n2, &offset));
+  auto* nheads =
+      reinterpret_cast<SmartBucket*>(pool().At<char>(offset) + sizeof(SmartHtTableHeader));
+  pm::Persister& ps = persister();
+  std::vector<uint64_t> new_chain;  // blocks of the new structure (freed if we give up)
+  auto give_up = [&](const Status& s) {
+    for (uint64_t b : new_chain) allocator().Free(b);
+    allocator().Free(offset);  // nothing links any of it
+    return s;
+  };
+  // The old structure is only read until the switch. Each key goes into the first free
+  // slot of its new chain: the head bucket, then a new bucket pushed behind it.
+  Status failed;
+  for (uint64_t i = 0; i < observed_n && failed.ok(); ++i) {
+    Walk(i, [&](const SmartBucket* b) {
+      for (int k = 0; k < kSmartHtSlots; ++k) {
+        const uint8_t t = static_cast<uint8_t>(FormOf(b, k));
+        if (t == 0) continue;
+        SmartBucket* h = &nheads[HomeBucket(HashOf(static_cast<SlotForm>(t), b->slot[k]), n2)];
+        SmartBucket* dst = h;
+        if (h->next != 0) dst = BucketAt(h->next);  // the newest chained bucket
+        int free = -1;
+        for (int j = 0; j < kSmartHtSlots && free < 0; ++j) {
+          if (dst->token[j] == 0) free = j;
+        }
+        if (free < 0) {
+          Result<uint64_t> block = allocator().Allocate(sizeof(SmartBucket));
+          if (!block.ok()) {
+            failed = block.status();
+            return false;
+          }
+          new_chain.push_back(*block);
+          SmartBucket* nb = BucketAt(*block);
+          ps.Zero(nb, sizeof(SmartBucket));
+          ps.Store(&nb->next, h->next);
+          ps.Store(&h->next, *block);
+          dst = nb;
+          free = 0;
+        }
+        ps.Copy(&dst->slot[free], &b->slot[k], sizeof(KvWords));
+        ps.Store(&dst->token[free], t);
+      }
+      return true;
+    });
+  }
+  if (!failed.ok()) return give_up(failed);
+  // One pass of flushes over the new structure, one fence, then the switch.
+  ps.Flush(pool().At<char>(offset), sizeof(SmartHtTableHeader) + n2 * sizeof(SmartBucket));
+  for (uint64_t b : new_chain) ps.Flush(BucketAt(b), sizeof(SmartBucket));
+  ps.Fence();
+  ps.Store(&root_->table, offset);  // growth's commit point
+  ps.Persist(&root_->table, sizeof(uint64_t));
+  // Only now is the old structure durably unreachable.
+  std::vector<uint64_t> old_chain;
+  for (uint64_t i = 0; i < observed_n; ++i) {
+    Walk(i, [&](const SmartBucket* b) {
+      if (b != &heads_[i]) old_chain.push_back(pool().ToOffset(b));
+      return true;
+    });
+  }
+  for (uint64_t b : old_chain) allocator().Free(b);
+  allocator().Free(table_offset_);
+  table_offset_ = offset;
+  heads_ = nheads;
+  chain_buckets_.store(new_chain.size(), std::memory_order_relaxed);
+  head_count_.store(n2, std::memory_order_release);
+  grows_.fetch_add(1, std::memory_order_relaxed);
+  return Status::OK();
+}
+
+// ---- Background filter rebuild ------------------------------------------------------
+
+uint64_t SmartHt::RebuildDue() const {
+  const uint64_t expected = filter_expected_.load();
+  const uint64_t count = Count();
+  // Past the filter's expected keys: twice as large (the false-positive rate is kept).
+  if (count > expected) return std::max(expected * 2, count * 2);
+  if (rebuild_deletes_ <= 0) return 0;
+  uint64_t deletes = 0;
+  for (const ReaderSlot& r : readers_) deletes += r.deletes.load(std::memory_order_relaxed);
+  const double threshold = std::max(1.0, rebuild_deletes_ * static_cast<double>(expected));
+  // Deleted keys since the last rebuild: the same size, without them.
+  return static_cast<double>(deletes - deletes_at_rebuild_.load()) >= threshold ? expected : 0;
+}
+
+void SmartHt::MaybeStartRebuild() {
+  if (stop_.load() || rebuilding_.load(std::memory_order_relaxed)) return;
+  const uint64_t expected = RebuildDue();
+  if (expected == 0) return;
+  if (rebuilding_.exchange(true)) return;  // one rebuild at a time
+  std::lock_guard<std::mutex> lock(rebuild_mu_);
+  if (stop_.load()) {
+    rebuilding_.store(false);
+    return;
+  }
+  if (rebuild_thread_.joinable()) rebuild_thread_.join();  // the previous one has finished
+  rebuild_thread_ = std::thread([this, expected] { RebuildWorker(expected); });
+}
+
+uint64_t SmartHt::ScanInto(uint64_t first, uint64_t last, BloomFilter* filter) const {
+  uint64_t keys = 0;
+  for (uint64_t i = first; i < last; ++i) {
+    Walk(i, [&](const SmartBucket* b) {
+      for (int k = 0; k < kSmartHtSlots; ++k) {
+        const SlotForm f = FormOf(b, k);
+        if (f == SlotForm::kEmpty) continue;
+        filter->AddHash(HashOf(f, b->slot[k]));
+        ++keys;
+      }
+      return true;
+    });
+  }
+  return keys;
+}
+
+void SmartHt::RebuildWorker(uint64_t expected_keys) {
+  for (;;) {
+    const bool published = RebuildFilter(expected_keys);
+    rebuilding_.store(false);
+    // Triggers that came while this round ran were dropped (one rebuild at a time): look
+    // again, so a filter outgrown or aged meanwhile is rebuilt without waiting for the
+    // next trigger, which may never come. A round that failed (no memory) is not retried.
+    if (!published || stop_.load()) return;
+    expected_keys = RebuildDue();
+    if (expected_keys == 0 || rebuilding_.exchange(true)) return;
+  }
+}
+
+bool SmartHt::RebuildFilter(uint64_t expected_keys) {
+  uint64_t deletes = 0;
+  for (const ReaderSlot& r : readers_) deletes += r.deletes.load(std::memory_order_relaxed);
+  std::unique_ptr<BloomFilter> fresh;
+  if (!MakeFilter(expected_keys, &fresh).ok()) {  // no memory: keep the old filter
+    deletes_at_rebuild_.store(deletes);
+    return false;
+  }
+  BloomFilter* nf = fresh.release();
+  // From here on every insert also adds its key to nf (FilterAdd, under its lock).
+  building_.store(nf, std::memory_order_seq_cst);
+  bool complete = false;
+  while (!stop_.load()) {
+    const uint64_t n = head_count_.load(std::memory_order_acquire);
+    bool restarted = false;
+    for (uint64_t first = 0; first < n && !stop_.load(); first += kSmartHtLockArea) {
+      Stripe& s = StripeOf(first);
+      s.mu.lock_shared();
+      HeldLock guard(s.mu, LockMode::kShared);
+      if (head_count_.load(std::memory_order_acquire) != n) {  // the head table grew
+        restarted = true;
+        break;
+      }
+      ScanInto(first, std::min(n, first + kSmartHtLockArea), nf);
+    }
+    if (!restarted) {
+      complete = !stop_.load();
+      break;
+    }
+  }
+  BloomFilter* retired = nf;
+  if (complete) {
+    // Publish; once no reader holds the old pointer, no insert can add only to it.
+    retired = filter_.exchange(nf, std::memory_order_seq_cst);
+    filter_expected_.store(nf->options().expected_keys);
+    deletes_at_rebuild_.store(deletes);
+    filter_rebuilds_.fetch_add(1);
+  }
+  WaitForReaders();
+  building_.store(nullptr, std::memory_order_seq_cst);
+  WaitForReaders();
+  delete retired;
+  return complete;
+}
+
+void SmartHt::WaitForFilterRebuild() {
+  std::thread t;
+  {
+    std::lock_guard<std::mutex> lock(rebuild_mu_);
+    t = std::move(rebuild_thread_);
+  }
+  if (t.joinable()) t.join();
+}
+
+// ---- Stats and checks ---------------------------------------------------------------
+
+void SmartHt::FillStats(IndexStats* stats) const {
+  const uint64_t n = head_count_.load(std::memory_order_acquire);
+  const uint64_t chained = chain_buckets_.load(std::memory_order_relaxed);
+  stats->count = Count();
+  stats->key_slots = (n + chained) * kSmartHtSlots;
+  uint64_t filtered = 0, fp = 0, deletes = 0;
+  for (const ReaderSlot& r : readers_) {
+    filtered += r.filtered.load(std::memory_order_relaxed);
+    fp += r.false_positive.load(std::memory_order_relaxed);
+    deletes += r.deletes.load(std::memory_order_relaxed);
+  }
+  uint64_t filter_bytes = 0;
+  {
+    FilterGuard guard(*this);
+    if (const BloomFilter* f = filter_.load()) filter_bytes = f->MemoryBytes();
+  }
+  stats->dram_bytes = sizeof(*this) + num_stripes_ * sizeof(Stripe) + filter_bytes;
+  auto& c = stats->engine_counters;
+  c["head_buckets"] = n;
+  c["chain_buckets"] = chained;
+  c["lock_stripes"] = num_stripes_;
+  c["filter_bytes"] = filter_bytes;
+  c["filter_expected_keys"] = filter_expected_.load();
+  c["filter_negatives"] = filtered;  // answered by the filter alone (no PM read)
+  c["filter_false_positives"] = fp;  // the filter said maybe, the PDL said no
+  c["filter_rebuilds"] = filter_rebuilds_.load();
+  c["filter_reloaded"] = filter_origin_ == "reloaded" ? 1 : 0;
+  c["filter_load_us"] = static_cast<uint64_t>(filter_load_ms_ * 1000);
+  c["deletes_since_rebuild"] = deletes - deletes_at_rebuild_.load();
+  c["grows"] = grows_.load();
+  c["undo_txs"] = undo_txs_.load();
+}
+
+Status SmartHt::CheckInvariants() const {
+  std::unique_lock<std::shared_mutex> grow_lock(grow_mu_);
+  const uint64_t n = head_count_.load();
+  uint64_t occupied = 0, chained = 0;
+  std::unordered_set<std::string> keys;
+  FilterGuard fguard(*this);
+  const BloomFilter* f = filter_.load();
+  for (uint64_t i = 0; i < n; ++i) {
+    for (const SmartBucket* b = &heads_[i]; b != nullptr; b = NextOf(b)) {
+      if (b->next != 0 && NextOf(b) == nullptr) {
+        return Status::Corruption("smartht: a chained bucket pointer is outside the heap");
+      }
+      if (b != &heads_[i]) ++chained;
+      for (int k = 0; k < kSmartHtSlots; ++k) {
+        const uint8_t t = b->token[k];
+        if (t == 0) continue;
+        const auto form = static_cast<SlotForm>(t);
+        if ((t != kInline && t != kRecord) || !codec().Plausible(form, b->slot[k])) {
+          return Status::Corruption("smartht: a slot of head bucket " + std::to_string(i) +
+                                    " is malformed");
+        }
+        const std::string key(codec().Key(form, b->slot[k]));
+        const uint64_t hash = HashKey(key);
+        if (form == SlotForm::kRecord && b->slot[k].word1 != hash) {
+          return Status::Corruption("smartht: a record slot has a wrong hash word");
+        }
+        if (HomeBucket(hash, n) != i) {
+          return Status::Corruption("smartht: a key is in the chain of the wrong head bucket");
+        }
+        if (!f->MayContainHash(hash)) {
+          return Status::Corruption("smartht: a stored key is missing from the filter");
+        }
+        if (!keys.insert(key).second) {
+          return Status::Corruption("smartht: a key is stored twice");
+        }
+        ++occupied;
+      }
+    }
+  }
+  if (occupied != Count()) {
+    return Status::Corruption("smartht: Count() is " + std::to_string(Count()) + " but " +
+                              std::to_string(occupied) + " slots are occupied");
+  }
+  if (chained != chain_buckets_.load()) {
+    return Status::Corruption("smartht: " + std::to_string(chained) +
+                              " chained buckets, but the counter says " +
+                              std::to_string(chain_buckets_.load()));
+  }
+  return Status::OK();
+}
+
+}  // namespace pmhash::engines
+
+PMHASH_REGISTER_ENGINE(smartht, "smartht",
+                       "DRAM Bloom filter over a PM chained hash; 64-B buckets (3 tokens, 3 "
+                       "slots, next); 256-bucket lock stripes; head insertion; lazy deletion",
+                       "003 SmartHT", true, pmhash::engines::SmartHt);

@@ -1,0 +1,979 @@
+// WOPHI (paper 000). Layout, invariants, persist order and locking: wophi.h.
+#include "engines/wophi/wophi.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "common/hash.h"
+
+namespace pmhash::engines {
+namespace {
+
+// The indexes whose ForEach runs on this thread, so that an Insert from a visitor never
+// waits for a resize that the visitor itself blocks (the resize is skipped instead).
+thread_local std::vector<const Wophi*> t_iterating;
+
+bool Iterating(const Wophi* index) {
+  return std::find(t_iterating.begin(), t_iterating.end(), index) != t_iterating.end();
+}
+
+constexpr uint64_t kBucketBytes = sizeof(WophiBucket);
+constexpr uint64_t kHeaderBytes = sizeof(WophiTableHeader);
+
+uint64_t TableBytes(uint64_t buckets) { return kHeaderBytes + buckets * kBucketBytes; }
+uint64_t PabBytes(uint64_t buckets) { return sizeof(WophiPabHeader) + buckets * kBucketBytes; }
+
+WophiBucket* PabBucket(char* block, uint64_t i) {
+  return reinterpret_cast<WophiBucket*>(block + sizeof(WophiPabHeader) + i * kBucketBytes);
+}
+
+// The first 16 bytes of a bucket (tokens, taken, next), written in one go when a PAB
+// bucket is taken into a chain.
+struct BucketHead {
+  uint8_t token[kWophiAssoc];
+  uint8_t taken;
+  uint8_t pad[3];
+  uint64_t next;
+};
+static_assert(sizeof(BucketHead) == offsetof(WophiBucket, slot), "BucketHead mirrors the bucket");
+
+bool KnownForm(uint8_t t) {
+  return t == static_cast<uint8_t>(SlotForm::kInline) ||
+         t == static_cast<uint8_t>(SlotForm::kRecord);
+}
+
+}  // namespace
+
+Wophi::Wophi()
+    : stripes_(new Stripe[kWophiStripes]), counts_(new CountShard[kWophiCountShards]) {}
+Wophi::~Wophi() = default;
+
+Wophi::View Wophi::MakeView(uint64_t offset, uint64_t buckets) const {
+  View v;
+  v.table = pool().At<char>(offset);
+  v.offset = offset;
+  v.buckets = buckets;
+  v.header = reinterpret_cast<WophiTableHeader*>(v.table);
+  v.mb = reinterpret_cast<WophiBucket*>(v.table + kHeaderBytes);
+  return v;
+}
+
+// ---- Options and sizes --------------------------------------------------------------
+
+void Wophi::Configure(EngineOptions& options, const Options& index_options) {
+  initial_buckets_ = options.Uint("buckets", 0, 1, uint64_t{1} << 36);
+  pab_block_opt_ = options.Uint("pab_buckets", 0, 1, uint64_t{1} << 24);
+  pab_low_opt_ = options.Uint("pab_low", 0, 1, uint64_t{1} << 24);
+  resize_ = options.Bool("resize", true);
+  max_load_factor_ = options.Double("max_load_factor", 1.0, 0.05, 64.0);
+  initial_capacity_ = index_options.initial_capacity;
+}
+
+uint64_t Wophi::BucketsFor(uint64_t keys) const {
+  // `buckets` wins; else initial_capacity keys fill the main buckets' slots exactly.
+  if (initial_buckets_ != 0) return initial_buckets_;
+  if (keys == 0) return kWophiDefaultBuckets;
+  return std::max(kWophiMinBuckets, (keys + kWophiAssoc - 1) / kWophiAssoc);
+}
+
+uint64_t Wophi::PabBlockSize(uint64_t main_buckets) const {
+  if (pab_block_opt_ != 0) return pab_block_opt_;
+  return std::clamp<uint64_t>(main_buckets / 8, 8, 65536);
+}
+
+uint64_t Wophi::PabLowWater(uint64_t main_buckets) const {
+  if (pab_low_opt_ != 0) return pab_low_opt_;
+  return std::max<uint64_t>(1, PabBlockSize(main_buckets) / 4);
+}
+
+// ---- Blocks -------------------------------------------------------------------------
+
+Status Wophi::NewTable(uint64_t buckets, uint64_t* offset) {
+  const uint64_t bytes = TableBytes(buckets);
+  Result<uint64_t> block = allocator().Allocate(bytes);
+  if (!block.ok()) {
+    return Status::ResourceExhausted("wophi: cannot allocate " + std::to_string(buckets) +
+                                     " main buckets (" + std::to_string(bytes) +
+                                     " bytes): " + block.status().message());
+  }
+  // Unreachable until the root links it: zeroed here, flushed by the caller with the rest.
+  pm::Persister& p = persister();
+  char* table = pool().At<char>(*block);
+  p.Zero(table, bytes);
+  auto* h = reinterpret_cast<WophiTableHeader*>(table);
+  p.Store(&h->buckets, buckets);
+  p.Store(&h->magic, kWophiTableMagic);
+  *offset = *block;
+  return Status::OK();
+}
+
+Status Wophi::NewPabBlock(uint64_t buckets, uint64_t next, uint64_t* offset, uint64_t* got) {
+  // The pool may be short of a whole block: halve until one fits, so that an insert only
+  // fails when not even one more bucket fits.
+  Status last;
+  for (uint64_t n = buckets; n >= 1; n /= 2) {
+    Result<uint64_t> block = allocator().Allocate(PabBytes(n));
+    if (!block.ok()) {
+      last = block.status();
+      continue;
+    }
+    // With the automatic size, use the whole block the allocator gave (size classes and
+    // chunk runs round up); an explicit pab_buckets is honoured exactly.
+    if (pab_block_opt_ == 0) {
+      n = std::max(n, (allocator().UsableSize(*block) - sizeof(WophiPabHeader)) / kBucketBytes);
+    }
+    pm::Persister& p = persister();
+    char* b = pool().At<char>(*block);
+    // Only line 0 of each bucket needs a known value (taken = 0: free; tokens 0). A take
+    // rewrites tokens, taken, next and slot 0, and slot 3 (line 1) means nothing while
+    // its token is 0, so line 1 is left as the allocator gave it: half the refill flushes.
+    auto* h = reinterpret_cast<WophiPabHeader*>(b);
+    p.Zero(h, sizeof(*h));
+    p.Store(&h->next_block, next);
+    p.Store(&h->buckets, n);
+    p.Store(&h->magic, kWophiPabMagic);
+    p.Flush(h, sizeof(*h));
+    for (uint64_t i = 0; i < n; ++i) {
+      WophiBucket* bucket = PabBucket(b, i);
+      p.Zero(bucket, pm::kCacheLine);
+      p.Flush(bucket, pm::kCacheLine);
+    }
+    *offset = *block;
+    *got = n;
+    return Status::OK();
+  }
+  return Status::ResourceExhausted("wophi: no room for another pre-allocated bucket: " +
+                                   last.message());
+}
+
+Status Wophi::RefillPab(bool locked) {
+  std::unique_lock<std::mutex> lock(refill_mu_, std::defer_lock);
+  if (!locked) lock.lock();
+  const uint64_t n = view_.buckets;  // stable: the table changes only under refill_mu_
+  {
+    std::lock_guard<std::mutex> g(pab_mu_);
+    // Another thread refilled meanwhile.
+    if (pab_free_list_.size() > PabLowWater(n)) return Status::OK();
+  }
+  uint64_t off = 0, got = 0;
+  PMHASH_RETURN_IF_ERROR(NewPabBlock(PabBlockSize(n), view_.header->pab_head, &off, &got));
+  pm::Persister& p = persister();
+  p.Fence();  // the block is durable before it becomes reachable
+  p.Store(&view_.header->pab_head, off);
+  p.Persist(&view_.header->pab_head, sizeof(uint64_t));
+  {
+    std::lock_guard<std::mutex> g(pab_mu_);
+    // The list is a stack (back = taken next): the buckets already listed are taken first,
+    // then the new block's from its lowest offset up.
+    std::vector<uint64_t> fresh;
+    fresh.reserve(got + pab_free_list_.size());
+    for (uint64_t i = got; i > 0; --i) {
+      fresh.push_back(off + sizeof(WophiPabHeader) + (i - 1) * kBucketBytes);
+    }
+    fresh.insert(fresh.end(), pab_free_list_.begin(), pab_free_list_.end());
+    pab_free_list_.swap(fresh);
+    pab_total_ += got;
+  }
+  pab_refills_.fetch_add(1, std::memory_order_relaxed);
+  return Status::OK();
+}
+
+Status Wophi::TakePabBucket(uint64_t* offset) {
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> g(pab_mu_);
+      if (!pab_free_list_.empty()) {
+        *offset = pab_free_list_.back();
+        pab_free_list_.pop_back();
+        return Status::OK();
+      }
+    }
+    // The pool ran dry before a refill caught up (or the pool was short): refill on the
+    // critical path rather than fail. The caller holds a stripe: stripes -> refill_mu_.
+    pab_sync_refills_.fetch_add(1, std::memory_order_relaxed);
+    PMHASH_RETURN_IF_ERROR(RefillPab(/*locked=*/false));
+  }
+}
+
+void Wophi::MaybeRefillAfterInsert() {
+  {
+    std::lock_guard<std::mutex> g(pab_mu_);
+    if (pab_free_list_.size() > PabLowWater(main_buckets_.load(std::memory_order_acquire))) return;
+  }
+  // Amortized refill by the inserter that took the bucket at the low-water mark, after
+  // its insert committed and its stripe was released. If another thread is refilling,
+  // leave it to that one. A failure (pool full) is not this insert's: the next take will
+  // try again synchronously.
+  std::unique_lock<std::mutex> lock(refill_mu_, std::try_to_lock);
+  if (!lock.owns_lock()) return;
+  (void)RefillPab(/*locked=*/true);
+}
+
+// ---- Creation, validation, recovery -------------------------------------------------
+
+Status Wophi::Create() {
+  const uint64_t n = BucketsFor(initial_capacity_);
+  uint64_t table = 0;
+  PMHASH_RETURN_IF_ERROR(NewTable(n, &table));
+  uint64_t pab = 0, got = 0;
+  Status s = NewPabBlock(PabBlockSize(n), 0, &pab, &got);
+  if (!s.ok()) {
+    allocator().Free(table);
+    return s;
+  }
+  pm::Persister& p = persister();
+  auto* h = pool().At<WophiTableHeader>(table);
+  p.Store(&h->pab_head, pab);
+  p.Flush(h, TableBytes(n));
+  p.Fence();
+  root_ = root<WophiRoot>();
+  p.Store(&root_->version, kWophiVersion);
+  p.Store(&root_->table, table);
+  p.Store(&root_->count, uint64_t{0});
+  p.Persist(root_, sizeof(*root_));
+  p.Store(&root_->magic, kWophiRootMagic);  // commit point of creation
+  p.Persist(&root_->magic, sizeof(root_->magic));
+  view_ = MakeView(table, n);
+  main_buckets_.store(n, std::memory_order_release);
+  base_count_ = 0;
+  pab_free_list_.clear();
+  for (uint64_t i = got; i > 0; --i) {
+    pab_free_list_.push_back(pab + sizeof(WophiPabHeader) + (i - 1) * kBucketBytes);
+  }
+  pab_total_ = got;
+  expand_bucket_num_.store(0);
+  return Status::OK();
+}
+
+Status Wophi::ValidateRoot(uint64_t* table, uint64_t* buckets) const {
+  const auto* r = root<const WophiRoot>();
+  if (r->magic != kWophiRootMagic) {
+    return Status::Corruption("wophi: root magic is wrong (not a wophi index, or damaged)");
+  }
+  if (r->version != kWophiVersion) {
+    return Status::Corruption("wophi: root layout version " + std::to_string(r->version) +
+                              " (this build reads " + std::to_string(kWophiVersion) + ")");
+  }
+  const uint64_t off = r->table;
+  if (off == 0 || off % pm::kCacheLine != 0 || !pool().Contains(off, kHeaderBytes)) {
+    return Status::Corruption("wophi: root table offset " + std::to_string(off) +
+                              " is outside the pool");
+  }
+  const auto* h = pool().At<const WophiTableHeader>(off);
+  const uint64_t n = h->buckets;
+  if (h->magic != kWophiTableMagic || n == 0 || n > pool().size() / kBucketBytes ||
+      !pool().Contains(off, TableBytes(n))) {
+    return Status::Corruption("wophi: table header at offset " + std::to_string(off) +
+                              " is damaged (magic or bucket count " + std::to_string(n) + ")");
+  }
+  *table = off;
+  *buckets = n;
+  return Status::OK();
+}
+
+Status Wophi::ReadPabList(const WophiTableHeader* header, std::vector<PabBlock>* blocks) const {
+  blocks->clear();
+  const uint64_t max_blocks = pool().size() / PabBytes(1);  // bounds a cycle
+  for (uint64_t off = header->pab_head; off != 0;) {
+    if (off % pm::kCacheLine != 0 || !pool().Contains(off, sizeof(WophiPabHeader))) {
+      return Status::Corruption("wophi: PAB block offset " + std::to_string(off) +
+                                " is outside the pool");
+    }
+    const auto* h = pool().At<const WophiPabHeader>(off);
+    if (h->magic != kWophiPabMagic || h->buckets == 0 ||
+        h->buckets > pool().size() / kBucketBytes || !pool().Contains(off, PabBytes(h->buckets))) {
+      return Status::Corruption("wophi: PAB block at offset " + std::to_string(off) +
+                                " is damaged");
+    }
+    if (blocks->size() >= max_blocks) {
+      return Status::Corruption("wophi: the PAB block list has a cycle");
+    }
+    blocks->push_back({off, h->buckets});
+    off = h->next_block;
+  }
+  std::sort(blocks->begin(), blocks->end(),
+            [](const PabBlock& a, const PabBlock& b) { return a.offset < b.offset; });
+  for (size_t i = 1; i < blocks->size(); ++i) {
+    const PabBlock& prev = (*blocks)[i - 1];
+    if (prev.offset + PabBytes(prev.buckets) > (*blocks)[i].offset) {
+      return Status::Corruption("wophi: PAB blocks overlap (damaged list)");
+    }
+  }
+  return Status::OK();
+}
+
+Status Wophi::PabIndex(const std::vector<PabBlock>& blocks, const std::vector<uint64_t>& first,
+                       uint64_t offset, uint64_t* index) const {
+  auto it = std::upper_bound(blocks.begin(), blocks.end(), offset,
+                             [](uint64_t o, const PabBlock& b) { return o < b.offset; });
+  if (it != blocks.begin()) {
+    --it;
+    const uint64_t start = it->offset + sizeof(WophiPabHeader);
+    if (offset >= start && (offset - start) % kBucketBytes == 0 &&
+        (offset - start) / kBucketBytes < it->buckets) {
+      *index = first[it - blocks.begin()] + (offset - start) / kBucketBytes;
+      return Status::OK();
+    }
+  }
+  return Status::Corruption("wophi: a chain links offset " + std::to_string(offset) +
+                            ", which is not a pre-allocated bucket of the table");
+}
+
+Status Wophi::WalkTable(uint64_t table, uint64_t buckets, bool validate, Walk* walk,
+                        const std::function<Status(uint64_t, SlotForm, const KvWords&)>& on_slot)
+    const {
+  auto* h = pool().At<WophiTableHeader>(table);
+  PMHASH_RETURN_IF_ERROR(ReadPabList(h, &walk->blocks));
+  walk->first.clear();
+  uint64_t total = 0;
+  for (const PabBlock& b : walk->blocks) {
+    walk->first.push_back(total);
+    total += b.buckets;
+  }
+  walk->linked.assign(total, false);
+  walk->chain_buckets = 0;
+  walk->keys = 0;
+  auto* mb = reinterpret_cast<WophiBucket*>(pool().At<char>(table) + kHeaderBytes);
+  for (uint64_t k = 0; k < buckets; ++k) {
+    const WophiBucket* b = &mb[k];
+    for (;;) {
+      for (size_t i = 0; i < kWophiAssoc; ++i) {
+        const uint8_t t = b->token[i];
+        if (t == 0) continue;
+        if (validate && !KnownForm(t)) {
+          return Status::Corruption("wophi: a token of main bucket " + std::to_string(k) +
+                                    "'s chain is " + std::to_string(t) + " (damaged pool)");
+        }
+        ++walk->keys;
+        PMHASH_RETURN_IF_ERROR(on_slot(k, static_cast<SlotForm>(t), b->slot[i]));
+      }
+      const uint64_t next = b->next;
+      if (next == 0) break;
+      uint64_t idx = 0;
+      PMHASH_RETURN_IF_ERROR(PabIndex(walk->blocks, walk->first, next, &idx));
+      if (walk->linked[idx]) {
+        return Status::Corruption("wophi: a pre-allocated bucket is linked twice (damaged pool)");
+      }
+      walk->linked[idx] = true;
+      ++walk->chain_buckets;
+      b = pool().At<const WophiBucket>(next);
+    }
+  }
+  return Status::OK();
+}
+
+Status Wophi::EnumerateBlocks(const pm::Allocator::LiveBlockVisitor& visit) const {
+  const auto* r = root<const WophiRoot>();
+  if (r->magic == 0) return Status::OK();  // crashed inside Create: nothing is linked
+  uint64_t table = 0, n = 0;
+  PMHASH_RETURN_IF_ERROR(ValidateRoot(&table, &n));
+  visit(table);
+  Walk walk;
+  PMHASH_RETURN_IF_ERROR(WalkTable(table, n, /*validate=*/true, &walk,
+                                   [&](uint64_t, SlotForm form, const KvWords& w) {
+                                     // A wild offset is left for Recover to report.
+                                     if (form == SlotForm::kRecord && pool().Contains(w.word0, 8)) {
+                                       SlotCodec::VisitBlocks(form, w, visit);
+                                     }
+                                     return Status::OK();
+                                   }));
+  for (const PabBlock& b : walk.blocks) visit(b.offset);
+  return Status::OK();
+}
+
+uint64_t Wophi::HashOf(SlotForm form, const KvWords& words) const {
+  if (form == SlotForm::kRecord) return words.word1;
+  return HashKey(std::string_view(reinterpret_cast<const char*>(&words.word0), 8));
+}
+
+Status Wophi::Recover(bool clean) {
+  root_ = root<WophiRoot>();
+  if (root_->magic == 0) {
+    // The previous open crashed inside Create before its commit store; the allocator has
+    // reclaimed whatever it allocated. Create the index now.
+    return Create();
+  }
+  uint64_t table = 0, n = 0;
+  PMHASH_RETURN_IF_ERROR(ValidateRoot(&table, &n));
+  if (!allocator().IsAllocated(table) || allocator().UsableSize(table) < TableBytes(n)) {
+    return Status::Corruption("wophi: the table at offset " + std::to_string(table) +
+                              " is not an allocated block of its size");
+  }
+  view_ = MakeView(table, n);
+  main_buckets_.store(n, std::memory_order_release);
+  PMHASH_RETURN_IF_ERROR(RebuildVolatile(clean));
+  // Leave the PAB above its low-water mark, as a running index would.
+  std::lock_guard<std::mutex> lock(refill_mu_);
+  (void)RefillPab(/*locked=*/true);  // a full pool is reported by the insert that needs it
+  return Status::OK();
+}
+
+Status Wophi::RebuildVolatile(bool clean) {
+  pm::Persister& p = persister();
+  std::vector<PabBlock> blocks;
+  std::vector<bool> linked;
+  uint64_t count = 0, chain_buckets = 0;
+  if (clean) {
+    // After a clean Close a PAB bucket is in a chain iff its taken byte is 1 (invariant 3):
+    // only the PAB is read, not the chains.
+    PMHASH_RETURN_IF_ERROR(ReadPabList(view_.header, &blocks));
+    for (const PabBlock& b : blocks) {
+      for (uint64_t i = 0; i < b.buckets; ++i) {
+        const uint8_t taken = PabBucket(pool().At<char>(b.offset), i)->taken;
+        if (taken > 1) return Status::Corruption("wophi: a PAB bucket's taken byte is damaged");
+        linked.push_back(taken == 1);
+        chain_buckets += taken;
+      }
+    }
+    count = root_->count;
+    if (count > kWophiAssoc * (view_.buckets + linked.size())) {
+      return Status::Corruption("wophi: root count " + std::to_string(count) +
+                                " exceeds the table's slots");
+    }
+  } else {
+    // After a crash: walk every chain (validating it), count, and find the linked buckets.
+    Walk walk;
+    const uint64_t n = view_.buckets;
+    PMHASH_RETURN_IF_ERROR(WalkTable(
+        view_.offset, n, /*validate=*/true, &walk,
+        [&](uint64_t home, SlotForm form, const KvWords& w) {
+          if (!codec().Plausible(form, w)) {
+            return Status::Corruption("wophi: a slot of main bucket " + std::to_string(home) +
+                                      "'s chain points to no valid record (damaged pool)");
+          }
+          if (HomeBucket(HashOf(form, w), n) != home) {
+            return Status::Corruption("wophi: main bucket " + std::to_string(home) +
+                                      "'s chain holds a key of another bucket (damaged pool)");
+          }
+          return Status::OK();
+        }));
+    blocks = std::move(walk.blocks);
+    linked = std::move(walk.linked);
+    count = walk.keys;
+    chain_buckets = walk.chain_buckets;
+    // Repair the taken bytes: a bucket taken but never linked (crash between Alg. 1 lines
+    // 31 and 32) is free again. Idempotent, so a crash here is harmless.
+    bool flushed = false;
+    uint64_t unlinked = 0;
+    size_t idx = 0;
+    for (const PabBlock& b : blocks) {
+      for (uint64_t i = 0; i < b.buckets; ++i, ++idx) {
+        WophiBucket* bucket = PabBucket(pool().At<char>(b.offset), i);
+        const uint8_t want = linked[idx] ? 1 : 0;
+        if (bucket->taken != want) {
+          if (!linked[idx]) ++unlinked;
+          p.Store(&bucket->taken, want);
+          p.Flush(&bucket->taken, 1);
+          flushed = true;
+        }
+      }
+    }
+    if (flushed) p.Fence();
+    recovered_unlinked_ = unlinked;
+    p.Store(&root_->count, count);
+    p.Persist(&root_->count, sizeof(root_->count));
+  }
+  // The free PAB list: unlinked buckets, lowest offset taken first.
+  pab_free_list_.clear();
+  pab_total_ = linked.size();
+  size_t idx = linked.size();
+  for (size_t bi = blocks.size(); bi > 0; --bi) {
+    const PabBlock& b = blocks[bi - 1];
+    for (uint64_t i = b.buckets; i > 0; --i) {
+      --idx;
+      if (!linked[idx]) {
+        pab_free_list_.push_back(b.offset + sizeof(WophiPabHeader) + (i - 1) * kBucketBytes);
+      }
+    }
+  }
+  base_count_ = count;
+  for (size_t i = 0; i < kWophiCountShards; ++i) counts_[i].delta.store(0);
+  expand_bucket_num_.store(chain_buckets);
+  return Status::OK();
+}
+
+Status Wophi::Shutdown() {
+  // The count lives in DRAM while open; a clean close makes it durable.
+  pm::Persister& p = persister();
+  p.Store(&root_->count, Count());
+  p.Persist(&root_->count, sizeof(root_->count));
+  return Status::OK();
+}
+
+// ---- Locking ------------------------------------------------------------------------
+
+Wophi::Stripe& Wophi::LockHome(uint64_t hash, LockMode mode, uint64_t* home,
+                               uint64_t* buckets) const {
+  for (;;) {
+    const uint64_t n = main_buckets_.load(std::memory_order_acquire);
+    const uint64_t k = HomeBucket(hash, n);
+    Stripe& s = StripeOf(k);
+    if (mode == LockMode::kExclusive) {
+      s.mu.lock();
+    } else {
+      s.mu.lock_shared();
+    }
+    if (main_buckets_.load(std::memory_order_acquire) == n) {
+      *home = k;
+      *buckets = n;
+      return s;
+    }
+    // A resize switched the table between the read and the lock: recompute.
+    if (mode == LockMode::kExclusive) {
+      s.mu.unlock();
+    } else {
+      s.mu.unlock_shared();
+    }
+  }
+}
+
+
+// ---- Operations ---------------------------------------------------------------------
+
+Wophi::Probe Wophi::Find(std::string_view key, uint64_t hash, uint64_t home) const {
+  Probe p;
+  // Alg. 1 / Alg. 2 lines 2-5: hash, index, tb = &buckets[index].
+  WophiBucket* b = &view_.mb[home];
+  // Alg. 1 / Alg. 2 line 6: while tb != NULL.
+  for (;;) {
+    p.lines += 1;  // line 0: tokens, next, slots 0-2
+    for (size_t i = 0; i < kWophiAssoc; ++i) {
+      const uint8_t t = b->token[i];
+      if (t == 0) {
+        if (p.free_bucket == nullptr) {  // Alg. 1 line 8: token == 0
+          p.free_bucket = b;
+          p.free_index = i;
+        }
+        continue;
+      }
+      // Alg. 2 line 8: only slots whose token is set are compared.
+      if (i == 3) p.lines += 1;  // slot 3 sits in line 1
+      if (codec().KeyEquals(static_cast<SlotForm>(t), b->slot[i], key, hash)) {
+        p.bucket = b;
+        p.index = i;
+        p.lines += t == static_cast<uint8_t>(SlotForm::kRecord);
+        return p;
+      }
+    }
+    p.tail = b;
+    // Alg. 1 lines 21-25 / Alg. 2 line 16: tb = tb->next.
+    if (b->next == 0) return p;
+    b = pool().At<WophiBucket>(b->next);
+  }
+}
+
+Status Wophi::Get(std::string_view key, std::string* value) {
+  const uint64_t hash = HashKey(key);
+  uint64_t home = 0, n = 0;
+  Stripe& s = LockHome(hash, LockMode::kShared, &home, &n);
+  HeldLock guard(s.mu, LockMode::kShared);
+  const Probe p = Find(key, hash, home);
+  persister().NoteRead(p.lines);
+  if (p.bucket == nullptr) return Status::NotFound("key not found");
+  value->assign(codec().Value(static_cast<SlotForm>(p.bucket->token[p.index]),
+                              p.bucket->slot[p.index]));
+  return Status::OK();
+}
+
+Status Wophi::Insert(std::string_view key, std::string_view value) {
+  return Write(key, value, Mode::kInsert);
+}
+Status Wophi::Update(std::string_view key, std::string_view value) {
+  return Write(key, value, Mode::kUpdate);
+}
+Status Wophi::Put(std::string_view key, std::string_view value) {
+  return Write(key, value, Mode::kPut);
+}
+
+Status Wophi::Write(std::string_view key, std::string_view value, Mode mode) {
+  PMHASH_RETURN_IF_ERROR(SlotCodec::CheckSizes(key, value));
+  const uint64_t hash = HashKey(key);
+  bool took_pab = false, grow = false;
+  uint64_t n = 0;
+  {
+    uint64_t home = 0;
+    Stripe& s = LockHome(hash, LockMode::kExclusive, &home, &n);
+    HeldLock guard(s.mu, LockMode::kExclusive);
+    const Probe p = Find(key, hash, home);
+    persister().NoteRead(p.lines);
+    if (p.bucket != nullptr) {
+      if (mode == Mode::kInsert) return Status::AlreadyExists("key already exists");
+      return UpdateAt(p, key, value, hash);
+    }
+    if (mode == Mode::kUpdate) return Status::NotFound("key not found");
+    took_pab = p.free_bucket == nullptr;
+    PMHASH_RETURN_IF_ERROR(InsertAt(p, key, value, hash, s, &grow));
+  }
+  // After the commit, with no stripe held: keep the PAB stocked, grow if due.
+  if (took_pab) MaybeRefillAfterInsert();
+  if (grow) (void)Grow(n);  // the insert is done; a resize that cannot happen now waits
+  return Status::OK();
+}
+
+Status Wophi::InsertAt(const Probe& p, std::string_view key, std::string_view value,
+                       uint64_t hash, Stripe& stripe, bool* grow) {
+  SlotForm form = SlotForm::kEmpty;
+  KvWords words;
+  // A record (if any) is written and flushed here; the fence below orders it too.
+  PMHASH_RETURN_IF_ERROR(codec().Encode(key, value, hash, &form, &words));
+  pm::Persister& ps = persister();
+  if (p.free_bucket != nullptr) {
+    WophiBucket* tb = p.free_bucket;
+    const size_t i = p.free_index;
+    // Alg. 1 lines 10-11: memcpy key and value; 12-13: pflush; 14: fence.
+    ps.Copy(&tb->slot[i], &words, sizeof(words));
+    ps.Flush(&tb->slot[i], sizeof(words));
+    ps.Fence();
+    // Alg. 1 lines 15-17: token = 1 (its form), pflush, fence: committed.
+    ps.Store(&tb->token[i], static_cast<uint8_t>(form));
+    ps.Persist(&tb->token[i], 1);
+    ShardOf(stripe).delta.fetch_add(1, std::memory_order_relaxed);
+    return Status::OK();
+  }
+  // Alg. 1 lines 27-30: no free slot in the chain; tmp comes from the PAB.
+  uint64_t tmp_off = 0;
+  if (Status s = TakePabBucket(&tmp_off); !s.ok()) {
+    codec().Release(form, words);  // never linked
+    return s;
+  }
+  auto* tmp = pool().At<WophiBucket>(tmp_off);
+  // Alg. 1 line 31: the first slot of tmp and its token, written and persisted while tmp
+  // is unreachable (one line: header and slot 0), so one flush and fence.
+  BucketHead head{};
+  head.token[0] = static_cast<uint8_t>(form);
+  head.taken = 1;
+  head.next = 0;
+  ps.Copy(tmp, &head, sizeof(head));
+  ps.Copy(&tmp->slot[0], &words, sizeof(words));
+  ps.Flush(tmp, pm::kCacheLine);
+  ps.Fence();
+  // Alg. 1 line 32: link tmp to the chain with one 8-byte store: committed.
+  ps.Store(&p.tail->next, tmp_off);
+  ps.Persist(&p.tail->next, sizeof(uint64_t));
+  // Alg. 1 line 33: expand_bucket_num += 1 (DRAM; recovery recounts chain buckets).
+  expand_bucket_num_.fetch_add(1, std::memory_order_relaxed);
+  ShardOf(stripe).delta.fetch_add(1, std::memory_order_relaxed);
+  // A chain grew: check the load factor of the main buckets (not checked on every insert,
+  // to keep a shared counter off the fast path).
+  if (resize_) {
+    const uint64_t n = view_.buckets;
+    *grow = static_cast<double>(Count()) > max_load_factor_ * static_cast<double>(kWophiAssoc * n);
+  }
+  return Status::OK();
+}
+
+Status Wophi::UpdateAt(const Probe& p, std::string_view key, std::string_view value,
+                       uint64_t hash) {
+  pm::Persister& ps = persister();
+  uint8_t* token = &p.bucket->token[p.index];
+  KvWords* slot = &p.bucket->slot[p.index];
+  const auto form = static_cast<SlotForm>(*token);
+  if (form == SlotForm::kInline && SlotCodec::FitsInline(key, value)) {
+    // One failure-atomic 8-byte store of the value word.
+    uint64_t v;
+    std::memcpy(&v, value.data(), 8);
+    ps.Store(&slot->word1, v);
+    ps.Persist(&slot->word1, sizeof(v));
+    return Status::OK();
+  }
+  uint64_t record = 0;
+  PMHASH_RETURN_IF_ERROR(codec().EncodeRecord(key, value, &record));  // flushed, no fence
+  if (form == SlotForm::kRecord) {
+    const uint64_t old = slot->word0;
+    ps.Fence();
+    ps.Store(&slot->word0, record);
+    ps.Persist(&slot->word0, sizeof(record));
+    codec().ReleaseRecord(old);
+    return Status::OK();
+  }
+  // Inline -> record changes both words and the token: all-or-nothing through the undo log
+  // (Save persists, which also makes the new record durable before the stores).
+  std::unique_ptr<pm::UndoLog::Tx> tx = undo_log().Begin();
+  Status s = tx->Save(slot, sizeof(KvWords));
+  if (s.ok()) s = tx->Save(token, 1);
+  if (!s.ok()) {
+    tx.reset();
+    codec().ReleaseRecord(record);
+    return s;
+  }
+  ps.Store(&slot->word0, record);
+  ps.Store(&slot->word1, hash);
+  ps.Store(token, static_cast<uint8_t>(SlotForm::kRecord));
+  ps.Flush(slot, sizeof(KvWords));
+  ps.Flush(token, 1);
+  ps.Fence();
+  tx->Commit();
+  undo_txs_.fetch_add(1, std::memory_order_relaxed);
+  return Status::OK();
+}
+
+Status Wophi::Delete(std::string_view key) {
+  const uint64_t hash = HashKey(key);
+  uint64_t home = 0, n = 0;
+  Stripe& s = LockHome(hash, LockMode::kExclusive, &home, &n);
+  HeldLock guard(s.mu, LockMode::kExclusive);
+  const Probe p = Find(key, hash, home);
+  persister().NoteRead(p.lines);
+  // Alg. 2 line 18: not found.
+  if (p.bucket == nullptr) return Status::NotFound("key not found");
+  pm::Persister& ps = persister();
+  uint8_t* token = &p.bucket->token[p.index];
+  const auto form = static_cast<SlotForm>(*token);
+  const KvWords old = p.bucket->slot[p.index];
+  // Alg. 2 lines 10-12: token = 0, pflush, fence: committed.
+  ps.Store(token, static_cast<uint8_t>(SlotForm::kEmpty));
+  ps.Persist(token, 1);
+  codec().Release(form, old);  // durably unreachable since the token store
+  ShardOf(s).delta.fetch_sub(1, std::memory_order_relaxed);
+  return Status::OK();
+}
+
+uint64_t Wophi::Count() const {
+  int64_t c = static_cast<int64_t>(base_count_);
+  for (size_t i = 0; i < kWophiCountShards; ++i) {
+    c += counts_[i].delta.load(std::memory_order_relaxed);
+  }
+  return c < 0 ? 0 : static_cast<uint64_t>(c);
+}
+
+uint64_t Wophi::pab_free() const {
+  std::lock_guard<std::mutex> g(pab_mu_);
+  return pab_free_list_.size();
+}
+
+Status Wophi::ForEach(const Visitor& fn) const {
+  // No resize while iterating: a key never moves, so it is seen at most once.
+  std::shared_lock<std::shared_mutex> resize_lock(resize_mu_, std::defer_lock);
+  if (!Iterating(this)) resize_lock.lock();
+  t_iterating.push_back(this);
+  struct Scope {
+    ~Scope() { t_iterating.pop_back(); }
+  } scope;
+  const uint64_t n = main_buckets_.load(std::memory_order_acquire);
+  std::vector<std::pair<std::string, std::string>> batch;
+  for (uint64_t k = 0; k < n; ++k) {
+    batch.clear();
+    {
+      Stripe& s = StripeOf(k);
+      s.mu.lock_shared();
+      HeldLock guard(s.mu, LockMode::kShared);
+      for (const WophiBucket* b = &view_.mb[k];;) {
+        for (size_t i = 0; i < kWophiAssoc; ++i) {
+          const auto f = static_cast<SlotForm>(b->token[i]);
+          if (f == SlotForm::kEmpty) continue;
+          batch.emplace_back(codec().Key(f, b->slot[i]), codec().Value(f, b->slot[i]));
+        }
+        if (b->next == 0) break;
+        b = pool().At<const WophiBucket>(b->next);
+      }
+    }
+    for (const auto& [key, value] : batch) {
+      if (!fn(key, value)) return Status::OK();
+    }
+  }
+  return Status::OK();
+}
+
+// ---- Resize -------------------------------------------------------------------------
+
+Status Wophi::Grow(uint64_t observed_buckets) {
+  if (Iterating(this)) return Status::OK();  // deferred: the visitor blocks resizes
+  std::unique_lock<std::shared_mutex> resize_lock(resize_mu_);
+  for (size_t i = 0; i < kWophiStripes; ++i) stripes_[i].mu.lock();
+  struct Unlock {
+    Stripe* stripes;
+    ~Unlock() {
+      for (size_t i = kWophiStripes; i > 0; --i) stripes[i - 1].mu.unlock();
+    }
+  } unlock{stripes_.get()};
+  std::lock_guard<std::mutex> refill_lock(refill_mu_);
+  if (main_buckets_.load(std::memory_order_relaxed) != observed_buckets) return Status::OK();
+  const View old = view_;
+  const uint64_t n2 = old.buckets * 2;
+  if (n2 > pool().size() / kBucketBytes) {
+    return Status::ResourceExhausted("wophi: the main bucket array cannot double beyond the pool");
+  }
+  uint64_t table = 0;
+  PMHASH_RETURN_IF_ERROR(NewTable(n2, &table));
+  const View nv = MakeView(table, n2);
+  pm::Persister& ps = persister();
+
+  // The new table's own PAB blocks (unreachable until the switch, like the table).
+  std::vector<PabBlock> new_blocks;  // oldest first
+  std::vector<uint64_t> used;        // buckets taken from each
+  auto release_new = [&] {
+    for (const PabBlock& b : new_blocks) allocator().Free(b.offset);
+    allocator().Free(table);
+  };
+  auto add_block = [&]() -> Status {
+    uint64_t off = 0, got = 0;
+    PMHASH_RETURN_IF_ERROR(NewPabBlock(PabBlockSize(n2), nv.header->pab_head, &off, &got));
+    ps.Store(&nv.header->pab_head, off);
+    new_blocks.push_back({off, got});
+    used.push_back(0);
+    return Status::OK();
+  };
+  uint64_t chain_buckets = 0;
+  // Migration reads the old table only; records move by pointer.
+  for (uint64_t k = 0; k < old.buckets; ++k) {
+    for (const WophiBucket* b = &old.mb[k];;) {
+      for (size_t i = 0; i < kWophiAssoc; ++i) {
+        const uint8_t t = b->token[i];
+        if (t == 0) continue;
+        const uint64_t nk = HomeBucket(HashOf(static_cast<SlotForm>(t), b->slot[i]), n2);
+        WophiBucket* dst = &nv.mb[nk];
+        size_t slot = kWophiAssoc;
+        for (;;) {
+          for (size_t j = 0; j < kWophiAssoc && slot == kWophiAssoc; ++j) {
+            if (dst->token[j] == 0) slot = j;
+          }
+          if (slot != kWophiAssoc || dst->next == 0) break;
+          dst = pool().At<WophiBucket>(dst->next);
+        }
+        if (slot == kWophiAssoc) {  // chain full: a PAB bucket of the new table
+          if (new_blocks.empty() || used.back() == new_blocks.back().buckets) {
+            if (Status s = add_block(); !s.ok()) {
+              release_new();
+              return s;
+            }
+          }
+          const uint64_t off =
+              new_blocks.back().offset + sizeof(WophiPabHeader) + used.back() * kBucketBytes;
+          ++used.back();
+          ++chain_buckets;
+          auto* tmp = pool().At<WophiBucket>(off);
+          ps.Store(&tmp->taken, uint8_t{1});
+          ps.Store(&dst->next, off);
+          dst = tmp;
+          slot = 0;
+        }
+        ps.Copy(&dst->slot[slot], &b->slot[i], sizeof(KvWords));
+        ps.Store(&dst->token[slot], t);
+      }
+      if (b->next == 0) break;
+      b = pool().At<const WophiBucket>(b->next);
+    }
+  }
+  // A stocked PAB for the inserts to come; without room for it the table still grows.
+  const uint64_t left = new_blocks.empty() ? 0 : new_blocks.back().buckets - used.back();
+  if (left <= PabLowWater(n2)) (void)add_block();
+  ps.Flush(nv.table, TableBytes(n2));
+  for (size_t bi = 0; bi < new_blocks.size(); ++bi) {  // headers and the buckets migrated into
+    ps.Flush(pool().At<char>(new_blocks[bi].offset), PabBytes(used[bi]));
+  }
+  ps.Fence();
+  // The resize's commit point: one failure-atomic 8-byte store of root.table.
+  ps.Store(&root_->table, table);
+  ps.Persist(&root_->table, sizeof(root_->table));
+  // Only now is the old table durably unreachable.
+  std::vector<PabBlock> old_blocks;
+  if (ReadPabList(old.header, &old_blocks).ok()) {
+    for (const PabBlock& b : old_blocks) allocator().Free(b.offset);
+  }
+  allocator().Free(old.offset);
+  view_ = nv;
+  {
+    std::lock_guard<std::mutex> g(pab_mu_);
+    pab_free_list_.clear();
+    pab_total_ = 0;
+    // The newest block at the bottom of the stack, so the partly used one is drained first.
+    for (size_t bi = new_blocks.size(); bi > 0; --bi) {
+      const PabBlock& b = new_blocks[bi - 1];
+      pab_total_ += b.buckets;
+      for (uint64_t i = b.buckets; i > used[bi - 1]; --i) {
+        pab_free_list_.push_back(b.offset + sizeof(WophiPabHeader) + (i - 1) * kBucketBytes);
+      }
+    }
+  }
+  expand_bucket_num_.store(chain_buckets, std::memory_order_relaxed);
+  main_buckets_.store(n2, std::memory_order_release);
+  resizes_.fetch_add(1, std::memory_order_relaxed);
+  return Status::OK();
+}
+
+// ---- Stats and checks ---------------------------------------------------------------
+
+void Wophi::FillStats(IndexStats* stats) const {
+  const uint64_t n = main_buckets_.load(std::memory_order_acquire);
+  uint64_t pab_total = 0, pab_free_now = 0, free_cap = 0;
+  {
+    std::lock_guard<std::mutex> g(pab_mu_);
+    pab_total = pab_total_;
+    pab_free_now = pab_free_list_.size();
+    free_cap = pab_free_list_.capacity();
+  }
+  stats->count = Count();
+  // Every slot allocated in PM: main buckets and all pre-allocated buckets (taken or not).
+  stats->key_slots = kWophiAssoc * (n + pab_total);
+  stats->dram_bytes = sizeof(*this) + kWophiStripes * sizeof(Stripe) +
+                      kWophiCountShards * sizeof(CountShard) + free_cap * sizeof(uint64_t);
+  auto& c = stats->engine_counters;
+  c["main_buckets"] = n;
+  c["expand_bucket_num"] = expand_bucket_num_.load(std::memory_order_relaxed);
+  c["pab_buckets"] = pab_total;
+  c["pab_free"] = pab_free_now;
+  c["pab_refills"] = pab_refills_.load(std::memory_order_relaxed);
+  c["pab_sync_refills"] = pab_sync_refills_.load(std::memory_order_relaxed);
+  c["resizes"] = resizes_.load(std::memory_order_relaxed);
+  c["undo_txs"] = undo_txs_.load(std::memory_order_relaxed);
+  c["recovery_unlinked_pab"] = recovered_unlinked_;
+}
+
+Status Wophi::CheckInvariants() const {
+  std::unique_lock<std::shared_mutex> resize_lock(resize_mu_);
+  const uint64_t n = view_.buckets;
+  std::unordered_set<std::string> keys;
+  Walk walk;
+  PMHASH_RETURN_IF_ERROR(WalkTable(
+      view_.offset, n, /*validate=*/true, &walk,
+      [&](uint64_t home, SlotForm form, const KvWords& w) {
+        if (!codec().Plausible(form, w)) return Status::Corruption("wophi: a slot is malformed");
+        const std::string key(codec().Key(form, w));
+        const uint64_t hash = HashKey(key);
+        if (form == SlotForm::kRecord && w.word1 != hash) {
+          return Status::Corruption("wophi: a record slot has a wrong hash word");
+        }
+        if (HomeBucket(hash, n) != home) {
+          return Status::Corruption("wophi: a key is outside its home bucket's chain");
+        }
+        if (!keys.insert(key).second) return Status::Corruption("wophi: a key is stored twice");
+        return Status::OK();
+      }));
+  if (walk.keys != Count()) {
+    return Status::Corruption("wophi: Count() is " + std::to_string(Count()) + " but " +
+                              std::to_string(walk.keys) + " slots are occupied");
+  }
+  size_t idx = 0;
+  for (const PabBlock& b : walk.blocks) {
+    for (uint64_t i = 0; i < b.buckets; ++i, ++idx) {
+      const uint8_t taken = PabBucket(pool().At<char>(b.offset), i)->taken;
+      if ((taken == 1) != walk.linked[idx]) {
+        return Status::Corruption("wophi: a PAB bucket's taken byte disagrees with the chains");
+      }
+    }
+  }
+  if (walk.chain_buckets != expand_bucket_num()) {
+    return Status::Corruption("wophi: expand_bucket_num is " +
+                              std::to_string(expand_bucket_num()) + " but chains hold " +
+                              std::to_string(walk.chain_buckets) + " PAB buckets");
+  }
+  std::lock_guard<std::mutex> g(pab_mu_);
+  if (pab_total_ != walk.linked.size() ||
+      pab_free_list_.size() != walk.linked.size() - walk.chain_buckets) {
+    return Status::Corruption("wophi: the free PAB list (" + std::to_string(pab_free_list_.size()) +
+                              " of " + std::to_string(pab_total_) +
+                              ") disagrees with the PAB blocks");
+  }
+  return Status::OK();
+}
+
+}  // namespace pmhash::engines
+
+PMHASH_REGISTER_ENGINE(wophi, "wophi",
+                       "chained buckets (4 tokens, 4 slots, next); pre-allocated chain buckets; "
+                       "log-free token commit",
+                       "000 WOPHI", true, pmhash::engines::Wophi);
