@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <thread>
 #include <vector>
 
@@ -9,7 +10,8 @@ namespace pmhash {
 
 TEST(RwSpinLock, WritersExcludeEachOtherAndReaders) {
   RwSpinLock mu;
-  int64_t counter = 0;  // guarded by mu
+  // Guarded by mu; atomic only so that each step is a real store a reader could see.
+  std::atomic<int64_t> counter{0};
   std::atomic<bool> torn{false};
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
@@ -18,13 +20,12 @@ TEST(RwSpinLock, WritersExcludeEachOtherAndReaders) {
         if (t % 2 == 0) {
           mu.lock();
           HeldLock<RwSpinLock> held(mu, LockMode::kExclusive);
-          counter += 2;  // two steps: a reader must never see an odd value
-          counter -= 1;
-          counter += 1;
+          counter.fetch_add(1, std::memory_order_relaxed);  // odd in between: a reader
+          counter.fetch_add(1, std::memory_order_relaxed);  // must never see it
         } else {
           mu.lock_shared();
           HeldLock<RwSpinLock> held(mu, LockMode::kShared);
-          if (counter % 2 != 0) torn = true;
+          if (counter.load(std::memory_order_relaxed) % 2 != 0) torn = true;
         }
       }
     });

@@ -245,12 +245,21 @@ Status Engine::Start(std::unique_ptr<pm::Pool> pool, bool fresh, const Options& 
   Configure(engine_options, options);
   PMHASH_RETURN_IF_ERROR(engine_options.Finish());
 
-  pool_->MarkInUse(*persister_);
-  if (fresh) {
+  // A pool whose creation a crash interrupted never acknowledged anything: it is created
+  // again from nothing, like a new one.
+  const bool initialized = !fresh && pool_->initialized();
+  PMHASH_RETURN_IF_ERROR(pool_->MarkInUse(*persister_));
+  if (!initialized) {
+    if (!fresh) {
+      persister_->Zero(pool_->root(), pm::kRootSize);
+      persister_->Persist(pool_->root(), pm::kRootSize);
+      recovered_ = true;
+    }
     PMHASH_RETURN_IF_ERROR(pm::UndoLog::Format(*pool_, *persister_, &undo_log_));
     PMHASH_RETURN_IF_ERROR(pm::Allocator::Format(*pool_, *persister_, &allocator_));
     codec_ = std::make_unique<SlotCodec>(*pool_, *persister_, *allocator_);
-    return Create();
+    PMHASH_RETURN_IF_ERROR(Create());
+    return pool_->MarkInitialized(*persister_);
   }
   PMHASH_RETURN_IF_ERROR(pm::UndoLog::Recover(*pool_, *persister_, &undo_log_));
   if (clean) {

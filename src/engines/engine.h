@@ -2,11 +2,14 @@
 // allocator, undo log and slot codec), engine-option parsing, and the registry.
 //
 // Open sequence (src/engines/engine.cc):
-//   new pool:        Pool::Create -> Persister -> MarkInUse -> UndoLog::Format ->
-//                    Allocator::Format -> Configure -> Create
-//   existing pool:   Pool::Open -> Persister -> MarkInUse -> UndoLog::Recover ->
-//                    (clean) Allocator::Load | (crashed) Allocator::Rebuild(EnumerateBlocks)
-//                    -> Configure -> Recover(clean)
+//   new pool:        Pool::Create -> Persister -> Configure -> MarkInUse ->
+//                    UndoLog::Format -> Allocator::Format -> Create -> MarkInitialized
+//   existing pool:   Pool::Open -> Persister -> Configure -> MarkInUse ->
+//                    UndoLog::Recover -> (clean) Allocator::Load |
+//                    (crashed) Allocator::Rebuild(EnumerateBlocks) -> Recover(clean)
+//   a pool whose creation crashed (not initialized): zero the root, then as a new pool.
+//   Create therefore never has to recognize a half-created root, and Recover may treat
+//   any root it cannot read as Corruption.
 //   Close():         Shutdown -> Allocator::PersistState -> Pool::MarkClean
 // An engine adds a folder src/engines/<name>/ and registers itself with
 // PMHASH_REGISTER_ENGINE; the conformance and crash suites then pick it up.
@@ -63,6 +66,11 @@ class Engine : public Index {
   void Abandon();
 
   IndexStats Stats() const override;
+
+  // Waits until the background work started so far (PAB refills, filter rebuilds) has
+  // finished: a quiet point for tests and for the benchmark's counters. Default: an
+  // engine without background work returns at once.
+  virtual void WaitForBackgroundWork() {}
 
   pm::Pool& pool() const { return *pool_; }
   pm::Persister& persister() const { return *persister_; }

@@ -119,10 +119,13 @@ Status Pool::Validate(const PoolHeader& h, uint64_t file_size, std::string_view 
   if (HeaderChecksum(h) != h.checksum) {
     return Status::Corruption(what + ": pool header checksum mismatch (header damaged)");
   }
+  // Every area within the pool, in order, with no sum that can overflow (the checksum
+  // only proves the header is as written, not that a crafted one is sane).
   if (h.header_size != kPoolHeaderSize || h.root_offset != kRootOffset ||
       h.root_size != kRootSize || h.pool_size < kMinPoolSize || h.pool_size > kMaxPoolSize ||
-      h.log_offset != kRootOffset + kRootSize || h.heap_offset < h.log_offset + h.log_size ||
-      h.heap_offset + h.heap_size != h.pool_size || h.engine[kEngineNameSize - 1] != 0) {
+      h.log_offset != kRootOffset + kRootSize || h.log_size > h.pool_size ||
+      h.heap_offset > h.pool_size || h.heap_offset < h.log_offset + h.log_size ||
+      h.heap_size != h.pool_size - h.heap_offset || h.engine[kEngineNameSize - 1] != 0) {
     return Status::Corruption(what + ": pool header fields are inconsistent");
   }
   if (file_size < h.pool_size) {
@@ -185,11 +188,15 @@ Status Pool::Inspect(const std::string& path, PoolInfo* info) {
   int fd;
   uint64_t file_size;
   PMHASH_RETURN_IF_ERROR(OpenRegularFile(path, O_RDONLY, &fd, &file_size));
+  Status s = InspectFd(fd, file_size, path, info);
+  ::close(fd);
+  return s;
+}
+
+Status Pool::InspectFd(int fd, uint64_t file_size, const std::string& path, PoolInfo* info) {
   alignas(64) char buf[kPoolHeaderSize];
   size_t got;
-  Status s = ReadPrefix(fd, buf, sizeof(buf), &got, path);
-  ::close(fd);
-  PMHASH_RETURN_IF_ERROR(s);
+  PMHASH_RETURN_IF_ERROR(ReadPrefix(fd, buf, sizeof(buf), &got, path));
   if (got == 0) return Status::Corruption(path + " is empty, not a pmhash pool");
   if (got < kPoolHeaderSize) {
     if (got < sizeof(kPoolMagic) || std::memcmp(buf, kPoolMagic, sizeof(kPoolMagic)) != 0) {
@@ -210,9 +217,11 @@ Status Pool::Inspect(const std::string& path, PoolInfo* info) {
   info->log_size = h.log_size;
   info->heap_offset = h.heap_offset;
   info->heap_size = h.heap_size;
-  uint64_t clean;
-  std::memcpy(&clean, buf + kCleanFlagOffset, sizeof(clean));
-  info->clean_shutdown = clean == 1;
+  uint64_t flag;
+  std::memcpy(&flag, buf + kCleanFlagOffset, sizeof(flag));
+  info->clean_shutdown = flag == 1;
+  std::memcpy(&flag, buf + kInitializedFlagOffset, sizeof(flag));
+  info->initialized = flag == 1;
   info->created_unix_ns = h.created_unix_ns;
   return Status::OK();
 }
@@ -232,8 +241,9 @@ Status Pool::Open(const std::string& path, std::string_view engine,
     }
     return fail(ErrnoStatus("cannot lock pool " + path, errno));
   }
+  // Read through the locked descriptor: the header is the one of the file we hold.
   PoolInfo info;
-  Status s = Inspect(path, &info);
+  Status s = InspectFd(fd, file_size, path, &info);
   if (!s.ok()) return fail(s);
   if (!engine.empty() && info.engine != engine) {
     return fail(Status::InvalidArgument(path + " holds engine '" + info.engine + "', not '" +
@@ -319,10 +329,22 @@ Status Pool::Adopt(void* base, size_t size, std::string_view engine,
   return Status::OK();
 }
 
-void Pool::MarkInUse(Persister& persister) {
+Status Pool::MarkInUse(Persister& persister) {
   auto* flag = At<uint64_t>(kCleanFlagOffset);
   persister.Store(flag, uint64_t{0});
   persister.Persist(flag, sizeof(*flag));
+  // Without DAX the kernel may write data pages back before the header page; a power
+  // failure must not find a "clean" flag over newer data.
+  return SyncRange(0, kPoolHeaderSize);
+}
+
+bool Pool::initialized() const { return *At<const uint64_t>(kInitializedFlagOffset) == 1; }
+
+Status Pool::MarkInitialized(Persister& persister) {
+  auto* flag = At<uint64_t>(kInitializedFlagOffset);
+  persister.Store(flag, uint64_t{1});
+  persister.Persist(flag, sizeof(*flag));
+  return SyncRange(0, kPoolHeaderSize);
 }
 
 Status Pool::MarkClean(Persister& persister) {
@@ -333,9 +355,11 @@ Status Pool::MarkClean(Persister& persister) {
   return Sync();
 }
 
-Status Pool::Sync() {
+Status Pool::Sync() { return SyncRange(0, size_); }
+
+Status Pool::SyncRange(uint64_t offset, uint64_t len) {
   if (mapping_ != Mapping::kShared) return Status::OK();
-  if (msync(base_, size_, MS_SYNC) != 0) return ErrnoStatus("msync of " + path_, errno);
+  if (msync(base_ + offset, len, MS_SYNC) != 0) return ErrnoStatus("msync of " + path_, errno);
   return Status::OK();
 }
 

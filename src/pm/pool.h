@@ -5,12 +5,16 @@
 //   [0, 4096)            PoolHeader            immutable after creation, checksummed
 //     [0, 192)             identity and layout (below)
 //     [2048, 2056)         clean_shutdown       1 after Close(), 0 while open or crashed
+//     [2056, 2064)         initialized          1 once the engine's empty index exists in
+//                                               full; 0 in a new pool, or one whose
+//                                               creation a crash interrupted (it is then
+//                                               created again from nothing)
 //   [4096, 8192)         root area              owned by the engine, zero at creation
 //   [log_offset, +size)  undo-log lanes         src/pm/undo_log.h
 //   [heap_offset, +size) allocator heap         src/pm/alloc.h
 //
 // Opening validates everything before mapping and never writes on failure. The mutable
-// clean flag sits outside the checksummed bytes, on a line of its own.
+// flags sit outside the checksummed bytes, on a line of their own.
 #pragma once
 
 #include <cstddef>
@@ -25,7 +29,7 @@
 namespace pmhash::pm {
 
 inline constexpr char kPoolMagic[8] = {'P', 'M', 'H', 'A', 'S', 'H', 'P', 'L'};
-inline constexpr uint32_t kPoolLayoutVersion = 1;
+inline constexpr uint32_t kPoolLayoutVersion = 2;  // 2: the initialized flag
 inline constexpr size_t kPoolHeaderSize = 4096;
 inline constexpr size_t kRootOffset = 4096;
 inline constexpr size_t kRootSize = 4096;
@@ -33,6 +37,7 @@ inline constexpr size_t kEngineNameSize = 32;
 inline constexpr uint64_t kMinPoolSize = 4ull << 20;
 inline constexpr uint64_t kMaxPoolSize = 1ull << 40;
 inline constexpr size_t kCleanFlagOffset = 2048;
+inline constexpr size_t kInitializedFlagOffset = 2056;
 
 struct PoolHeader {
   char magic[8];
@@ -49,7 +54,8 @@ struct PoolHeader {
 };
 static_assert(sizeof(PoolHeader) <= kCleanFlagOffset,
               "the checksummed header must not overlap the mutable clean flag");
-static_assert(kCleanFlagOffset % 64 == 0, "the clean flag has a cache line of its own");
+static_assert(kCleanFlagOffset % 64 == 0 && kInitializedFlagOffset / 64 == kCleanFlagOffset / 64,
+              "the mutable flags share a cache line of their own");
 
 // Where a pool's memory comes from.
 enum class Mapping : uint8_t {
@@ -68,6 +74,7 @@ struct PoolInfo {
   uint32_t layout_version = 0;
   uint64_t root_offset = 0, log_offset = 0, log_size = 0, heap_offset = 0, heap_size = 0;
   bool clean_shutdown = false;
+  bool initialized = false;  // false: the engine's creation never finished
   uint64_t created_unix_ns = 0;
 };
 
@@ -129,8 +136,12 @@ class Pool {
 
   // The clean flag as it was when the pool was opened (true for a new pool).
   bool was_clean_at_open() const { return was_clean_; }
-  // Clears the flag durably (an open pool is "not clean" until Close).
-  void MarkInUse(Persister& persister);
+  // Clears the flag durably (an open pool is "not clean" until Close); for a file
+  // mapping also msyncs the header page.
+  Status MarkInUse(Persister& persister);
+  // Whether the engine's creation finished (see the layout above), and marking it so.
+  bool initialized() const;
+  Status MarkInitialized(Persister& persister);
   // Sets the flag durably; for a file mapping also msyncs the whole pool.
   Status MarkClean(Persister& persister);
 
@@ -141,6 +152,8 @@ class Pool {
   Pool() = default;
   static Status Validate(const PoolHeader& h, uint64_t file_size, std::string_view engine,
                          const std::string& what);
+  static Status InspectFd(int fd, uint64_t file_size, const std::string& path, PoolInfo* info);
+  Status SyncRange(uint64_t offset, uint64_t len);
   static void InitHeader(PoolHeader* h, std::string_view engine, uint64_t size);
 
   char* base_ = nullptr;

@@ -178,7 +178,8 @@ TEST(PoolOpen, WrongLayoutVersion) {
   PutHeader(&pool, h);
   WriteFile(dir.File("p"), pool);
   ExpectRejected(dir.File("p"), "", Status::Code::kInvalidArgument,
-                 "has pool layout version 2; this pmhash reads version 1");
+                 "has pool layout version " + std::to_string(kPoolLayoutVersion + 1) +
+                     "; this pmhash reads version " + std::to_string(kPoolLayoutVersion));
 }
 
 TEST(PoolOpen, WrongEngine) {
@@ -415,7 +416,7 @@ TEST(PoolCleanFlag, MarkCleanAndMarkInUseReachTheFile) {
     std::unique_ptr<Pool> pool;
     ASSERT_TRUE(Pool::Open(path, "", &pool).ok());
     EXPECT_TRUE(pool->was_clean_at_open());
-    pool->MarkInUse(*persister);
+    ASSERT_TRUE(pool->MarkInUse(*persister).ok());
     EXPECT_EQ(CleanFlagInFile(path), 0u);
     EXPECT_TRUE(pool->was_clean_at_open()) << "the flag as it was at open";
     // Dropped without MarkClean: as after a crash.

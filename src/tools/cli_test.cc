@@ -331,12 +331,13 @@ TEST(CliTool, PoolInfoPrintsTheHeaderAndChangesNothing) {
   EXPECT_TRUE(r.err.empty()) << r;
   for (const std::string& line : std::vector<std::string>{
            "engine          cli-test\n", "uuid            " + info.uuid + "\n",
-        std::string("pool size       6291456 (6 MiB)\n"), std::string("layout version  1\n"),
+        std::string("pool size       6291456 (6 MiB)\n"), "layout version  " + std::to_string(pm::kPoolLayoutVersion) + "\n",
         std::string("magic           PMHASHPL\n"), std::string("header size     4096\n"),
         "undo log        offset 8192, size " + std::to_string(info.log_size) + "\n",
         "heap            offset " + std::to_string(info.heap_offset) + ", size " +
             std::to_string(info.heap_size) + "\n",
-        std::string("clean shutdown  yes\n"), std::string("in use          no\n")}) {
+        std::string("clean shutdown  yes\n"), std::string("in use          no\n"),
+        std::string("initialized     no (its creation never finished")}) {
     EXPECT_NE(r.out.find(line), std::string::npos) << "missing: " << line << r;
   }
   EXPECT_NE(r.out.find("mapping         "), std::string::npos) << r;
@@ -346,7 +347,7 @@ TEST(CliTool, PoolInfoPrintsTheHeaderAndChangesNothing) {
   // While this process holds the pool open: in use, and not clean.
   std::unique_ptr<pm::Pool> pool;
   ASSERT_TRUE(pm::Pool::Open(path, "", &pool).ok());
-  pool->MarkInUse(*persister);
+  ASSERT_TRUE(pool->MarkInUse(*persister).ok());
   r = RunTool({"pool", "info", path});
   EXPECT_EQ(r.exit_code, 0) << r;
   EXPECT_NE(r.out.find("in use          yes"), std::string::npos) << r;

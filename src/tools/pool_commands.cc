@@ -141,6 +141,10 @@ int CmdPoolInfo(const std::string& path) {
               info.clean_shutdown ? "yes"
                                   : "no (open now, crashed, or never closed: the next "
                                     "open recovers it)");
+  std::printf("initialized     %s\n",
+              info.initialized ? "yes"
+                               : "no (its creation never finished: the next open creates the "
+                                 "index afresh)");
   std::printf("in use          %s\n", in_use.c_str());
   std::printf("mapping         %s\n", mapping.c_str());
   return kExitOk;

@@ -137,6 +137,9 @@ class Run {
       const Op& op = script_.ops[op_index_];
       inflight_ = &op;
       Status got = ApplyToIndex(op, index.get());
+      // Work the op started in the background (a refill) may reach the hook from its own
+      // thread: it runs with the op still in flight, and ends before the model changes.
+      WaitForBackgroundWork(index.get());
       inflight_ = nullptr;
       Status want = ApplyToModel(op, &model_);
       if (got.code() != want.code()) {

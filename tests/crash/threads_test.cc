@@ -113,6 +113,7 @@ TEST_P(CrashThreads, DisjointWritersSurviveCrashes) {
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) threads.emplace_back(work, t);
   for (auto& th : threads) th.join();
+  WaitForBackgroundWork(index_.get());
   sim_->SetHook({}, 0, 0);
   EXPECT_EQ(failure, "") << "engine " << spec_.name << ", seed 11";
   EXPECT_TRUE(sim_->FindBypass().ok());
@@ -207,6 +208,7 @@ TEST_P(CrashThreads, ReadsReturnOnlyDurableValues) {
   threads.emplace_back(reader, 0);
   threads.emplace_back(reader, 1);
   for (auto& th : threads) th.join();
+  WaitForBackgroundWork(index_.get());
   sim_->SetHook({}, 0, 0);
   EXPECT_EQ(failure, "") << "engine " << spec_.name << ", hook seed 21";
   EXPECT_EQ(checks, 2u * ops);

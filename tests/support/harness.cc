@@ -48,6 +48,10 @@ void Abandon(std::unique_ptr<Index>* index) {
   index->reset();
 }
 
+void WaitForBackgroundWork(Index* index) {
+  if (auto* e = dynamic_cast<engines::Engine*>(index)) e->WaitForBackgroundWork();
+}
+
 std::string Printable(std::string_view s) {
   std::string out = "\"";
   static const char* kHex = "0123456789abcdef";

@@ -33,6 +33,9 @@ Status OpenFile(const EngineSpec& spec, const std::string& path, const Options& 
                 std::unique_ptr<Index>* index);
 // Drops an index without clean shutdown.
 void Abandon(std::unique_ptr<Index>* index);
+// Engine::WaitForBackgroundWork: the engine's background threads (which store to PM,
+// and so reach a crash hook from their own thread) are idle when it returns.
+void WaitForBackgroundWork(Index* index);
 
 // One mutating operation of a script.
 struct Op {

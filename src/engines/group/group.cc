@@ -117,7 +117,7 @@ Status GroupHash::Create() {
   p.Store(&root_->count, uint64_t{0});
   p.Store(&root_->group_size, group_size_);
   p.Persist(root_, sizeof(*root_));
-  p.Store(&root_->magic, kGroupRootMagic);  // commit point of creation
+  p.Store(&root_->magic, kGroupRootMagic);
   p.Persist(&root_->magic, sizeof(root_->magic));
   view_ = MakeView(pool().At<char>(offset), offset, cells);
   base_count_ = 0;
@@ -162,8 +162,6 @@ Status GroupHash::ValidateRoot(uint64_t* table, uint64_t* cells) const {
 }
 
 Status GroupHash::EnumerateBlocks(const pm::Allocator::LiveBlockVisitor& visit) const {
-  const auto* r = root<const GroupRoot>();
-  if (r->magic == 0 && r->table == 0) return Status::OK();  // crashed inside Create
   uint64_t off = 0, n = 0;
   PMHASH_RETURN_IF_ERROR(ValidateRoot(&off, &n));
   visit(off);
@@ -239,11 +237,6 @@ Status GroupHash::RecoverScan(uint64_t* count) {
 Status GroupHash::Recover(bool clean) {
   PMHASH_RETURN_IF_ERROR(config_error_);
   root_ = root<GroupRoot>();
-  if (root_->magic == 0 && root_->table == 0) {
-    // The previous open crashed inside Create before its commit store; the allocator
-    // has already reclaimed the unlinked table. Create the index now.
-    return Create();
-  }
   uint64_t off = 0, n = 0;
   PMHASH_RETURN_IF_ERROR(ValidateRoot(&off, &n));
   if (group_size_given_ && group_size_ != root_->group_size) {

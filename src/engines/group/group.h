@@ -9,7 +9,8 @@
 //
 //   root area (Engine::root, one cache line used) — the paper's "global info":
 //   struct GroupRoot {
-//     uint64 magic;       // kGroupRootMagic; stored last by Create (its commit point)
+//     uint64 magic;       // kGroupRootMagic
+//                      // (creation commits with the pool's initialized flag, pool.h)
 //     uint64 version;     // kGroupVersion
 //     uint64 table;       // pool offset of the live GroupTable. A resize switches it with
 //                         // one failure-atomic 8-byte store (the resize's commit point);

@@ -76,7 +76,7 @@ Status LinearProbing::Create() {
   p.Store(&root_->table, offset);
   p.Store(&root_->count, uint64_t{0});
   p.Persist(root_, sizeof(LinearRoot));
-  p.Store(&root_->magic, kLinearRootMagic);  // commit point of Create
+  p.Store(&root_->magic, kLinearRootMagic);
   p.Persist(&root_->magic, sizeof(uint64_t));
   table_ = pool().At<LinearTable>(offset);
   cells_ = num_lines * kCellsPerLine;
@@ -87,8 +87,7 @@ Status LinearProbing::Create() {
 Status LinearProbing::ValidateRoot(uint64_t* table) const {
   const auto* r = root<LinearRoot>();
   if (r->magic != kLinearRootMagic) {
-    return Status::Corruption(Prefix() + "the root is not initialised (pool creation did not "
-                              "finish, or this is not a linear pool)");
+    return Status::Corruption(Prefix() + "root magic is wrong (not a linear index, or damaged)");
   }
   if (r->version != kLinearVersion) {
     return Status::Corruption(Prefix() + "layout version " + std::to_string(r->version) +

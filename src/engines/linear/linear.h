@@ -9,7 +9,8 @@
 //
 //   root area (Engine::root, one cache line used):
 //   struct LinearRoot {
-//     uint64 magic;     // kLinearRootMagic; stored last by Create (its commit point)
+//     uint64 magic;     // kLinearRootMagic
+//                      // (creation commits with the pool's initialized flag, pool.h)
 //     uint64 version;   // kLinearVersion
 //     uint64 table;     // pool offset of the live LinearTable; a resize switches it with
 //                       // one failure-atomic 8-byte store

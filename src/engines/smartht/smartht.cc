@@ -149,7 +149,7 @@ Status SmartHt::Create() {
   p.Store(&root_->filter_valid, uint64_t{0});
   p.Store(&root_->chain_buckets, uint64_t{0});
   p.Persist(root_, sizeof(*root_));
-  p.Store(&root_->magic, kSmartHtRootMagic);  // commit point of creation
+  p.Store(&root_->magic, kSmartHtRootMagic);
   p.Persist(&root_->magic, sizeof(root_->magic));
 
   table_offset_ = offset;
@@ -199,7 +199,6 @@ Status SmartHt::ValidateRoot(uint64_t* table, uint64_t* n) const {
 
 Status SmartHt::EnumerateBlocks(const pm::Allocator::LiveBlockVisitor& visit) const {
   const auto* r = root<const SmartHtRoot>();
-  if (r->magic != kSmartHtRootMagic) return Status::OK();  // crashed inside Create
   uint64_t off = 0, n = 0;
   PMHASH_RETURN_IF_ERROR(ValidateRoot(&off, &n));
   visit(off);
@@ -324,14 +323,6 @@ Status SmartHt::TryReloadFilter() {
 Status SmartHt::Recover(bool clean) {
   PMHASH_RETURN_IF_ERROR(config_error_);
   root_ = root<SmartHtRoot>();
-  if (root_->magic != kSmartHtRootMagic) {
-    // The previous open crashed inside Create before its commit store; the allocator has
-    // reclaimed whatever it had allocated. Start afresh.
-    pm::Persister& p = persister();
-    p.Zero(root_, sizeof(*root_));
-    p.Persist(root_, sizeof(*root_));
-    return Create();
-  }
   uint64_t off = 0, n = 0;
   PMHASH_RETURN_IF_ERROR(ValidateRoot(&off, &n));
   if (!allocator().IsAllocated(off) ||
@@ -952,7 +943,7 @@ bool SmartHt::RebuildFilter(uint64_t expected_keys) {
   return complete;
 }
 
-void SmartHt::WaitForFilterRebuild() {
+void SmartHt::WaitForBackgroundWork() {
   std::thread t;
   {
     std::lock_guard<std::mutex> lock(rebuild_mu_);

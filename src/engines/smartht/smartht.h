@@ -7,7 +7,8 @@
 //
 //   root area (Engine::root, one cache line):
 //   struct SmartHtRoot {
-//     uint64 magic;         // kSmartHtRootMagic; stored last by Create (its commit point)
+//     uint64 magic;         // kSmartHtRootMagic
+//                      // (creation commits with the pool's initialized flag, pool.h)
 //     uint64 version;       // kSmartHtVersion
 //     uint64 table;         // pool offset of the live head table. Growth switches it with
 //                           // one failure-atomic 8-byte store (the growth's commit point)
@@ -178,7 +179,7 @@ class SmartHt : public Engine {
   // Filter rebuilds completed since open (background, growth of the filter).
   uint64_t filter_rebuilds() const { return filter_rebuilds_.load(); }
   // Waits until no background filter rebuild runs (tests, benchmarks).
-  void WaitForFilterRebuild();
+  void WaitForBackgroundWork() override;
   // Checks invariants 1-4 by a full scan (tests; no concurrent mutation): Corruption
   // naming the first violation.
   Status CheckInvariants() const;

@@ -258,7 +258,7 @@ TEST(SmartHtTest, DeletesTriggerABackgroundRebuildThatMissesNoInsert) {
   inserter.join();
   for (uint64_t i = 0; i < 5000; ++i) model.erase(Key8(i));
   for (uint64_t i = 100'000; i < 104'000; ++i) model[Key8(i)] = Key8(i);
-  ht->WaitForFilterRebuild();
+  ht->WaitForBackgroundWork();
   EXPECT_GE(ht->filter_rebuilds(), 1u);
   ExpectMatches(index.get(), model);
   // One more rebuild now that all deletes are done: the deleted keys leave the filter.
@@ -266,13 +266,13 @@ TEST(SmartHtTest, DeletesTriggerABackgroundRebuildThatMissesNoInsert) {
     ASSERT_TRUE(index->Delete(Key8(i)).ok());
     model.erase(Key8(i));
   }
-  ht->WaitForFilterRebuild();
+  ht->WaitForBackgroundWork();
   const uint64_t rebuilds = ht->filter_rebuilds();
   for (uint64_t i = 5500; i < 6000; ++i) {
     ASSERT_TRUE(index->Delete(Key8(i)).ok());
     model.erase(Key8(i));
   }
-  ht->WaitForFilterRebuild();
+  ht->WaitForBackgroundWork();
   ASSERT_GT(ht->filter_rebuilds(), rebuilds);
   ExpectMatches(index.get(), model);
   const uint64_t filtered = Counter(index.get(), "filter_negatives");
@@ -296,7 +296,7 @@ TEST(SmartHtTest, GrowsTheHeadTableAndTheFilter) {
       ASSERT_TRUE(index->Insert(Key8(i), v).ok());
       model[Key8(i)] = v;
     }
-    ht->WaitForFilterRebuild();
+    ht->WaitForBackgroundWork();
     EXPECT_GT(ht->head_buckets(), 256u);
     EXPECT_GT(Counter(index.get(), "grows"), 0u);
     EXPECT_GE(Counter(index.get(), "filter_expected_keys"), 20000u);
@@ -380,7 +380,7 @@ TEST(SmartHtTest, FourThreadsMixedOperations) {
     });
   }
   for (auto& th : threads) th.join();
-  AsSmart(index.get())->WaitForFilterRebuild();
+  AsSmart(index.get())->WaitForBackgroundWork();
   Model all;
   for (const Model& m : models) all.insert(m.begin(), m.end());
   ExpectMatches(index.get(), all);

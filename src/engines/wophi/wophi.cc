@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -50,7 +51,7 @@ bool KnownForm(uint8_t t) {
 
 Wophi::Wophi()
     : stripes_(new Stripe[kWophiStripes]), counts_(new CountShard[kWophiCountShards]) {}
-Wophi::~Wophi() = default;
+Wophi::~Wophi() { StopBackgroundWork(); }
 
 Wophi::View Wophi::MakeView(uint64_t offset, uint64_t buckets) const {
   View v;
@@ -199,18 +200,49 @@ Status Wophi::TakePabBucket(uint64_t* offset) {
   }
 }
 
-void Wophi::MaybeRefillAfterInsert() {
+void Wophi::RequestRefill() {
   {
     std::lock_guard<std::mutex> g(pab_mu_);
     if (pab_free_list_.size() > PabLowWater(main_buckets_.load(std::memory_order_acquire))) return;
   }
-  // Amortized refill by the inserter that took the bucket at the low-water mark, after
-  // its insert committed and its stripe was released. If another thread is refilling,
-  // leave it to that one. A failure (pool full) is not this insert's: the next take will
-  // try again synchronously.
-  std::unique_lock<std::mutex> lock(refill_mu_, std::try_to_lock);
-  if (!lock.owns_lock()) return;
-  (void)RefillPab(/*locked=*/true);
+  // The PAB is at its low-water mark: the refill thread restocks it while inserts go on
+  // taking the buckets left, so allocation stays off every insert's critical path.
+  std::lock_guard<std::mutex> g(refill_signal_mu_);
+  if (stop_refill_) return;
+  if (!refill_thread_.joinable()) refill_thread_ = std::thread([this] { RefillWorker(); });
+  refill_requested_ = true;
+  refill_cv_.notify_all();
+}
+
+void Wophi::RefillWorker() {
+  std::unique_lock<std::mutex> l(refill_signal_mu_);
+  for (;;) {
+    refill_cv_.wait(l, [this] { return stop_refill_ || refill_requested_; });
+    if (stop_refill_) return;
+    refill_requested_ = false;
+    refill_busy_ = true;
+    l.unlock();
+    // A failure (pool short) is no insert's: the next take refills synchronously and
+    // reports it if the pool really is full.
+    (void)RefillPab(/*locked=*/false);
+    l.lock();
+    refill_busy_ = false;
+    refill_cv_.notify_all();
+  }
+}
+
+void Wophi::WaitForBackgroundWork() {
+  std::unique_lock<std::mutex> l(refill_signal_mu_);
+  refill_cv_.wait(l, [this] { return stop_refill_ || (!refill_requested_ && !refill_busy_); });
+}
+
+void Wophi::StopBackgroundWork() {
+  {
+    std::lock_guard<std::mutex> g(refill_signal_mu_);
+    stop_refill_ = true;
+    refill_cv_.notify_all();
+  }
+  if (refill_thread_.joinable()) refill_thread_.join();
 }
 
 // ---- Creation, validation, recovery -------------------------------------------------
@@ -235,7 +267,7 @@ Status Wophi::Create() {
   p.Store(&root_->table, table);
   p.Store(&root_->count, uint64_t{0});
   p.Persist(root_, sizeof(*root_));
-  p.Store(&root_->magic, kWophiRootMagic);  // commit point of creation
+  p.Store(&root_->magic, kWophiRootMagic);
   p.Persist(&root_->magic, sizeof(root_->magic));
   view_ = MakeView(table, n);
   main_buckets_.store(n, std::memory_order_release);
@@ -367,8 +399,6 @@ Status Wophi::WalkTable(uint64_t table, uint64_t buckets, bool validate, Walk* w
 }
 
 Status Wophi::EnumerateBlocks(const pm::Allocator::LiveBlockVisitor& visit) const {
-  const auto* r = root<const WophiRoot>();
-  if (r->magic == 0) return Status::OK();  // crashed inside Create: nothing is linked
   uint64_t table = 0, n = 0;
   PMHASH_RETURN_IF_ERROR(ValidateRoot(&table, &n));
   visit(table);
@@ -392,11 +422,6 @@ uint64_t Wophi::HashOf(SlotForm form, const KvWords& words) const {
 
 Status Wophi::Recover(bool clean) {
   root_ = root<WophiRoot>();
-  if (root_->magic == 0) {
-    // The previous open crashed inside Create before its commit store; the allocator has
-    // reclaimed whatever it allocated. Create the index now.
-    return Create();
-  }
   uint64_t table = 0, n = 0;
   PMHASH_RETURN_IF_ERROR(ValidateRoot(&table, &n));
   if (!allocator().IsAllocated(table) || allocator().UsableSize(table) < TableBytes(n)) {
@@ -609,7 +634,7 @@ Status Wophi::Write(std::string_view key, std::string_view value, Mode mode) {
     PMHASH_RETURN_IF_ERROR(InsertAt(p, key, value, hash, s, &grow));
   }
   // After the commit, with no stripe held: keep the PAB stocked, grow if due.
-  if (took_pab) MaybeRefillAfterInsert();
+  if (took_pab) RequestRefill();
   if (grow) (void)Grow(n);  // the insert is done; a resize that cannot happen now waits
   return Status::OK();
 }

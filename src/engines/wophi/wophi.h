@@ -10,7 +10,8 @@
 //
 //   root area (Engine::root, one cache line used):
 //   struct WophiRoot {
-//     uint64 magic;    // kWophiRootMagic; stored last by Create (its commit point)
+//     uint64 magic;    // kWophiRootMagic
+//                      // (creation commits with the pool's initialized flag, pool.h)
 //     uint64 version;  // kWophiVersion
 //     uint64 table;    // pool offset of the live WophiTable. A resize switches it with one
 //                      // failure-atomic 8-byte store (the resize's commit point).
@@ -73,8 +74,9 @@
 //    flushed, fence (line 31); then the tail's next stored with one 8-byte store, persisted
 //    (line 32): committed (tmp is unreachable before). expand_bucket_num += 1 (line 33,
 //    DRAM; recovery recounts it).
-//  PAB refill (not in the paper): a new block's header (next_block = the current head)
-//    and line 0 of each bucket (taken = 0, tokens 0) are zeroed and flushed, fence;
+//  PAB refill (not in the paper; a background thread, woken when an insert leaves the
+//    free list at its low-water mark): a new block's header (next_block = the current
+//    head) and line 0 of each bucket (taken = 0, tokens 0) are zeroed and flushed, fence;
 //    table.pab_head stored, persisted. Unlinked blocks are reclaimed by
 //    Allocator::Rebuild after a crash.
 //  delete (Alg. 2 lines 6-17): token cleared with one byte store (10), persisted (11-12):
@@ -97,8 +99,10 @@
 //
 // Lock striping over main buckets: the chain of mb[k] is guarded by stripe k % kStripes, a
 // reader-writer spin lock (RwSpinLock, src/common/locks.h). Get takes it shared; Insert,
-// Update, Put and Delete exclusively and release it only after their change is durable. The free PAB list is a DRAM vector
-// under pab_mu_ (taking a bucket is a pop); refills are serialized by refill_mu_. The table
+// Update, Put and Delete exclusively and release it only after their change is durable.
+// The free PAB list is a DRAM vector under pab_mu_ (taking a bucket is a pop); refills
+// (the background thread's, or an inserter's that found the list empty) are serialized
+// by refill_mu_ and take no stripe. The table
 // changes only under resize_mu_, every stripe and refill_mu_ (in that order; an inserter
 // holding a stripe may take refill_mu_ when the PAB is empty, never the reverse). ForEach
 // holds resize_mu_ shared and each stripe briefly; it calls fn with no stripe held.
@@ -106,6 +110,7 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -114,6 +119,7 @@
 #include <shared_mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "common/locks.h"
@@ -211,6 +217,8 @@ class Wophi : public Engine {
   // Checks invariants 1-4 by a full walk (tests; no concurrent mutation): Corruption
   // naming the first violation.
   Status CheckInvariants() const;
+  // Waits for the background PAB refill (if one is due or running).
+  void WaitForBackgroundWork() override;
 
  protected:
   void Configure(EngineOptions& options, const Options& index_options) override;
@@ -219,6 +227,7 @@ class Wophi : public Engine {
   Status EnumerateBlocks(const pm::Allocator::LiveBlockVisitor& visit) const override;
   Status Shutdown() override;
   void FillStats(IndexStats* stats) const override;
+  void StopBackgroundWork() override;
 
  private:
   enum class Mode : uint8_t { kInsert, kUpdate, kPut };
@@ -279,7 +288,10 @@ class Wophi : public Engine {
   // Allocates a zeroed, flushed (not fenced) PAB block of up to `buckets` buckets (fewer
   // if the pool is short) whose next_block is `next`.
   Status NewPabBlock(uint64_t buckets, uint64_t next, uint64_t* offset, uint64_t* got);
-  void MaybeRefillAfterInsert();
+  // After an insert took a PAB bucket (no stripe held): wakes the refill thread if the
+  // free list is at its low-water mark, starting the thread on first use.
+  void RequestRefill();
+  void RefillWorker();
 
   Status NewTable(uint64_t buckets, uint64_t* offset);
   Status Grow(uint64_t observed_buckets);
@@ -321,6 +333,14 @@ class Wophi : public Engine {
   std::unique_ptr<CountShard[]> counts_;
   mutable std::shared_mutex resize_mu_;
   std::mutex refill_mu_;
+  // The background refill: RequestRefill sets refill_requested_; the worker clears it,
+  // refills with refill_busy_ set, and notifies waiters.
+  std::mutex refill_signal_mu_;
+  std::condition_variable refill_cv_;
+  std::thread refill_thread_;
+  bool refill_requested_ = false;
+  bool refill_busy_ = false;
+  bool stop_refill_ = false;
   mutable std::mutex pab_mu_;
   std::vector<uint64_t> pab_free_list_;  // free PAB bucket offsets (back = next taken)
   uint64_t pab_total_ = 0;               // buckets in the live table's PAB blocks
