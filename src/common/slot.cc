@@ -29,12 +29,17 @@ size_t LinesSpanned(const void* p, size_t len) {
 
 }  // namespace
 
-Status SlotCodec::CheckSizes(std::string_view key, std::string_view value) {
+Status SlotCodec::CheckKey(std::string_view key) {
   if (key.size() > kMaxKeySize) {
     return Status::InvalidArgument("key too long: " + std::to_string(key.size()) +
                                    " bytes (limit kMaxKeySize = " +
                                    std::to_string(kMaxKeySize) + " bytes)");
   }
+  return Status::OK();
+}
+
+Status SlotCodec::CheckSizes(std::string_view key, std::string_view value) {
+  PMHASH_RETURN_IF_ERROR(CheckKey(key));
   if (value.size() > kMaxValueSize) {
     return Status::InvalidArgument("value too long: " + std::to_string(value.size()) +
                                    " bytes (limit kMaxValueSize = " +

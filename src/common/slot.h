@@ -42,7 +42,9 @@ class SlotCodec {
   SlotCodec(pm::Pool& pool, pm::Persister& persister, pm::Allocator& allocator)
       : pool_(pool), persister_(persister), allocator_(allocator) {}
 
-  // InvalidArgument naming the limit when a key or value is too long.
+  // InvalidArgument naming the limit when a key (or a key or value) is too long. Every
+  // call that takes a key checks it, so an oversized key is never merely NotFound.
+  static Status CheckKey(std::string_view key);
   static Status CheckSizes(std::string_view key, std::string_view value);
   static bool FitsInline(std::string_view key, std::string_view value) {
     return key.size() == 8 && value.size() == 8;

@@ -369,6 +369,7 @@ GroupHash::Probe GroupHash::Find(std::string_view key, uint64_t hash, uint64_t h
 }
 
 Status GroupHash::Get(std::string_view key, std::string* value) {
+  PMHASH_RETURN_IF_ERROR(SlotCodec::CheckKey(key));
   const uint64_t hash = HashKey(key);
   uint64_t home = 0, cells = 0;
   Stripe& s = LockHome(hash, /*exclusive=*/false, &home, &cells);
@@ -495,6 +496,7 @@ Status GroupHash::UpdateAt(const Probe& p, std::string_view key, std::string_vie
 }
 
 Status GroupHash::Delete(std::string_view key) {
+  PMHASH_RETURN_IF_ERROR(SlotCodec::CheckKey(key));
   const uint64_t hash = HashKey(key);
   uint64_t home = 0, cells = 0;
   Stripe& s = LockHome(hash, /*exclusive=*/true, &home, &cells);

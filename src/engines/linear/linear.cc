@@ -35,9 +35,12 @@ uint64_t TableBytes(uint64_t num_lines) {
 void LinearProbing::Configure(EngineOptions& options, const Options& index_options) {
   max_load_ = options.Double("max_load", 0.9, 0.05, 1.0);
   resize_ = options.Bool("resize", true);
-  // initial_capacity counts cells (the paper sizes its tables in cells).
-  const uint64_t wanted = index_options.initial_capacity == 0 ? 3 * 1024
-                                                              : index_options.initial_capacity;
+  // `cells` sizes the first table in cells, as the paper does; else initial_capacity
+  // keys fill it to a load factor of 0.5, as they fill `group`'s.
+  const uint64_t cells = options.Uint("cells", 0, kCellsPerLine, uint64_t{1} << 50);
+  const uint64_t keys = index_options.initial_capacity;
+  const uint64_t wanted =
+      cells != 0 ? cells : keys != 0 ? 2 * std::min(keys, uint64_t{1} << 49) : 3 * 1024;
   // Clamped so the line arithmetic cannot overflow; Create reports a table too big for
   // the pool.
   initial_cells_ = std::clamp<uint64_t>(wanted, kCellsPerLine, uint64_t{1} << 50);
@@ -265,10 +268,7 @@ Status LinearProbing::SaveCells(pm::UndoLog::Tx& tx, uint64_t first, uint64_t la
 // ---- Operations ---------------------------------------------------------------------
 
 Status LinearProbing::Get(std::string_view key, std::string* value) {
-  if (key.size() > kMaxKeySize) {
-    return Status::InvalidArgument("key of " + std::to_string(key.size()) +
-                                   " bytes exceeds kMaxKeySize");
-  }
+  PMHASH_RETURN_IF_ERROR(SlotCodec::CheckKey(key));
   const uint64_t hash = HashKey(key);
   std::shared_lock lock(mu_);
   const Probe probe = Find(key, hash);
@@ -309,10 +309,7 @@ Status LinearProbing::Put(std::string_view key, std::string_view value) {
 }
 
 Status LinearProbing::Delete(std::string_view key) {
-  if (key.size() > kMaxKeySize) {
-    return Status::InvalidArgument("key of " + std::to_string(key.size()) +
-                                   " bytes exceeds kMaxKeySize");
-  }
+  PMHASH_RETURN_IF_ERROR(SlotCodec::CheckKey(key));
   const uint64_t hash = HashKey(key);
   std::unique_lock lock(mu_);
   const Probe probe = Find(key, hash);

@@ -134,7 +134,7 @@ Options SmallTable(const std::string& engine) {
   Options o;
   o.engine = engine;
   o.pool_size = 4ull << 20;
-  o.initial_capacity = 30;
+  o.engine_options["cells"] = "30";
   o.engine_options = {{"resize", "off"}};
   return o;
 }

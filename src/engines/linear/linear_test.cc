@@ -198,7 +198,7 @@ std::vector<std::string> KeysWithHome(uint64_t home, uint64_t cells, size_t n, u
 // and continues at cell 0.
 TEST_P(LinearTest, DeleteShiftsBackAcrossTheTableEnd) {
   Options o = BaseOptions();
-  o.initial_capacity = 30;
+  o.engine_options["cells"] = "30";
   o.engine_options = {{"resize", "off"}};
   OpenWith(o);
   ASSERT_EQ(Engine()->cells(), 30u);
@@ -231,7 +231,7 @@ TEST_P(LinearTest, DeleteShiftsBackAcrossTheTableEnd) {
 TEST_P(LinearTest, ShiftLongerThanALaneLeavesTheTableUnchanged) {
   Options o = BaseOptions();
   o.pool_size = 4ull << 20;  // the smallest pool has the smallest lanes (16 KiB)
-  o.initial_capacity = 1500;
+  o.engine_options["cells"] = "1500";
   o.engine_options = {{"resize", "off"}};
   OpenWith(o);
   // 900 keys with home 0 fill cells 0..899; deleting the first moves the other 899,
@@ -263,7 +263,7 @@ TEST_P(LinearTest, RandomOperationsMatchModel) {
   for (uint64_t seed : {1u, 2u, 3u, 4u}) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     Options o = BaseOptions();
-    o.initial_capacity = 60;
+    o.engine_options["cells"] = "60";
     o.engine_options = {{"resize", "off"}};
     OpenWith(o);
     const uint64_t cells = Engine()->cells();
@@ -323,7 +323,7 @@ TEST_P(LinearTest, RandomOperationsMatchModel) {
 
 TEST_P(LinearTest, GrowsUnderLoad) {
   Options o = BaseOptions();
-  o.initial_capacity = 30;
+  o.engine_options["cells"] = "30";
   OpenWith(o);
   std::unordered_map<std::string, std::string> model;
   for (uint64_t i = 0; i < 4000; ++i) {
@@ -348,7 +348,7 @@ TEST_P(LinearTest, GrowsUnderLoad) {
 
 TEST_P(LinearTest, MaxLoadOptionSetsTheGrowthPoint) {
   Options o = BaseOptions();
-  o.initial_capacity = 300;
+  o.engine_options["cells"] = "300";
   o.engine_options = {{"max_load", "0.5"}};
   OpenWith(o);
   for (uint64_t i = 0; i < 150; ++i) ASSERT_TRUE(index_->Insert(Key8(i), Key8(i)).ok());
@@ -360,7 +360,7 @@ TEST_P(LinearTest, MaxLoadOptionSetsTheGrowthPoint) {
 
 TEST_P(LinearTest, ResizeOffFillsToTheLastCell) {
   Options o = BaseOptions();
-  o.initial_capacity = 300;
+  o.engine_options["cells"] = "300";
   o.engine_options = {{"resize", "off"}};
   OpenWith(o);
   uint64_t i = 0;
@@ -398,7 +398,7 @@ TEST_P(LinearTest, BadOptionsAreRejected) {
 TEST_P(LinearTest, TableTooBigForThePoolIsAClearError) {
   for (uint64_t capacity : {uint64_t{1} << 40, ~uint64_t{0}}) {
     Options o = BaseOptions();
-    o.initial_capacity = capacity;
+    o.engine_options["cells"] = std::to_string(capacity);
     std::unique_ptr<Index> index;
     Status s = Open(o, &index);
     EXPECT_TRUE(s.IsResourceExhausted()) << s.ToString();
@@ -426,7 +426,7 @@ TEST_P(LinearTest, ReopensAfterCleanClose) {
   Options o = BaseOptions();
   o.path = TempPath();
   o.pool_size = 8ull << 20;
-  o.initial_capacity = 90;
+  o.engine_options["cells"] = "90";
   OpenWith(o);
   auto model = FillMixed(index_.get(), 600);  // grows several times
   const uint64_t cells = Engine()->cells();
@@ -453,7 +453,7 @@ TEST_P(LinearTest, RecoversAfterAbandon) {
   Options o = BaseOptions();
   o.path = TempPath();
   o.pool_size = 8ull << 20;
-  o.initial_capacity = 90;
+  o.engine_options["cells"] = "90";
   OpenWith(o);
   auto model = FillMixed(index_.get(), 500);
   dynamic_cast<engines::Engine*>(index_.get())->Abandon();
@@ -474,7 +474,7 @@ TEST_P(LinearTest, RecoversAfterAbandon) {
 
 TEST_P(LinearTest, FourThreadsMixedOperations) {
   Options o = BaseOptions();
-  o.initial_capacity = 64;  // resizes happen while threads run
+  o.engine_options["cells"] = "64";  // resizes happen while threads run
   OpenWith(o);
   constexpr int kThreads = 4;
   std::vector<std::unordered_map<std::string, std::string>> models(kThreads);
@@ -534,7 +534,7 @@ TEST(LinearLoggingCost, LoggingAddsFlushesToInsertAndDelete) {
     Options o;
     o.engine = engine;
     o.pool_size = 16ull << 20;
-    o.initial_capacity = 3000;
+    o.engine_options["cells"] = "3000";
     std::unique_ptr<Index> index;
     EXPECT_TRUE(Open(o, &index).ok());
     for (uint64_t i = 0; i < 1000; ++i) EXPECT_TRUE(index->Insert(Key8(i), Key8(i)).ok());

@@ -518,6 +518,7 @@ SmartHt::Probe SmartHt::Find(std::string_view key, uint64_t hash, uint64_t head,
 }
 
 Status SmartHt::Get(std::string_view key, std::string* value) {
+  PMHASH_RETURN_IF_ERROR(SlotCodec::CheckKey(key));
   const uint64_t hash = HashKey(key);
   // Alg. 2 line 1: the filter rules the key out with no lock and no PM access.
   if (!FilterMayContain(hash)) {
@@ -674,6 +675,7 @@ Status SmartHt::UpdateAt(const Probe& p, std::string_view key, std::string_view 
 }
 
 Status SmartHt::Delete(std::string_view key) {
+  PMHASH_RETURN_IF_ERROR(SlotCodec::CheckKey(key));
   const uint64_t hash = HashKey(key);
   // Sec. III-C3: the filter answers deletes of absent keys without PM.
   if (!FilterMayContain(hash)) {

@@ -592,6 +592,7 @@ Wophi::Probe Wophi::Find(std::string_view key, uint64_t hash, uint64_t home) con
 }
 
 Status Wophi::Get(std::string_view key, std::string* value) {
+  PMHASH_RETURN_IF_ERROR(SlotCodec::CheckKey(key));
   const uint64_t hash = HashKey(key);
   uint64_t home = 0, n = 0;
   Stripe& s = LockHome(hash, LockMode::kShared, &home, &n);
@@ -737,6 +738,7 @@ Status Wophi::UpdateAt(const Probe& p, std::string_view key, std::string_view va
 }
 
 Status Wophi::Delete(std::string_view key) {
+  PMHASH_RETURN_IF_ERROR(SlotCodec::CheckKey(key));
   const uint64_t hash = HashKey(key);
   uint64_t home = 0, n = 0;
   Stripe& s = LockHome(hash, LockMode::kExclusive, &home, &n);
