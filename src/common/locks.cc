@@ -1,6 +1,9 @@
 #include "common/locks.h"
 
 #include <immintrin.h>
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <thread>
 
@@ -11,6 +14,21 @@ void SpinBackoff(int attempt) {
     _mm_pause();
   } else {
     std::this_thread::yield();
+  }
+}
+
+bool HaveMembarrier() {
+  static const bool registered = [] {
+    const long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+    return cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0 &&
+           syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+  }();
+  return registered;
+}
+
+void HeavyFence() {
+  if (!HaveMembarrier() || syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0) {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
   }
 }
 

@@ -27,6 +27,21 @@ class RwSpinLock {
   std::atomic<uint32_t> state_{0};
 };
 
+// Asymmetric fences (Linux membarrier): a frequent reader orders its store before a later
+// load with LightFence, a compiler barrier only; a rare writer calls HeavyFence, which
+// makes every running thread of the process execute a full fence. Together they order
+// like a pair of seq_cst fences, and the reader's hot path has no locked instruction.
+// Where membarrier is unavailable both are full fences.
+bool HaveMembarrier();
+inline void LightFence() {
+  if (HaveMembarrier()) {
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+  } else {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+  }
+}
+void HeavyFence();
+
 enum class LockMode : uint8_t { kShared, kExclusive };
 
 // Releases, on scope exit, a lock the caller already took in `mode`.

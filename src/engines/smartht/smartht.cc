@@ -26,10 +26,6 @@ uint64_t CeilPowerOfTwo(uint64_t v) {
   return f == v ? f : f << 1;
 }
 
-// Thread numbers for the reader slots (dense, first use order).
-std::atomic<uint32_t> g_next_thread{0};
-thread_local uint32_t t_thread = g_next_thread.fetch_add(1, std::memory_order_relaxed);
-
 constexpr uint8_t kInline = static_cast<uint8_t>(SlotForm::kInline);
 constexpr uint8_t kRecord = static_cast<uint8_t>(SlotForm::kRecord);
 
@@ -38,18 +34,35 @@ uint64_t MaxChain(const pm::Pool& pool) { return pool.size() / sizeof(SmartBucke
 
 }  // namespace
 
-// Announces that this thread holds a filter pointer (see WaitForReaders).
+// Announces that this thread holds a filter pointer (see WaitForReaders). In its own
+// slot: a plain store making the sequence odd, then LightFence, so the announcement is
+// ordered before the pointer load by the rebuild's HeavyFence, not by a locked
+// instruction here.
 class SmartHt::FilterGuard {
  public:
-  explicit FilterGuard(const SmartHt& ht) : slot_(ht.MySlot()) {
-    slot_.active.fetch_add(1, std::memory_order_seq_cst);
+  explicit FilterGuard(const SmartHt& ht) : slot_(ht.MySlot()), shared_(ht.IsShared(slot_)) {
+    if (shared_) {
+      slot_.reading.fetch_add(1, std::memory_order_seq_cst);
+    } else {
+      slot_.reading.store(slot_.reading.load(std::memory_order_relaxed) + 1,
+                          std::memory_order_relaxed);
+      LightFence();
+    }
   }
-  ~FilterGuard() { slot_.active.fetch_sub(1, std::memory_order_release); }
+  ~FilterGuard() {
+    if (shared_) {
+      slot_.reading.fetch_sub(1, std::memory_order_release);
+    } else {
+      slot_.reading.store(slot_.reading.load(std::memory_order_relaxed) + 1,
+                          std::memory_order_release);
+    }
+  }
   FilterGuard(const FilterGuard&) = delete;
   FilterGuard& operator=(const FilterGuard&) = delete;
 
  private:
   ReaderSlot& slot_;
+  const bool shared_;
 };
 
 SmartHt::SmartHt() = default;
@@ -66,7 +79,9 @@ void SmartHt::SetBounds() {
   chain_limit_ = MaxChain(pool());
 }
 
-SmartHt::ReaderSlot& SmartHt::MySlot() const { return readers_[t_thread % kSmartHtReaderSlots]; }
+SmartHt::ReaderSlot& SmartHt::MySlot() const {
+  return readers_[std::min(pm::CounterTable::ThisThreadId(), kSmartHtReaderSlots)];
+}
 
 // ---- Options, creation, recovery ----------------------------------------------------
 
@@ -463,22 +478,32 @@ SmartHt::Stripe& SmartHt::LockHome(uint64_t hash, bool exclusive, uint64_t* head
 
 bool SmartHt::FilterMayContain(uint64_t hash) const {
   FilterGuard guard(*this);
-  return filter_.load(std::memory_order_seq_cst)->MayContainHash(hash);
+  return filter_.load(std::memory_order_acquire)->MayContainHash(hash);
 }
 
 void SmartHt::FilterAdd(uint64_t hash) {
   // Alg. 1 line 30; during a rebuild also into the filter being built (caller holds the
   // key's stripe exclusively, which is what makes the rebuild miss no key).
   FilterGuard guard(*this);
-  filter_.load(std::memory_order_seq_cst)->AddHash(hash);
+  filter_.load(std::memory_order_acquire)->AddHash(hash);
   if (BloomFilter* b = building_.load(std::memory_order_seq_cst)) b->AddHash(hash);
 }
 
 void SmartHt::WaitForReaders() const {
+  // Pairs with each reader's LightFence: from here on a reader that has not announced
+  // itself loads the new pointer.
+  HeavyFence();
   for (size_t i = 0; i < kSmartHtReaderSlots; ++i) {
-    for (int attempt = 0; readers_[i].active.load(std::memory_order_seq_cst) != 0; ++attempt) {
+    const uint64_t seq = readers_[i].reading.load(std::memory_order_acquire);
+    if (seq % 2 == 0) continue;
+    // Odd: that thread holds a pointer loaded before the fence; any change means it let go.
+    for (int attempt = 0; readers_[i].reading.load(std::memory_order_acquire) == seq; ++attempt) {
       SpinBackoff(attempt);
     }
+  }
+  const ReaderSlot& shared = readers_[kSmartHtReaderSlots];
+  for (int attempt = 0; shared.reading.load(std::memory_order_acquire) != 0; ++attempt) {
+    SpinBackoff(attempt);
   }
 }
 
@@ -522,7 +547,7 @@ Status SmartHt::Get(std::string_view key, std::string* value) {
   const uint64_t hash = HashKey(key);
   // Alg. 2 line 1: the filter rules the key out with no lock and no PM access.
   if (!FilterMayContain(hash)) {
-    MySlot().filtered.fetch_add(1, std::memory_order_relaxed);
+    CountFiltered();
     return Status::NotFound("key not found");
   }
   uint64_t head = 0;
@@ -531,7 +556,7 @@ Status SmartHt::Get(std::string_view key, std::string* value) {
   const Probe p = Find(key, hash, head, /*full_scan=*/true);
   persister().NoteRead(p.lines);
   if (p.bucket == nullptr) {
-    MySlot().false_positive.fetch_add(1, std::memory_order_relaxed);
+    CountFalsePositive();
     return Status::NotFound("key not found");  // line 14
   }
   const auto form = static_cast<SlotForm>(p.bucket->token[p.slot]);
@@ -556,7 +581,7 @@ Status SmartHt::Write(std::string_view key, std::string_view value, Mode mode) {
   PMHASH_RETURN_IF_ERROR(SlotCodec::CheckSizes(key, value));
   const uint64_t hash = HashKey(key);  // Alg. 1 line 1
   if (mode == Mode::kUpdate && !FilterMayContain(hash)) {
-    MySlot().filtered.fetch_add(1, std::memory_order_relaxed);
+    CountFiltered();
     return Status::NotFound("key not found");
   }
   bool new_bucket = false;
@@ -572,13 +597,13 @@ Status SmartHt::Write(std::string_view key, std::string_view value, Mode mode) {
       if (mode == Mode::kInsert) return Status::AlreadyExists("key already exists");  // line 4
       return UpdateAt(p, key, value, hash);
     }
-    if (maybe) MySlot().false_positive.fetch_add(1, std::memory_order_relaxed);
+    if (maybe) CountFalsePositive();
     if (mode == Mode::kUpdate) return Status::NotFound("key not found");
     new_bucket = p.free_bucket == nullptr;
     PMHASH_RETURN_IF_ERROR(InsertAt(p, head, key, value, hash));
   }
   ReaderSlot& mine = MySlot();
-  mine.delta.fetch_add(1, std::memory_order_relaxed);
+  Bump(mine, mine.delta, int64_t{1});
   if (new_bucket) {
     // Growth checks ride on bucket allocations (a third of inserts at most), so the hot
     // path reads no shared counter.
@@ -679,7 +704,7 @@ Status SmartHt::Delete(std::string_view key) {
   const uint64_t hash = HashKey(key);
   // Sec. III-C3: the filter answers deletes of absent keys without PM.
   if (!FilterMayContain(hash)) {
-    MySlot().filtered.fetch_add(1, std::memory_order_relaxed);
+    CountFiltered();
     return Status::NotFound("key not found");
   }
   uint64_t deletes = 0;
@@ -690,7 +715,7 @@ Status SmartHt::Delete(std::string_view key) {
     const Probe p = Find(key, hash, head, /*full_scan=*/true);
     persister().NoteRead(p.lines);
     if (p.bucket == nullptr) {
-      MySlot().false_positive.fetch_add(1, std::memory_order_relaxed);
+      CountFalsePositive();
       return Status::NotFound("key not found");
     }
     pm::Persister& ps = persister();
@@ -701,8 +726,9 @@ Status SmartHt::Delete(std::string_view key) {
     ps.Persist(&p.bucket->token[p.slot], 1);
     codec().Release(form, old);  // durably unreachable now
     ReaderSlot& mine = MySlot();
-    mine.delta.fetch_sub(1, std::memory_order_relaxed);
-    deletes = mine.deletes.fetch_add(1, std::memory_order_relaxed) + 1;
+    Bump(mine, mine.delta, int64_t{-1});
+    Bump(mine, mine.deletes, uint64_t{1});
+    deletes = mine.deletes.load(std::memory_order_relaxed);
   }
   if (rebuild_deletes_ > 0 && deletes % 64 == 0) MaybeStartRebuild();
   return Status::OK();

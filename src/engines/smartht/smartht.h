@@ -104,6 +104,7 @@
 #include "common/locks.h"
 #include "common/slot.h"
 #include "engines/engine.h"
+#include "pm/stats.h"
 
 namespace pmhash::engines {
 
@@ -115,7 +116,9 @@ inline constexpr uint64_t kSmartHtMinHeadBuckets = 256;                  // one 
 inline constexpr uint64_t kSmartHtMaxHeadBuckets = uint64_t{1} << 32;
 inline constexpr uint64_t kSmartHtLockArea = 256;  // head buckets per lock (Sec. III-B2)
 inline constexpr int kSmartHtSlots = 3;
-inline constexpr size_t kSmartHtReaderSlots = 64;
+// One reader slot per live thread (pm::CounterTable's recycled dense thread ids), plus
+// one shared by threads beyond that.
+inline constexpr size_t kSmartHtReaderSlots = pm::CounterTable::kMaxThreads;
 
 struct SmartHtRoot {
   uint64_t magic;
@@ -199,16 +202,37 @@ class SmartHt : public Engine {
   struct alignas(64) Stripe {
     RwSpinLock mu;
   };
-  // Per-thread (by thread number modulo the slot count) counters and the filter reader
-  // announcement; one cache line each, so the hot path writes no shared line.
+  // A thread's counters and its filter-reader announcement, one cache line, written
+  // only by its owner (plain load + store: no locked instruction on the hot path). The
+  // last slot is shared by threads beyond kSmartHtReaderSlots and uses atomic RMWs.
   struct alignas(64) ReaderSlot {
-    std::atomic<uint64_t> active{0};         // threads holding a filter pointer
+    // Own slot: odd while the thread holds a filter pointer (a sequence, so a rebuild
+    // waiting for it never starves). Shared slot: the number of holders.
+    std::atomic<uint64_t> reading{0};
     std::atomic<int64_t> delta{0};           // inserts minus deletes
     std::atomic<uint64_t> deletes{0};        // deletes (for the rebuild trigger)
     std::atomic<uint64_t> filtered{0};       // searches the filter answered alone
     std::atomic<uint64_t> false_positive{0}; // filter said maybe, the PDL said no
   };
+  bool IsShared(const ReaderSlot& slot) const { return &slot == &readers_[kSmartHtReaderSlots]; }
+  // counter += n by the slot's owner.
+  template <typename T>
+  void Bump(ReaderSlot& slot, std::atomic<T>& counter, T n) const {
+    if (IsShared(slot)) {
+      counter.fetch_add(n, std::memory_order_relaxed);
+    } else {
+      counter.store(counter.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+    }
+  }
   class FilterGuard;
+  void CountFiltered() {
+    ReaderSlot& s = MySlot();
+    Bump(s, s.filtered, uint64_t{1});
+  }
+  void CountFalsePositive() {
+    ReaderSlot& s = MySlot();
+    Bump(s, s.false_positive, uint64_t{1});
+  }
 
   // Where a key is, or where it could go.
   struct Probe {
@@ -314,7 +338,7 @@ class SmartHt : public Engine {
   mutable std::shared_mutex grow_mu_;
   std::atomic<uint64_t> chain_buckets_{0};
   uint64_t base_count_ = 0;
-  mutable ReaderSlot readers_[kSmartHtReaderSlots];
+  mutable ReaderSlot readers_[kSmartHtReaderSlots + 1];
 
   // Filters: the live one and, during a rebuild, the one being built.
   std::atomic<BloomFilter*> filter_{nullptr};
