@@ -134,8 +134,8 @@ Options SmallTable(const std::string& engine) {
   Options o;
   o.engine = engine;
   o.pool_size = 4ull << 20;
-  o.engine_options["cells"] = "30";
   o.engine_options = {{"resize", "off"}};
+  o.engine_options["cells"] = "30";
   return o;
 }
 

@@ -198,8 +198,8 @@ std::vector<std::string> KeysWithHome(uint64_t home, uint64_t cells, size_t n, u
 // and continues at cell 0.
 TEST_P(LinearTest, DeleteShiftsBackAcrossTheTableEnd) {
   Options o = BaseOptions();
-  o.engine_options["cells"] = "30";
   o.engine_options = {{"resize", "off"}};
+  o.engine_options["cells"] = "30";
   OpenWith(o);
   ASSERT_EQ(Engine()->cells(), 30u);
   std::vector<std::string> last = KeysWithHome(29, 30, 3, 1);     // cells 29, 0, 1
@@ -231,8 +231,8 @@ TEST_P(LinearTest, DeleteShiftsBackAcrossTheTableEnd) {
 TEST_P(LinearTest, ShiftLongerThanALaneLeavesTheTableUnchanged) {
   Options o = BaseOptions();
   o.pool_size = 4ull << 20;  // the smallest pool has the smallest lanes (16 KiB)
-  o.engine_options["cells"] = "1500";
   o.engine_options = {{"resize", "off"}};
+  o.engine_options["cells"] = "1500";
   OpenWith(o);
   // 900 keys with home 0 fill cells 0..899; deleting the first moves the other 899,
   // which spans 300 lines (19200 bytes) of old data to save.
@@ -263,8 +263,8 @@ TEST_P(LinearTest, RandomOperationsMatchModel) {
   for (uint64_t seed : {1u, 2u, 3u, 4u}) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     Options o = BaseOptions();
-    o.engine_options["cells"] = "60";
     o.engine_options = {{"resize", "off"}};
+    o.engine_options["cells"] = "60";
     OpenWith(o);
     const uint64_t cells = Engine()->cells();
     std::mt19937_64 rng(seed);
@@ -348,8 +348,8 @@ TEST_P(LinearTest, GrowsUnderLoad) {
 
 TEST_P(LinearTest, MaxLoadOptionSetsTheGrowthPoint) {
   Options o = BaseOptions();
-  o.engine_options["cells"] = "300";
   o.engine_options = {{"max_load", "0.5"}};
+  o.engine_options["cells"] = "300";
   OpenWith(o);
   for (uint64_t i = 0; i < 150; ++i) ASSERT_TRUE(index_->Insert(Key8(i), Key8(i)).ok());
   EXPECT_EQ(index_->Stats().engine_counters.at("resizes"), 0u);
@@ -360,8 +360,8 @@ TEST_P(LinearTest, MaxLoadOptionSetsTheGrowthPoint) {
 
 TEST_P(LinearTest, ResizeOffFillsToTheLastCell) {
   Options o = BaseOptions();
-  o.engine_options["cells"] = "300";
   o.engine_options = {{"resize", "off"}};
+  o.engine_options["cells"] = "300";
   OpenWith(o);
   uint64_t i = 0;
   Status s;
@@ -398,7 +398,7 @@ TEST_P(LinearTest, BadOptionsAreRejected) {
 TEST_P(LinearTest, TableTooBigForThePoolIsAClearError) {
   for (uint64_t capacity : {uint64_t{1} << 40, ~uint64_t{0}}) {
     Options o = BaseOptions();
-    o.engine_options["cells"] = std::to_string(capacity);
+    o.initial_capacity = capacity;  // keys: twice as many cells
     std::unique_ptr<Index> index;
     Status s = Open(o, &index);
     EXPECT_TRUE(s.IsResourceExhausted()) << s.ToString();
