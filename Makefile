@@ -1,5 +1,6 @@
 # The commands a newcomer needs: `make run` and `make test`. Everything is built with CMake
-# and Ninja into build/<preset>/; scripts rely on build/release/pmhash.
+# and Ninja into build/<preset>/; scripts rely on build/release/pmhash. Every build first
+# runs scripts/install-deps.sh (silent, a fraction of a second, when nothing is missing).
 JOBS ?= $(shell nproc)
 CMAKE_COMMON = -G Ninja -Wno-dev
 
@@ -19,13 +20,13 @@ build/asan/build.ninja: | deps
 build/tsan/build.ninja: | deps
 	@cmake -S . -B build/tsan $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPMHASH_TSAN=ON >/dev/null
 
-build: build/release/build.ninja
+build: deps build/release/build.ninja
 	@cmake --build build/release -j $(JOBS)
 
-asan: build/asan/build.ninja
+asan: deps build/asan/build.ninja
 	@cmake --build build/asan -j $(JOBS)
 
-tsan: build/tsan/build.ninja
+tsan: deps build/tsan/build.ninja
 	@cmake --build build/tsan -j $(JOBS)
 
 # The main job: a short side-by-side benchmark of every registered engine on emulated PM.

@@ -32,8 +32,9 @@ struct Options {
   // The file is created when missing (create_if_missing) and recovered when present.
   std::string path;
 
-  // Size of a newly created pool in bytes (range 1 MiB .. 1 TiB; default 256 MiB). The
-  // pool never grows: an insert that needs more is ResourceExhausted. Ignored on open.
+  // Size of a newly created pool in bytes (range 4 MiB .. 1 TiB, pm::kMinPoolSize ..
+  // pm::kMaxPoolSize; rounded up to a multiple of 4 KiB; default 256 MiB). The pool never
+  // grows: an insert that needs more is ResourceExhausted. Ignored on open.
   uint64_t pool_size = 256ull << 20;
 
   bool create_if_missing = true;

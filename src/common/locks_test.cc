@@ -35,14 +35,64 @@ TEST(RwSpinLock, WritersExcludeEachOtherAndReaders) {
   EXPECT_EQ(counter, 2 * 20000 * 2);
 }
 
+// Waits, boundedly, for done(): false after kSpinBound polls instead of hanging, so a
+// lock that wrongly excludes a reader fails the test rather than stalling the suite.
+// (Each poll yields; on a correct lock the wait is microseconds.)
+constexpr int kSpinBound = 1'000'000;
+template <typename Done>
+bool SpinUntil(Done done) {
+  for (int i = 0; i < kSpinBound; ++i) {
+    if (done()) return true;
+    std::this_thread::yield();
+  }
+  return done();
+}
+
+// Two readers hold the lock at the same time: each, while holding it, waits for the other
+// to be inside too (`inside` reaches 2). With a lock that let readers in one at a time,
+// each would give up after kSpinBound polls and the test fails. A writer started while
+// they hold it stays out until both have left.
 TEST(RwSpinLock, ReadersShare) {
   RwSpinLock mu;
-  mu.lock_shared();
-  mu.lock_shared();  // a second reader does not wait
-  mu.unlock_shared();
-  mu.unlock_shared();
-  mu.lock();  // and a writer gets in once they are gone
-  mu.unlock();
+  std::atomic<int> inside{0};
+  std::atomic<bool> writer_in{false};
+  std::atomic<bool> writer_started{false};
+  std::atomic<int> readers_saw_both{0};
+  std::atomic<int> readers_saw_writer{0};
+  std::atomic<int> readers_done{0};
+  auto reader = [&] {
+    mu.lock_shared();
+    inside.fetch_add(1);
+    if (SpinUntil([&] { return inside.load() == 2; })) readers_saw_both.fetch_add(1);
+    // Both readers hold the lock now (or the test already failed): a writer must wait.
+    if (SpinUntil([&] { return writer_started.load(); })) {
+      for (int i = 0; i < 1000; ++i) std::this_thread::yield();  // give it a chance
+    }
+    if (writer_in.load()) readers_saw_writer.fetch_add(1);
+    // Leave only when the other reader has looked too, so neither sees a half-empty lock.
+    readers_done.fetch_add(1);
+    (void)SpinUntil([&] { return readers_done.load() == 2; });
+    inside.fetch_sub(1);
+    mu.unlock_shared();
+  };
+  std::thread r1(reader), r2(reader);
+  // Start the writer once both readers are in (the readers' own checks are the test).
+  (void)SpinUntil([&] { return inside.load() == 2; });
+  int inside_when_writer_entered = -1;
+  std::thread writer([&] {
+    writer_started = true;
+    mu.lock();
+    writer_in = true;
+    inside_when_writer_entered = inside.load();
+    mu.unlock();
+  });
+  r1.join();
+  r2.join();
+  writer.join();
+  EXPECT_EQ(readers_saw_both.load(), 2) << "the readers never held the lock at once";
+  EXPECT_EQ(readers_saw_writer.load(), 0) << "a writer got in while readers held the lock";
+  EXPECT_TRUE(writer_in.load());
+  EXPECT_EQ(inside_when_writer_entered, 0) << "the writer got in beside readers";
 }
 
 }  // namespace pmhash

@@ -8,7 +8,7 @@
 // rebuilt from what the engine reports reachable (Rebuild): a block that was allocated
 // but never linked is therefore free again, and so is one that was unlinked and freed.
 //
-// Sizes: small blocks come in size classes (16 B .. 16 KiB; out-of-line keys/values,
+// Sizes: small blocks come in size classes (16 B .. 32 KiB; out-of-line keys/values,
 // chained buckets); larger ones are runs of whole chunks (segments, bucket arrays, up to
 // the heap size). Alignment: 16 bytes at least, 64 for sizes >= 64, 256 for sizes >= 256,
 // 4096 for large runs. Contents of a new block are unspecified: engines initialise it

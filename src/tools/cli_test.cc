@@ -54,6 +54,40 @@ TEST(CliText, ParseSize) {
   }
 }
 
+TEST(CliText, ParseCountTakesDigitsOnly) {
+  uint64_t v = 77;
+  std::string err;
+  EXPECT_TRUE(ParseCount("0", &v, &err));
+  EXPECT_EQ(v, 0u);
+  EXPECT_TRUE(ParseCount("18446744073709551615", &v, &err));
+  EXPECT_EQ(v, UINT64_MAX);
+  for (const char* bad : {"", "-1", "+1", " 1", "1 ", "1e3", "0x10", "1K", "1.0",
+                          "18446744073709551616"}) {
+    err.clear();
+    v = 77;
+    EXPECT_FALSE(ParseCount(bad, &v, &err)) << bad;
+    EXPECT_FALSE(err.empty()) << bad;
+    EXPECT_EQ(v, 77u) << bad;
+  }
+}
+
+// Guards the audit finding "error messages echo whole keys (a 64 KiB key on stderr)".
+TEST(CliText, ShownCutsLongBytesAndGivesTheirLength) {
+  EXPECT_EQ(Shown("key"), "'key'");
+  EXPECT_EQ(Shown(std::string("a\nb", 3)), "'a\\nb'");
+  EXPECT_EQ(Shown(std::string("\x00\xff", 2), /*hex=*/true), "'00ff'");
+  const std::string exact(kShownBytes, 'k');
+  EXPECT_EQ(Shown(exact), "'" + exact + "'");
+  const std::string big(70000, 'k');
+  EXPECT_EQ(Shown(big), "'" + exact + "...' (70000 bytes)");
+  EXPECT_EQ(Shown(big, /*hex=*/true), "'" + ToHex(exact) + "...' (70000 bytes)");
+  // The safety net for messages built elsewhere (CLI11's parse errors).
+  EXPECT_EQ(ErrorLine("short\nmessage"), "short; message");
+  const std::string line = ErrorLine(std::string(5000, 'x'));
+  EXPECT_LT(line.size(), kMaxMessageBytes + 64);
+  EXPECT_NE(line.find("... (message cut: 5000 bytes)"), std::string::npos) << line;
+}
+
 TEST(CliText, HexRoundTripsBinary) {
   const std::string bytes("\x00\x01\xab\xff k", 6);
   EXPECT_EQ(ToHex(bytes), "0001abff206b");
@@ -117,6 +151,30 @@ TEST(CliOptions, EngineOptionsAndCommonOptions) {
   EXPECT_NE(err.find("--create needs --engine"), std::string::npos) << err;
 }
 
+TEST(CliOptions, PoolSizeIsCheckedAgainstThePoolLimits) {
+  uint64_t v = 0;
+  std::string err;
+  EXPECT_TRUE(ParsePoolSize("4M", &v, &err)) << err;
+  EXPECT_EQ(v, pm::kMinPoolSize);
+  EXPECT_TRUE(ParsePoolSize("1T", &v, &err)) << err;
+  EXPECT_EQ(v, pm::kMaxPoolSize);
+  for (const char* bad : {"1K", "4194303", "1025G", "2T"}) {
+    v = 77;
+    EXPECT_FALSE(ParsePoolSize(bad, &v, &err)) << bad;
+    EXPECT_EQ(v, 77u) << bad;
+    EXPECT_NE(err.find(std::string("--size '") + bad + "' is out of range"), std::string::npos)
+        << err;
+    EXPECT_NE(err.find("4 MiB .. 1 TiB"), std::string::npos) << err;
+  }
+  EXPECT_FALSE(ParsePoolSize("12Q", &v, &err));
+  EXPECT_EQ(err.rfind("--size: invalid size '12Q'", 0), 0u) << err;
+  CommonOptions c;
+  c.size = "1K";
+  Options o;
+  EXPECT_FALSE(BuildOptions("/p", c, &o, &err));
+  EXPECT_NE(err.find("out of range"), std::string::npos) << err;
+}
+
 // ---- The tool as a process ----------------------------------------------------------
 
 class TempDir {
@@ -160,16 +218,19 @@ std::ostream& operator<<(std::ostream& os, const ToolRun& r) {
 
 const char* ToolPath() { return std::getenv("PMHASH_TOOL"); }
 
-// Runs the tool with args; stdout and stderr go to files (no pipe deadlock).
-ToolRun RunTool(const std::vector<std::string>& args) {
+// Runs the tool with args and `input` on stdin (empty: /dev/null); stdin, stdout and
+// stderr are files (no pipe deadlock).
+ToolRun RunTool(const std::vector<std::string>& args, const std::string& input = "") {
   ToolRun r;
   TempDir io;
   const std::string out = io.File("out"), err = io.File("err");
+  const std::string in_path = input.empty() ? "/dev/null" : io.File("in");
+  if (!input.empty()) std::ofstream(in_path, std::ios::binary) << input;
   const pid_t pid = fork();
   if (pid == 0) {
     const int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    const int in = ::open("/dev/null", O_RDONLY);
+    const int in = ::open(in_path.c_str(), O_RDONLY);
     if (o < 0 || e < 0 || in < 0 || dup2(o, 1) < 0 || dup2(e, 2) < 0 || dup2(in, 0) < 0) {
       _exit(126);
     }
@@ -191,8 +252,26 @@ ToolRun RunTool(const std::vector<std::string>& args) {
   return r;
 }
 
-#define REQUIRE_TOOL()                                                                 \
-  if (ToolPath() == nullptr) GTEST_SKIP() << "PMHASH_TOOL is not set (run through ctest)"
+// Without PMHASH_TOOL the process tests cannot run: they skip, loudly (ctest always sets
+// it, CMakeLists.txt pmhash_test_binary). A PMHASH_TOOL that is not an executable file is
+// a failure, not a skip.
+std::string ToolProblem() {
+  const char* tool = ToolPath();
+  if (tool == nullptr) {
+    return "*** PMHASH_TOOL is not set: the tests of the pmhash tool DID NOT RUN. Run them "
+           "through ctest, or set PMHASH_TOOL=build/<preset>/pmhash ***";
+  }
+  if (access(tool, X_OK) != 0 || fs::is_directory(tool)) {
+    return std::string("PMHASH_TOOL=") + tool + " is not an executable file";
+  }
+  return "";
+}
+
+#define REQUIRE_TOOL()                                                       \
+  do {                                                                       \
+    if (ToolPath() == nullptr) GTEST_SKIP() << ToolProblem();                \
+    ASSERT_EQ(ToolProblem(), "");                                            \
+  } while (0)
 
 // Operational failure: exit 1, one "pmhash: ..." line containing fragment, no stdout.
 void ExpectFailure(const ToolRun& r, int code, std::string_view fragment) {
@@ -262,6 +341,14 @@ TEST(CliTool, BadCommandLinesExitTwoWithOneLine) {
       {{"pool", "info"}, "PATH is required"},
       {{"engines", "--verbose"}, "--verbose"},
       {{"pool", "create", p, "--engine", "e", "--size", "12Q"}, "invalid size '12Q'"},
+      {{"pool", "create", p, "--engine", "e", "--size", "1K"},
+       "--size '1K' is out of range: a pool is 4 MiB .. 1 TiB"},
+      {{"pool", "create", p, "--engine", "e", "--size", "2T"},
+       "--size '2T' is out of range: a pool is 4 MiB .. 1 TiB"},
+      {{"pool", "create", p, "--engine", "e", "--size", "-4M"}, "--size: invalid size '-4M'"},
+      {{"put", p, "k", "v", "--create", "--engine", "e", "--size", "1M"},
+       "--size '1M' is out of range"},
+      {{std::string(5000, 'c')}, "unknown command 'ccc"},
       {{"pool", "create", p, "--size", "8M"}, "--engine is required"},
       {{"pool", "create", p, "--engine", "e", "--opt", "x"}, "expected name=value"},
       {{"put", p, "k", "v", "--persist", "fast"}, "invalid mode 'fast'"},
@@ -274,6 +361,13 @@ TEST(CliTool, BadCommandLinesExitTwoWithOneLine) {
       {{"get", p, "abc", "--hex"}, "not an even number of hex digits"},
       {{"put", p, "00", "zz", "--hex"}, "value 'zz'"},
       {{"dump", p, "--limit", "x"}, "--limit"},
+      {{"dump", p, "--limit", "-1"}, "--limit: '-1' is not a whole number >= 0"},
+      {{"dump", p, "--limit", "1e3"}, "--limit: '1e3' is not a whole number >= 0"},
+      {{"dump", p, "--limit", " 1"}, "--limit: ' 1' is not a whole number >= 0"},
+      {{"dump", p, "--limit", "99999999999999999999"},
+       "--limit: '99999999999999999999' is too large"},
+      {{"get", p, std::string(5000, 'z'), "--hex"}, "(5000 bytes) is not an even number"},
+      {{"get", p, "k", "--bogus", std::string(5000, 'b')}, "message cut"},
       {{"bench", "--micro", "nope"}, "unknown micro-benchmark 'nope'"},
       {{"bench", "--micro", "persist", "--iterations", "0"}, "--iterations"},
       {{"bench", "--micro", "persist", "--bogus"}, "--bogus"},
@@ -284,6 +378,7 @@ TEST(CliTool, BadCommandLinesExitTwoWithOneLine) {
     SCOPED_TRACE(cmd);
     ToolRun r = RunTool(args);
     ExpectFailure(r, 2, fragment);
+    EXPECT_LT(r.err.size(), 1200u) << "an argument echoed whole";
     EXPECT_TRUE(r.out.empty()) << r;
     EXPECT_FALSE(fs::exists(p)) << "a rejected command created the pool";
   }
@@ -307,7 +402,8 @@ TEST(CliTool, HelpOnEverySubcommand) {
   ToolRun r = RunTool({"pool", "check", "--help"});
   EXPECT_NE(r.out.find("RECOVERY"), std::string::npos) << r;
   r = RunTool({"put", "--help"});
-  for (const char* flag : {"--engine", "--create", "--size", "--persist", "--opt", "--hex"}) {
+  for (const char* flag : {"--engine", "--create", "--size", "--persist", "--opt", "--hex",
+                           "'-' reads the value from stdin", "4M..1T"}) {
     EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
   }
 }
@@ -331,13 +427,14 @@ TEST(CliTool, PoolInfoPrintsTheHeaderAndChangesNothing) {
   EXPECT_TRUE(r.err.empty()) << r;
   for (const std::string& line : std::vector<std::string>{
            "engine          cli-test\n", "uuid            " + info.uuid + "\n",
-        std::string("pool size       6291456 (6 MiB)\n"), "layout version  " + std::to_string(pm::kPoolLayoutVersion) + "\n",
-        std::string("magic           PMHASHPL\n"), std::string("header size     4096\n"),
-        "undo log        offset 8192, size " + std::to_string(info.log_size) + "\n",
-        "heap            offset " + std::to_string(info.heap_offset) + ", size " +
-            std::to_string(info.heap_size) + "\n",
-        std::string("clean shutdown  yes\n"), std::string("in use          no\n"),
-        std::string("initialized     no (its creation never finished")}) {
+           std::string("pool size       6291456 (6 MiB)\n"),
+           "layout version  " + std::to_string(pm::kPoolLayoutVersion) + "\n",
+           std::string("magic           PMHASHPL\n"), std::string("header size     4096\n"),
+           "undo log        offset 8192, size " + std::to_string(info.log_size) + "\n",
+           "heap            offset " + std::to_string(info.heap_offset) + ", size " +
+               std::to_string(info.heap_size) + "\n",
+           std::string("clean shutdown  yes\n"), std::string("in use          no\n"),
+           std::string("initialized     no (its creation never finished")}) {
     EXPECT_NE(r.out.find(line), std::string::npos) << "missing: " << line << r;
   }
   EXPECT_NE(r.out.find("mapping         "), std::string::npos) << r;
@@ -518,6 +615,150 @@ TEST(CliEngine, PutGetDelCountDump) {
   EXPECT_EQ(r.exit_code, 0) << r;
   EXPECT_NE(r.out.find("keys            3 by iteration, Count() = 3"), std::string::npos) << r;
   EXPECT_NE(r.out.find("verdict         OK"), std::string::npos) << r;
+}
+
+// Every engine `pmhash engines` lists.
+std::vector<std::string> AllEngines() {
+  ToolRun r = RunTool({"engines"});
+  std::istringstream lines(r.out);
+  std::string line, name;
+  std::vector<std::string> names;
+  std::getline(lines, line);  // header
+  while (std::getline(lines, line)) {
+    std::istringstream fields(line);
+    if (fields >> name) names.push_back(name);
+  }
+  return names;
+}
+
+TEST(CliEngine, PoolInUseByAnotherProcessIsOneLineError) {
+  REQUIRE_ENGINE(engine);
+  TempDir dir;
+  const std::string p = dir.File("p.pool");
+  ASSERT_EQ(RunTool({"pool", "create", p, "--engine", engine, "--size", "8M"}).exit_code, 0);
+  Options o;
+  o.path = p;
+  o.create_if_missing = false;
+  std::unique_ptr<Index> index;
+  ASSERT_TRUE(Open(o, &index).ok());  // this process holds the pool
+  const std::string before = ReadFile(p);
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"get", p, "k"}, {"put", p, "k", "v"}, {"del", p, "k"}, {"count", p},
+           {"dump", p}, {"pool", "check", p}}) {
+    SCOPED_TRACE(args[0]);
+    ToolRun r = RunTool(args);
+    EXPECT_NE(r.exit_code, 0) << r;
+    EXPECT_EQ(r.err_lines(), 1u) << r;
+    EXPECT_NE(r.err.find("in use by another process"), std::string::npos) << r;
+  }
+  ToolRun r = RunTool({"pool", "info", p});  // read-only: works, and says so
+  EXPECT_EQ(r.exit_code, 0) << r;
+  EXPECT_NE(r.out.find("in use          yes"), std::string::npos) << r;
+  EXPECT_EQ(ReadFile(p), before) << "a refused command wrote to the pool";
+  ASSERT_TRUE(index->Close().ok());
+  EXPECT_EQ(RunTool({"count", p}).out, "0\n") << "usable once released";
+}
+
+TEST(CliEngine, TruncatedPoolFileIsOneLineError) {
+  REQUIRE_ENGINE(engine);
+  TempDir dir;
+  const std::string p = dir.File("p.pool");
+  ASSERT_EQ(RunTool({"pool", "create", p, "--engine", engine, "--size", "8M"}).exit_code, 0);
+  for (uintmax_t size : {uintmax_t{4} << 20, uintmax_t{2000}}) {
+    SCOPED_TRACE(size);
+    fs::resize_file(p, size);
+    const std::string before = ReadFile(p);
+    for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+             {"get", p, "k"}, {"put", p, "k", "v"}, {"pool", "info", p}, {"pool", "check", p}}) {
+      SCOPED_TRACE(args[0] + " " + args[1]);
+      ToolRun r = RunTool(args);
+      EXPECT_EQ(r.exit_code, 1) << r;
+      EXPECT_EQ(r.err_lines(), 1u) << r;
+      EXPECT_NE(r.err.find("is truncated"), std::string::npos) << r;
+    }
+    EXPECT_EQ(ReadFile(p), before) << "a refused command wrote to the pool";
+  }
+}
+
+// A key over kMaxKeySize (64 KiB, still short enough to be one argument) through every
+// registered engine: put, get and del fail with one line that names the limit and does
+// not echo the key.
+TEST(CliEngine, OversizedKeyIsRefusedByEveryEngine) {
+  REQUIRE_ENGINE(first);
+  TempDir dir;
+  const std::string key(kMaxKeySize + 1, 'k');
+  for (const std::string& engine : AllEngines()) {
+    const std::string p = dir.File(engine + ".pool");
+    ASSERT_EQ(RunTool({"pool", "create", p, "--engine", engine, "--size", "8M"}).exit_code, 0)
+        << engine;
+    for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+             {"put", p, key, "v"}, {"get", p, key}, {"del", p, key}}) {
+      SCOPED_TRACE(engine + " " + args[0]);
+      ToolRun r = RunTool(args);
+      EXPECT_NE(r.exit_code, 0) << r;
+      EXPECT_EQ(r.err_lines(), 1u) << r.err.substr(0, 300);
+      EXPECT_NE(r.err.find(std::to_string(kMaxKeySize)), std::string::npos)
+          << "no mention of the key size limit: " << r.err.substr(0, 300);
+      EXPECT_LT(r.err.size(), 400u) << "the key was echoed: " << r.err.substr(0, 300);
+    }
+    EXPECT_EQ(RunTool({"count", p}).out, "0\n") << engine;
+  }
+}
+
+TEST(CliEngine, LongKeysInMessagesAreCut) {
+  REQUIRE_ENGINE(engine);
+  TempDir dir;
+  const std::string p = dir.File("p.pool");
+  ASSERT_EQ(RunTool({"pool", "create", p, "--engine", engine, "--size", "8M"}).exit_code, 0);
+  const std::string key(kMaxKeySize, 'q');  // legal, absent
+  ToolRun r = RunTool({"get", p, key});
+  ExpectFailure(r, 1, "key '" + std::string(kShownBytes, 'q') + "...' (65536 bytes) not found");
+  EXPECT_LT(r.err.size(), 200u);
+  r = RunTool({"del", p, ToHex(key.substr(0, 1000)), "--hex"});
+  ExpectFailure(r, 1, "' (1000 bytes) not found");
+  EXPECT_LT(r.err.size(), 250u);
+}
+
+// Values over ~128 KiB cannot be an argument (Linux's MAX_ARG_STRLEN); `put PATH KEY -`
+// reads the value from stdin, byte for byte, up to kMaxValueSize.
+TEST(CliEngine, PutReadsTheValueFromStdin) {
+  REQUIRE_ENGINE(engine);
+  TempDir dir;
+  const std::string p = dir.File("p.pool");
+  ASSERT_EQ(RunTool({"pool", "create", p, "--engine", engine, "--size", "16M"}).exit_code, 0);
+  std::string value(kMaxValueSize, '\0');  // the largest value, every byte value in it
+  uint64_t x = 88172645463325252ull;
+  for (char& c : value) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    c = static_cast<char>(x);
+  }
+  ToolRun r = RunTool({"put", p, "big", "-"}, value);
+  ASSERT_EQ(r.exit_code, 0) << r;
+  EXPECT_TRUE(r.err.empty()) << r;
+  r = RunTool({"get", p, "big"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(r.out == value + "\n") << "stdin value came back changed (" << r.out.size()
+                                     << " bytes)";
+
+  // One byte over the limit: refused before anything is stored, the old value stays.
+  r = RunTool({"put", p, "big", "-"}, value + "x");
+  ExpectFailure(r, 1, "longer than the limit of 1048576 bytes");
+  EXPECT_TRUE(RunTool({"get", p, "big"}).out == value + "\n");
+
+  // Hex on stdin, whitespace and line breaks ignored (xxd -p output).
+  r = RunTool({"put", p, "6865", "-", "--hex"}, " 00ff\n0a2d\n");
+  ASSERT_EQ(r.exit_code, 0) << r;
+  EXPECT_EQ(RunTool({"get", p, "he"}).out, std::string("\x00\xff\n-\n", 5));
+  ExpectFailure(RunTool({"put", p, "6865", "-", "--hex"}, "abc\n"), 2,
+                "the value on stdin (4 bytes) is not an even number of hex digits");
+
+  // A literal "-" comes through stdin too; empty stdin is an empty value.
+  ASSERT_EQ(RunTool({"put", p, "dash", "-"}, "-").exit_code, 0);
+  EXPECT_EQ(RunTool({"get", p, "dash"}).out, "-\n");
+  ASSERT_EQ(RunTool({"put", p, "empty", "-"}).exit_code, 0);  // stdin is /dev/null
+  r = RunTool({"get", p, "empty"});
+  EXPECT_EQ(r.exit_code, 0) << r;
+  EXPECT_EQ(r.out, "\n");
 }
 
 }  // namespace

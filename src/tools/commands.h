@@ -49,11 +49,12 @@ enum class DataOp { kPut, kGet, kDel, kCount, kDump };
 struct DataArgs {
   DataOp op = DataOp::kGet;
   std::string path, key, value;
-  uint64_t limit = 0;  // dump: at most this many records (0: all)
+  std::string limit;  // dump --limit as given: at most this many records (empty or 0: all)
   CommonOptions common;
 };
 
-// put / get / del / count / dump through pmhash::Open.
+// put / get / del / count / dump through pmhash::Open. A put VALUE of "-" is read from
+// stdin (binary-safe; hex digits with --hex).
 int CmdData(const DataArgs& args);
 
 // `pmhash bench ...`: argv[0] is "bench". `--micro persist` runs the persistence

@@ -3,6 +3,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 
 #include "pmhash/index.h"
@@ -28,21 +29,74 @@ int Finish(Index* index, const std::string& path, int code) {
   return code;
 }
 
+// Reads all of stdin, byte for byte, into *out: at most max_bytes (false if there is
+// more, or on a read error; *error says which, calling the input `what`).
+bool ReadStdin(size_t max_bytes, const char* what, std::string* out, std::string* error) {
+  out->clear();
+  char buf[64 * 1024];
+  for (;;) {
+    const size_t n = std::fread(buf, 1, sizeof(buf), stdin);
+    if (n > max_bytes - out->size()) {
+      *error = std::string(what) + " on stdin is longer than the limit of " +
+               std::to_string(max_bytes) + " bytes";
+      return false;
+    }
+    out->append(buf, n);
+    if (n < sizeof(buf)) break;
+  }
+  if (std::ferror(stdin)) {
+    *error = std::string("cannot read the value from stdin: ") + std::strerror(errno);
+    return false;
+  }
+  return true;
+}
+
+// Hex text read from stdin may be wrapped into lines (xxd -p) or end with a newline
+// (echo): whitespace is dropped.
+std::string WithoutSpace(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    if (c != ' ' && c != '\t' && c != '\n' && c != '\r') out += c;
+  }
+  return out;
+}
+
 }  // namespace
 
 int CmdData(const DataArgs& args) {
   Options options;
   std::string error;
   if (!BuildOptions(args.path, args.common, &options, &error)) return Fail(kExitUsage, error);
+  uint64_t limit = 0;
+  if (!args.limit.empty() && !ParseCount(args.limit, &limit, &error)) {
+    return Fail(kExitUsage, "--limit: " + error);
+  }
   std::string key = args.key, value = args.value;
+  const bool value_from_stdin = args.op == DataOp::kPut && args.value == "-";
+  if (value_from_stdin) {
+    // Raw: the value limit itself. Hex: two digits a byte, plus room for line breaks.
+    const size_t max = args.common.hex ? 3 * kMaxValueSize : kMaxValueSize;
+    std::string text;
+    if (!ReadStdin(max, args.common.hex ? "the hex text" : "the value", &text, &error)) {
+      return Fail(kExitFailure, error);
+    }
+    if (!args.common.hex) {
+      value = std::move(text);
+    } else if (!FromHex(WithoutSpace(text), &value)) {
+      return Fail(kExitUsage, "--hex: the value on stdin (" + std::to_string(text.size()) +
+                                  " bytes) is not an even number of hex digits");
+    }
+  }
   if (args.common.hex) {
     if ((args.op == DataOp::kPut || args.op == DataOp::kGet || args.op == DataOp::kDel) &&
         !FromHex(args.key, &key)) {
-      return Fail(kExitUsage, "--hex: key '" + args.key + "' is not an even number of hex digits");
+      return Fail(kExitUsage, "--hex: key " + Shown(args.key) +
+                                  " is not an even number of hex digits");
     }
-    if (args.op == DataOp::kPut && !FromHex(args.value, &value)) {
-      return Fail(kExitUsage,
-                  "--hex: value '" + args.value + "' is not an even number of hex digits");
+    if (args.op == DataOp::kPut && !value_from_stdin && !FromHex(args.value, &value)) {
+      return Fail(kExitUsage, "--hex: value " + Shown(args.value) +
+                                  " is not an even number of hex digits");
     }
   }
   struct stat st;
@@ -75,7 +129,7 @@ int CmdData(const DataArgs& args) {
       uint64_t n = 0;
       std::string line;
       s = index->ForEach([&](std::string_view k, std::string_view v) {
-        if (args.limit != 0 && n >= args.limit) return false;
+        if (limit != 0 && n >= limit) return false;
         line = args.common.hex ? ToHex(k) + '\t' + ToHex(v) : Escape(k) + '\t' + Escape(v);
         line += '\n';
         std::fwrite(line.data(), 1, line.size(), stdout);
@@ -87,8 +141,9 @@ int CmdData(const DataArgs& args) {
   }
   if (!s.ok()) {
     Finish(index.get(), args.path, kExitFailure);
-    const std::string shown = args.common.hex ? ToHex(key) : Escape(key);
-    if (s.IsNotFound()) return Fail(kExitFailure, "key '" + shown + "' not found");
+    if (s.IsNotFound()) {
+      return Fail(kExitFailure, "key " + Shown(key, args.common.hex) + " not found");
+    }
     return Fail(kExitFailure, s.message());
   }
   if (std::fflush(stdout) != 0) {

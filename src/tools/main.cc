@@ -19,7 +19,7 @@ void AddCommonOptions(CLI::App* sub, CommonOptions* c) {
                   "where it must match");
   sub->add_flag("--create", c->create, "Create the pool if it is missing (needs --engine)");
   sub->add_option("--size", c->size,
-                  "Size of a created pool, with K/M/G suffix (default 256M, at least 4M)");
+                  "Size of a created pool, with K/M/G/T suffix (default 256M; 4M..1T)");
   sub->add_option("--persist", c->persist,
                   "Persist mode: adr (flush + fence, default), eadr (fences only), none "
                   "(volatile)");
@@ -48,7 +48,7 @@ int Main(int argc, char** argv) {
       "create", "Create a pool file and format it for an engine (fails if PATH exists)");
   create->add_option("PATH", path, "Pool file to create")->required();
   create->add_option("--engine", engine, "Engine the pool is for (`pmhash engines`)")->required();
-  create->add_option("--size", size, "Pool size with K/M/G suffix (default 256M, 4M..1T)");
+  create->add_option("--size", size, "Pool size with K/M/G/T suffix (default 256M; 4M..1T)");
   create->add_option("--opt", opts, "Engine option name=value (repeatable)")
       ->allow_extra_args(false);
   CLI::App* info = pool->add_subcommand(
@@ -73,10 +73,17 @@ int Main(int argc, char** argv) {
       sub->add_option("KEY", data.key, "Key (raw bytes, or hex with --hex)")->required();
     }
     if (op == DataOp::kPut) {
-      sub->add_option("VALUE", data.value, "Value (raw bytes, or hex with --hex)")->required();
+      sub->add_option("VALUE", data.value,
+                      "Value (raw bytes, or hex with --hex). '-' reads the value from stdin "
+                      "instead, byte for byte (binary-safe; with --hex, hex digits, whitespace "
+                      "ignored): the way to pass values over ~128 KiB, the longest argument "
+                      "Linux allows, up to the 1 MiB value limit. To store a literal '-': "
+                      "printf %s - | pmhash put PATH KEY -")
+          ->required();
     }
     if (op == DataOp::kDump) {
-      sub->add_option("--limit", data.limit, "Print at most N records (default: all)");
+      sub->add_option("--limit", data.limit,
+                      "Print at most N records (a whole number; default, or 0: all)");
     }
     AddCommonOptions(sub, &data.common);
     sub->callback([&data, op] { data.op = op; });
@@ -106,15 +113,15 @@ int Main(int argc, char** argv) {
   };
   if (argc < 2) return Fail(kExitUsage, "a command is required (see pmhash --help)");
   if (argv[1][0] != '-' && !known(&app, argv[1])) {
-    return Fail(kExitUsage, std::string("unknown command '") + argv[1] + "' (see pmhash --help)");
+    return Fail(kExitUsage, "unknown command " + Shown(argv[1]) + " (see pmhash --help)");
   }
   if (std::strcmp(argv[1], "pool") == 0 && argc == 2) {
     return Fail(kExitUsage, "pool needs a command: create, info or check");
   }
   if (std::strcmp(argv[1], "pool") == 0 && argc >= 3 && argv[2][0] != '-' &&
       !known(pool, argv[2])) {
-    return Fail(kExitUsage, std::string("unknown pool command '") + argv[2] +
-                                "' (expected create, info or check)");
+    return Fail(kExitUsage,
+                "unknown pool command " + Shown(argv[2]) + " (expected create, info or check)");
   }
 
   try {

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "pm/pool.h"
 #include "pmhash/options.h"
 #include "tools/commands.h"
 #include "tools/text.h"
@@ -19,14 +20,33 @@ inline bool ParseEngineOptions(const std::vector<std::string>& opts,
   for (const std::string& o : opts) {
     std::string name, value;
     if (!SplitOption(o, &name, &value)) {
-      *error = "--opt '" + o + "': expected name=value";
+      *error = "--opt " + Shown(o) + ": expected name=value";
       return false;
     }
     if (!out->emplace(name, value).second) {
-      *error = "--opt " + name + " given twice";
+      *error = "--opt " + Shown(name) + " given twice";
       return false;
     }
   }
+  return true;
+}
+
+// "--size TEXT" into bytes, within the range a pool may have (pm::kMinPoolSize ..
+// pm::kMaxPoolSize, 4 MiB .. 1 TiB); the error names the flag and the range.
+inline bool ParsePoolSize(const std::string& text, uint64_t* bytes, std::string* error) {
+  uint64_t v = 0;
+  if (!ParseSize(text, &v, error)) {
+    *error = "--size: " + *error;
+    return false;
+  }
+  if (v < pm::kMinPoolSize || v > pm::kMaxPoolSize) {
+    *error = "--size " + Shown(text) + " is out of range: a pool is " +
+             HumanBytes(pm::kMinPoolSize) + " .. " + HumanBytes(pm::kMaxPoolSize) + " (" +
+             std::to_string(pm::kMinPoolSize) + " .. " + std::to_string(pm::kMaxPoolSize) +
+             " bytes)";
+    return false;
+  }
+  *bytes = v;
   return true;
 }
 
@@ -37,12 +57,9 @@ inline bool BuildOptions(const std::string& path, const CommonOptions& common, O
     *error = "--create needs --engine (the engine of the pool to create)";
     return false;
   }
-  if (!ParseSize(common.size, &options->pool_size, error)) {
-    *error = "--size: " + *error;
-    return false;
-  }
+  if (!ParsePoolSize(common.size, &options->pool_size, error)) return false;
   if (!ParsePersistMode(common.persist, &options->persist)) {
-    *error = "--persist: invalid mode '" + common.persist + "' (expected adr, eadr or none)";
+    *error = "--persist: invalid mode " + Shown(common.persist) + " (expected adr, eadr or none)";
     return false;
   }
   if (!ParseEngineOptions(common.opts, &options->engine_options, error)) return false;

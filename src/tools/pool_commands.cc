@@ -22,7 +22,7 @@
 namespace pmhash::tools {
 
 int Fail(int code, std::string_view message) {
-  std::fprintf(stderr, "pmhash: %s\n", OneLine(message).c_str());
+  std::fprintf(stderr, "pmhash: %s\n", ErrorLine(message).c_str());
   return code;
 }
 
@@ -51,7 +51,7 @@ int CmdPoolCreate(const std::string& path, const std::string& engine, const std:
                   const std::vector<std::string>& opts) {
   Options options;
   std::string error;
-  if (!ParseSize(size, &options.pool_size, &error)) return Fail(kExitUsage, "--size: " + error);
+  if (!ParsePoolSize(size, &options.pool_size, &error)) return Fail(kExitUsage, error);
   if (!ParseEngineOptions(opts, &options.engine_options, &error)) return Fail(kExitUsage, error);
   options.engine = engine;
   options.path = path;

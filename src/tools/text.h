@@ -10,6 +10,51 @@
 
 namespace pmhash::tools {
 
+inline std::string Escape(std::string_view bytes);  // below
+inline std::string ToHex(std::string_view bytes);   // below
+
+// How many bytes of a key, value or argument an error message shows.
+inline constexpr size_t kShownBytes = 64;
+
+// A key, value or command-line argument as an error message shows it: quoted, escaped
+// (or hex), and cut after kShownBytes bytes with "..." and the full length, so that a
+// 64 KiB key does not end up on stderr: 'abc', 'aaaa...' (70000 bytes).
+inline std::string Shown(std::string_view bytes, bool hex = false) {
+  const std::string_view head = bytes.substr(0, kShownBytes);
+  std::string out(1, '\'');
+  out.append(hex ? ToHex(head) : Escape(head));
+  if (head.size() < bytes.size()) {
+    out.append("...' (").append(std::to_string(bytes.size())).append(" bytes)");
+  } else {
+    out.push_back('\'');
+  }
+  return out;
+}
+
+// Parses a count: decimal digits only ("0", "1000"). False on a sign, spaces, a
+// suffix, an empty string or overflow; *error then says why (naming the text).
+inline bool ParseCount(std::string_view text, uint64_t* value, std::string* error) {
+  uint64_t v = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') {
+      *error = Shown(text) + " is not a whole number >= 0";
+      return false;
+    }
+    const uint64_t digit = c - '0';
+    if (v > (UINT64_MAX - digit) / 10) {
+      *error = Shown(text) + " is too large";
+      return false;
+    }
+    v = v * 10 + digit;
+  }
+  if (text.empty()) {
+    *error = "an empty string is not a whole number";
+    return false;
+  }
+  *value = v;
+  return true;
+}
+
 // Parses "4096", "512K", "256M", "4G", "1T" (binary multiples; a trailing "B" or "iB"
 // and lower case are accepted: "256MiB", "64k"). False on anything else, on zero and on
 // overflow; *error then says why.
@@ -19,15 +64,15 @@ inline bool ParseSize(std::string_view text, uint64_t* bytes, std::string* error
   while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
     const uint64_t digit = text[i] - '0';
     if (v > (UINT64_MAX - digit) / 10) {
-      *error = "size '" + std::string(text) + "' is too large";
+      *error = "size " + Shown(text) + " is too large";
       return false;
     }
     v = v * 10 + digit;
     ++i;
   }
   if (i == 0) {
-    *error = "invalid size '" + std::string(text) +
-             "': expected a number with an optional K, M, G or T suffix (e.g. 256M)";
+    *error = "invalid size " + Shown(text) +
+             ": expected a number with an optional K, M, G or T suffix (e.g. 256M)";
     return false;
   }
   std::string_view suffix = text.substr(i);
@@ -46,13 +91,13 @@ inline bool ParseSize(std::string_view text, uint64_t* bytes, std::string* error
                                     : (rest.empty() || rest == "B" || rest == "b" ||
                                        rest == "iB" || rest == "ib");
     if (shift == 64 || !unit_ok) {
-      *error = "invalid size '" + std::string(text) +
-               "': expected a number with an optional K, M, G or T suffix (e.g. 256M)";
+      *error = "invalid size " + Shown(text) +
+               ": expected a number with an optional K, M, G or T suffix (e.g. 256M)";
       return false;
     }
   }
   if (shift > 0 && v > (UINT64_MAX >> shift)) {
-    *error = "size '" + std::string(text) + "' is too large";
+    *error = "size " + Shown(text) + " is too large";
     return false;
   }
   v <<= shift;
@@ -152,6 +197,20 @@ inline std::string OneLine(std::string_view text) {
     out += c;
   }
   return out;
+}
+
+// The one line Fail prints: OneLine(message), cut after kMaxMessageBytes with a note of
+// the full length. A safety net for messages that embed an argument whole (CLI11's own
+// parse errors do); the tool's messages show keys and arguments through Shown.
+inline constexpr size_t kMaxMessageBytes = 1024;
+inline std::string ErrorLine(std::string_view message) {
+  std::string line = OneLine(message);
+  if (line.size() > kMaxMessageBytes) {
+    const size_t full = line.size();
+    line.resize(kMaxMessageBytes);
+    line += "... (message cut: " + std::to_string(full) + " bytes)";
+  }
+  return line;
 }
 
 // Splits "name=value" (name non-empty). False if there is no '=' or the name is empty.
