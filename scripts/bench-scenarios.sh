@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make bench`: runs the paper scenarios of bench/scenarios/ (every one but `main`, which
 # is `make run`), or those named as arguments, writing results/NAME.json and
-# results/NAME.png for each. Scenarios take a few minutes each on a 2-core machine.
+# results/NAME.png for each. Scenarios take up to a few minutes each on a 2-core machine
+# (bench/README.md lists the estimates; the whole set about 20 minutes).
 #   scripts/bench-scenarios.sh                 # all paper scenarios
 #   scripts/bench-scenarios.sh group-fig7      # one
 set -euo pipefail
@@ -31,9 +32,13 @@ mkdir -p results
 failed=0
 for s in "${scenarios[@]}"; do
   echo "=== scenario $s ==="
+  rm -f "results/$s.png"
   if "$bin" bench --scenario "$s" --json "results/$s.json"; then
-    /usr/bin/python3 bench/plot.py "results/$s.json" -o "results/$s.png" ||
-      echo "bench-scenarios: warning: no chart for $s" >&2
+    if /usr/bin/python3 bench/plot.py "results/$s.json" -o "results/$s.png"; then
+      echo "bench-scenarios: results/$s.json and results/$s.png"
+    else
+      echo "bench-scenarios: warning: no chart for $s (results/$s.json only)" >&2
+    fi
   else
     echo "bench-scenarios: scenario $s failed" >&2
     failed=1

@@ -16,11 +16,21 @@ if [ -z "$("$bin" bench --list-engines)" ]; then
 fi
 
 mkdir -p results
-"$bin" bench --scenario main --json results/main.json "$@"
+rm -f results/main.json results/main.png  # never leave old results beside new ones
+status=0
+"$bin" bench --scenario main --json results/main.json "$@" || status=$?
 echo
-if /usr/bin/python3 bench/plot.py results/main.json -o results/main.png; then
-  :
+if [ ! -s results/main.json ]; then
+  echo "main-job: the benchmark failed (exit $status) and wrote no results" >&2
+  exit "$((status == 0 ? 1 : status))"
+fi
+if /usr/bin/python3 bench/plot.py results/main.json -o results/main.png && [ -s results/main.png ]; then
+  echo "main-job: results in results/main.json and results/main.png"
 else
   echo "main-job: warning: no chart (bench/plot.py failed; 'make deps' installs matplotlib)" >&2
+  echo "main-job: results in results/main.json (no chart)"
 fi
-echo "main-job: results in results/main.json and results/main.png"
+if [ "$status" -ne 0 ]; then
+  echo "main-job: the benchmark reported a failure (exit $status); see the messages above" >&2
+fi
+exit "$status"

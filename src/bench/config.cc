@@ -16,6 +16,7 @@ const char* PhaseName(Phase phase) {
     case Phase::kDelete: return "delete";
     case Phase::kMixed: return "mixed";
     case Phase::kFill: return "fill";
+    case Phase::kPrefill: return "prefill";
   }
   return "?";
 }
@@ -114,6 +115,9 @@ Json BenchConfig::ToJson() const {
   j.Set("write_latency_ns", static_cast<uint64_t>(write_latency_ns));
   j.Set("seed", seed);
   j.Set("recovery", recovery);
+  j.Set("clean_reopen", clean_reopen);
+  j.Set("latency_sampling", sample_every == 0 ? Json("auto") : Json(uint64_t{sample_every}));
+  j.Set("redundancy", redundancy);
   return j;
 }
 
@@ -157,7 +161,8 @@ Status ParseBenchArgs(const std::vector<std::string>& args, BenchConfig* config,
   std::string engines, threads, phases, mix, dist, value_size, load_factor, pool_size;
   std::string persist, flush;
   std::vector<std::string> opts;
-  std::string recovery;
+  std::string recovery, seed, key_size, write_latency, sampling;
+  bool redundancy = config->redundancy;
   auto last = [](CLI::Option* o) {
     return o->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   };
@@ -180,7 +185,7 @@ Status ParseBenchArgs(const std::vector<std::string>& args, BenchConfig* config,
   last(app.add_option("--dist", dist,
                       "Key distribution: uniform | zipfian[:0.99] | selfsimilar[:0.2] | "
                       "sequential (default uniform)"));
-  last(app.add_option("--key-size", config->key_size, "Key bytes, >= 8 (default 8)"));
+  last(app.add_option("--key-size", key_size, "Key bytes, 8..1024 (default 8)")->type_name("UINT"));
   last(app.add_option("--value-size", value_size, "Value bytes: N or a range MIN-MAX (default 8)"));
   last(app.add_option("--load-factor", load_factor,
                       "Fill the table to this load factor (0,1] before the measured phases; "
@@ -195,12 +200,24 @@ Status ParseBenchArgs(const std::vector<std::string>& args, BenchConfig* config,
                       "Pool size, e.g. 512M (default: computed from records and sizes)"));
   last(app.add_option("--persist", persist, "adr | eadr | none (default adr)"));
   last(app.add_option("--flush", flush, "auto | clwb | clflushopt | clflush (default auto)"));
-  last(app.add_option("--write-latency-ns", config->write_latency_ns,
-                      "Emulated PM write latency per flushed line, 0..100000 (default 0)"));
-  last(app.add_option("--seed", config->seed, "Seed of every generator (default 42)"));
+  last(app.add_option("--write-latency-ns", write_latency,
+                      "Emulated PM write latency per flushed line, 0..100000 (default 0)")
+           ->type_name("UINT"));
+  CLI::Option* seed_opt =
+      last(app.add_option("--seed", seed, "Seed of every generator, 0..2^64-1 (default 42)")
+               ->type_name("UINT"));
   last(app.add_option("--recovery", recovery,
-                      "on | off: measure recovery (reopen after an unclean close) at the end "
-                      "of each engine's run (default on; file pools only)"));
+                      "on | off | clean | both: at the end of each engine's run, time the "
+                      "reopen after an unclean close (on: recovery_ms), after a clean Close "
+                      "(clean: reopen_ms), or both (default on; file pools only)"));
+  last(app.add_option("--latency-sample", sampling,
+                      "auto | all | N: time every operation (all), 1 in N, or auto: every "
+                      "operation in phases of at most 4096 operations, else 1 in 64 "
+                      "(default auto)"));
+  app.add_flag("--redundancy,!--no-redundancy", redundancy,
+               "Run on a DRAM pool under the crash simulator and report redundant flushes "
+               "(a line flushed with nothing pending) and fences (nothing flushed) per "
+               "operation; throughput and latency are then meaningless (default off)");
   last(app.add_option("--json", global->json_path, "Write results as JSON to FILE"));
   last(app.add_option("--scenario", global->scenario,
                       "Run bench/scenarios/NAME.json (flags given here override it)"));
@@ -224,6 +241,40 @@ Status ParseBenchArgs(const std::vector<std::string>& args, BenchConfig* config,
     return Status::InvalidArgument(OneLine(e.what()));
   }
 
+  config->redundancy = redundancy;
+  if (seed_opt->count() > 0 && !ParseUint(seed, &config->seed)) {
+    return Status::InvalidArgument("--seed '" + seed + "': expected a whole number 0.." +
+                                   std::to_string(~0ull));
+  }
+  if (!key_size.empty()) {
+    uint64_t k = 0;
+    if (!ParseUint(key_size, &k) || k < 8 || k > 1024) {
+      return Status::InvalidArgument("--key-size '" + key_size +
+                                     "': expected 8..1024 bytes (8 bytes name 2^64 distinct keys)");
+    }
+    config->key_size = static_cast<size_t>(k);
+  }
+  if (!write_latency.empty()) {
+    uint64_t w = 0;
+    if (!ParseUint(write_latency, &w) || w > 100000) {
+      return Status::InvalidArgument("--write-latency-ns '" + write_latency +
+                                     "': expected a whole number 0..100000");
+    }
+    config->write_latency_ns = static_cast<uint32_t>(w);
+  }
+  if (!sampling.empty()) {
+    uint64_t every = 0;
+    if (sampling == "auto") {
+      config->sample_every = 0;
+    } else if (sampling == "all") {
+      config->sample_every = 1;
+    } else if (ParseUint(sampling, &every) && every >= 1 && every <= (1u << 30)) {
+      config->sample_every = static_cast<uint32_t>(every);
+    } else {
+      return Status::InvalidArgument("--latency-sample '" + sampling +
+                                     "': expected auto, all or a whole number 1..2^30");
+    }
+  }
   if (!records.empty() && !ParseUint(records, &config->records)) {
     return Status::InvalidArgument("--records '" + records + "': expected a whole number");
   }
@@ -251,7 +302,7 @@ Status ParseBenchArgs(const std::vector<std::string>& args, BenchConfig* config,
     for (const std::string& p : SplitList(phases)) {
       static const Phase kAll[] = {Phase::kLoad,   Phase::kSearch, Phase::kNegative,
                                    Phase::kUpdate, Phase::kDelete, Phase::kMixed,
-                                   Phase::kFill};
+                                   Phase::kFill,   Phase::kPrefill};
       bool found = false;
       for (Phase ph : kAll) {
         if (p == PhaseName(ph)) {
@@ -262,7 +313,7 @@ Status ParseBenchArgs(const std::vector<std::string>& args, BenchConfig* config,
       if (!found) {
         return Status::InvalidArgument("--phases: unknown phase '" + p +
                                        "' (expected load, search, negative, update, delete, "
-                                       "mixed, fill)");
+                                       "mixed, fill, prefill)");
       }
     }
     if (config->phases.empty()) return Status::InvalidArgument("--phases: no phase");
@@ -304,10 +355,12 @@ Status ParseBenchArgs(const std::vector<std::string>& args, BenchConfig* config,
                                    "': expected auto, clwb, clflushopt or clflush");
   }
   if (!recovery.empty()) {
-    if (recovery != "on" && recovery != "off") {
-      return Status::InvalidArgument("--recovery '" + recovery + "': expected on or off");
+    if (recovery != "on" && recovery != "off" && recovery != "clean" && recovery != "both") {
+      return Status::InvalidArgument("--recovery '" + recovery +
+                                     "': expected on, off, clean or both");
     }
-    config->recovery = recovery == "on";
+    config->recovery = recovery == "on" || recovery == "both";
+    config->clean_reopen = recovery == "clean" || recovery == "both";
   }
   if (global->progress != "auto" && global->progress != "on" && global->progress != "off") {
     return Status::InvalidArgument("--progress '" + global->progress +
@@ -316,15 +369,17 @@ Status ParseBenchArgs(const std::vector<std::string>& args, BenchConfig* config,
 
   // Cross-flag checks.
   if (config->records == 0) return Status::InvalidArgument("--records must be at least 1");
-  if (config->key_size < 8 || config->key_size > 1024) {
-    return Status::InvalidArgument("--key-size " + std::to_string(config->key_size) +
-                                   ": expected 8..1024 bytes (8 bytes name 2^64 distinct keys)");
-  }
-  if (config->write_latency_ns > 100000) {
-    return Status::InvalidArgument("--write-latency-ns: at most 100000");
-  }
   if (config->records > (1ull << 40) || config->measured_ops() > (1ull << 40)) {
     return Status::InvalidArgument("--records / --ops: at most 2^40");
+  }
+  if (config->redundancy && !config->pool.empty() && config->pool != "dram") {
+    return Status::InvalidArgument("--redundancy runs on a DRAM pool under the crash "
+                                   "simulator: it cannot be combined with --pool " +
+                                   config->pool);
+  }
+  if (config->redundancy && config->pool_size > kMaxRedundancyPool) {
+    return Status::InvalidArgument("--redundancy: --pool-size at most 2G (the crash simulator "
+                                   "keeps about 2.5x the pool in DRAM)");
   }
   return Status::OK();
 }

@@ -16,7 +16,9 @@
 
 namespace pmhash::bench {
 
-enum class Phase { kLoad, kSearch, kNegative, kUpdate, kDelete, kMixed, kFill };
+// kPrefill: the fill to --load-factor, reported as a row of its own (beyond the
+// contract; only as the first phase, only with --load-factor).
+enum class Phase { kLoad, kSearch, kNegative, kUpdate, kDelete, kMixed, kFill, kPrefill };
 const char* PhaseName(Phase phase);
 
 // --mix percentages (sum 100). YCSB's read/update/insert mixes plus negative lookups.
@@ -47,11 +49,23 @@ struct BenchConfig {
   uint32_t write_latency_ns = 0;
   uint64_t seed = 42;
   bool recovery = true;               // reopen after an unclean close (file pools)
+  bool clean_reopen = false;          // also time a reopen after a clean Close
+  // Latency sampling: time 1 operation in `sample_every` (1 = every operation);
+  // 0 = automatic (runner.h: every operation for short phases, else 1 in kSampleStride).
+  uint32_t sample_every = 0;
+  // Run on a DRAM pool under the crash simulator to count redundant flushes and fences
+  // (throughput and latency are then meaningless).
+  bool redundancy = false;
   std::string label = "main";         // names the run in a scenario
 
   uint64_t measured_ops() const { return ops == 0 ? records : ops; }
   Json ToJson() const;
 };
+
+// --redundancy: the largest pool the crash simulator may shadow (--pool-size), and the
+// default cap when the pool is sized from --records.
+inline constexpr uint64_t kMaxRedundancyPool = 2ull << 30;
+inline constexpr uint64_t kDefaultRedundancyPool = 512ull << 20;
 
 // Options that apply to the whole invocation, not to one run.
 struct GlobalOptions {

@@ -1,8 +1,11 @@
 #include "bench/driver.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -135,6 +138,17 @@ int RunBenchArgs(const std::vector<std::string>& args, const BenchEnv& env) {
     config.engines = kept;
     s = ValidateConfig(config);
     if (!s.ok()) return usage(s.message());
+  }
+
+  // --json: make sure the file can be written before spending the run on it (created
+  // if missing; its old contents stay until the results replace them).
+  if (!global.json_path.empty()) {
+    const int fd = ::open(global.json_path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      return usage("--json " + global.json_path + ": cannot open for writing (" +
+                   std::strerror(errno) + ")");
+    }
+    ::close(fd);
   }
 
   const Json machine = MachineJson();

@@ -25,6 +25,15 @@
 namespace pmhash::bench {
 namespace {
 
+// How the test engine behaves beyond its plain fixed table.
+struct EngineMode {
+  bool knows_resize = true;      // accepts --opt resize=on|off
+  bool grows = false;            // reports key slots that grow with inserts (as chained)
+  bool background = false;       // each insert leaves 1 persist for WaitForBackgroundWork
+  bool redundant_delete = false; // Delete persists its line twice (1 redundant flush+fence)
+  bool filter = false;           // counts filter_negatives / filter_false_positives (1 in 8)
+};
+
 // Linear probing over 64-byte PM slots, one mutex, no resizing: an insert into a full
 // table is ResourceExhausted. Keys up to 16 bytes, values up to 40.
 //   slot = { u8 state (0 empty, 1 used, 2 deleted); u8 klen; u16 vlen; u32 pad;
@@ -32,7 +41,15 @@ namespace {
 // Insert: copy key/value, persist, store state=1, persist (2 flushes, 2 fences).
 class TestEngine : public engines::Engine {
  public:
-  explicit TestEngine(bool knows_resize) : knows_resize_(knows_resize) {}
+  explicit TestEngine(EngineMode mode) : mode_(mode) {}
+
+  void WaitForBackgroundWork() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (; pending_ > 0; --pending_) {
+      persister().Store(&root<Root>()->scratch, pending_);
+      persister().Persist(&root<Root>()->scratch, 8);
+    }
+  }
 
   Status Insert(std::string_view key, std::string_view value) override {
     PMHASH_RETURN_IF_ERROR(Check(key, value));
@@ -51,6 +68,7 @@ class TestEngine : public engines::Engine {
     persister().Store(&s->state, uint8_t{1});
     persister().Persist(&s->state, 1);
     ++count_;
+    if (mode_.background) ++pending_;
     return Status::OK();
   }
   Status Update(std::string_view key, std::string_view value) override {
@@ -69,7 +87,10 @@ class TestEngine : public engines::Engine {
     std::lock_guard<std::mutex> lock(mu_);
     uint64_t unused = 0;
     const uint64_t at = Find(key, &unused);
-    if (at == ~0ull) return Status::NotFound("no such key");
+    if (at == ~0ull) {
+      ((HashKey(key) >> 7) % 8 == 0 ? false_positives_ : negatives_) += 1;
+      return Status::NotFound("no such key");
+    }
     value->assign(table()[at].value, table()[at].vlen);
     return Status::OK();
   }
@@ -80,6 +101,7 @@ class TestEngine : public engines::Engine {
     if (at == ~0ull) return Status::NotFound("no such key");
     persister().Store(&table()[at].state, uint8_t{2});
     persister().Persist(&table()[at].state, 1);
+    if (mode_.redundant_delete) persister().Persist(&table()[at].state, 1);
     --count_;
     return Status::OK();
   }
@@ -98,7 +120,7 @@ class TestEngine : public engines::Engine {
 
  protected:
   void Configure(engines::EngineOptions& options, const Options& index_options) override {
-    if (knows_resize_) (void)options.Bool("resize", true);
+    if (mode_.knows_resize) (void)options.Bool("resize", true);
     slots_ = std::max<uint64_t>(64, 2 * index_options.initial_capacity);
   }
   Status Create() override {
@@ -125,14 +147,20 @@ class TestEngine : public engines::Engine {
   void FillStats(IndexStats* stats) const override {
     std::lock_guard<std::mutex> lock(mu_);
     stats->count = count_;
-    stats->key_slots = slots_;
+    // Growing: slots "allocated on demand", as a chained table reports them.
+    stats->key_slots = mode_.grows ? slots_ / 2 + count_ : slots_;
     stats->dram_bytes = 0;
+    if (mode_.filter) {
+      stats->engine_counters["filter_negatives"] = negatives_;
+      stats->engine_counters["filter_false_positives"] = false_positives_;
+    }
   }
 
  private:
   struct Root {
     uint64_t table;
     uint64_t slots;
+    uint64_t scratch;  // what the "background work" stores
   };
   struct Slot {
     uint8_t state;
@@ -168,13 +196,15 @@ class TestEngine : public engines::Engine {
     return ~0ull;
   }
 
-  bool knows_resize_;
+  EngineMode mode_;
   mutable std::mutex mu_;
   uint64_t slots_ = 0;
   uint64_t count_ = 0;
+  uint64_t pending_ = 0;
+  uint64_t negatives_ = 0, false_positives_ = 0;
 };
 
-Status TestOpen(const Options& o, std::unique_ptr<Index>* index, bool knows_resize) {
+Status TestOpen(const Options& o, std::unique_ptr<Index>* index, EngineMode mode) {
   std::unique_ptr<pm::Pool> pool;
   bool fresh = true;
   if (o.path.empty()) {
@@ -185,7 +215,7 @@ Status TestOpen(const Options& o, std::unique_ptr<Index>* index, bool knows_resi
   } else {
     PMHASH_RETURN_IF_ERROR(pm::Pool::Create(o.path, o.engine, o.pool_size, &pool));
   }
-  Status s = engines::OpenEngine(std::make_unique<TestEngine>(knows_resize), std::move(pool),
+  Status s = engines::OpenEngine(std::make_unique<TestEngine>(mode), std::move(pool),
                                  fresh, o, nullptr, index);
   if (!s.ok() && fresh && !o.path.empty()) ::unlink(o.path.c_str());
   return s;
@@ -195,10 +225,15 @@ struct Captured {
   std::string out, err, warn;
 };
 
-BenchEnv TestEnv(Captured* cap, bool knows_resize = true) {
+BenchEnv TestEnv(Captured* cap, EngineMode mode = {}) {
   BenchEnv env;
-  env.open = [knows_resize](const Options& o, std::unique_ptr<Index>* index) {
-    return TestOpen(o, index, knows_resize);
+  env.open = [mode](const Options& o, std::unique_ptr<Index>* index) {
+    return TestOpen(o, index, mode);
+  };
+  env.open_on_pool = [mode](const Options& o, std::unique_ptr<pm::Pool> pool,
+                            pm::PersistObserver* observer, std::unique_ptr<Index>* index) {
+    return engines::OpenEngine(std::make_unique<TestEngine>(mode), std::move(pool), true, o,
+                               observer, index);
   };
   env.engines = [] { return std::vector<std::string>{"bench-test", "bench-test2"}; };
   env.out = [cap](const std::string& s) { cap->out += s; };
@@ -214,12 +249,11 @@ std::string TempPath(const char* name) {
 }
 
 // Runs the driver with a JSON file and returns the parsed document.
-Json RunJson(std::vector<std::string> args, Captured* cap, int* code,
-             bool knows_resize = true) {
+Json RunJson(std::vector<std::string> args, Captured* cap, int* code, EngineMode mode = {}) {
   const std::string path = TempPath("out.json");
   args.push_back("--json");
   args.push_back(path);
-  *code = RunBenchArgs(args, TestEnv(cap, knows_resize));
+  *code = RunBenchArgs(args, TestEnv(cap, mode));
   std::ifstream in(path);
   std::stringstream ss;
   ss << in.rdbuf();
@@ -437,7 +471,7 @@ TEST(BenchJson, FillReportsLoadFactorAtFirstRefusal) {
   Captured cap2;
   Json doc2 = RunJson({"--engine", "bench-test", "--records", "500", "--phases", "fill",
                        "--pool", "dram", "--pool-size", "8M"},
-                      &cap2, &code, /*knows_resize=*/false);
+                      &cap2, &code, EngineMode{.knows_resize = false});
   ASSERT_EQ(code, 0) << cap2.err;
   const Json* fill2 = Result(doc2, "bench-test", "fill");
   EXPECT_DOUBLE_EQ(fill2->Find("load_factor")->number(), 0.5);
@@ -509,7 +543,10 @@ TEST(BenchScenario, ShippedScenariosParse) {
   const std::string dir = FindScenarioDir("");
   if (dir.empty()) GTEST_SKIP() << "no bench/scenarios above the test binary";
   const std::vector<std::string> names = ListScenarios(dir);
-  for (const char* needed : {"main", "group-fig5", "group-fig7"}) {
+  for (const char* needed :
+       {"main", "group-fig5", "group-fig7", "group-fig8a", "wophi-fig3", "wophi-fig4-5",
+        "wophi-fig6", "wophi-fig7", "smartht-fig5-6", "smartht-fig7a", "smartht-fig8",
+        "smartht-fig9", "smartht-table1", "smartht-fpr"}) {
     EXPECT_NE(std::find(names.begin(), names.end(), needed), names.end()) << needed;
   }
   for (const std::string& name : names) {
@@ -527,6 +564,306 @@ TEST(BenchScenario, ShippedScenariosParse) {
       EXPECT_TRUE(ValidateConfig(config).ok()) << name << " " << run.label;
     }
   }
+}
+
+// ---- Regressions of the audit (issue 5) ---------------------------------------------
+
+// Sparse sampling: a short phase times every operation (the papers' latency method), a
+// long one 1 in kSampleStride; --latency-sample overrides. Guards the skew where a phase
+// of 65535 operations was timed in full and one of 65536 sparsely.
+TEST(BenchDriver, LatencySamplingRule) {
+  BenchConfig config;
+  EXPECT_EQ(SampleEvery(config, 1000), 1u);
+  EXPECT_EQ(SampleEvery(config, kTimeEveryOpUpTo), 1u);
+  EXPECT_EQ(SampleEvery(config, kTimeEveryOpUpTo + 1), kSampleStride);
+  EXPECT_EQ(SampleEvery(config, 65535), kSampleStride);
+  config.sample_every = 1;
+  EXPECT_EQ(SampleEvery(config, 1u << 20), 1u);
+
+  Captured cap;
+  int code = -1;
+  Json doc = RunJson({"--engine", "bench-test", "--records", "20000", "--ops", "1000",
+                      "--phases", "load,search", "--pool", "dram", "--pool-size", "16M"},
+                     &cap, &code);
+  ASSERT_EQ(code, 0) << cap.err;
+  const Json* load_lat = Result(doc, "bench-test", "load")->Find("latency_ns");
+  EXPECT_EQ(load_lat->Find("sample_every")->uint(), kSampleStride);
+  // 20000 operations, 1 in 64 from a random start: 312 or 313 samples.
+  EXPECT_NEAR(load_lat->Find("samples")->number(), 20000.0 / kSampleStride, 1.0);
+  const Json* search_lat = Result(doc, "bench-test", "search")->Find("latency_ns");
+  EXPECT_EQ(search_lat->Find("samples")->uint(), 1000u);
+  EXPECT_EQ(search_lat->Find("sample_every")->uint(), 1u);
+  // The machine section reports what one timed region costs.
+  ASSERT_TRUE(doc.Find("machine")->Find("timer_overhead_ns")->is_number());
+  EXPECT_GT(doc.Find("machine")->Find("timer_overhead_ns")->number(), 0);
+
+  Captured cap2;
+  Json all = RunJson({"--engine", "bench-test", "--records", "20000", "--phases", "load",
+                      "--pool", "dram", "--pool-size", "16M", "--latency-sample", "all"},
+                     &cap2, &code);
+  ASSERT_EQ(code, 0) << cap2.err;
+  EXPECT_EQ(Result(all, "bench-test", "load")->Find("latency_ns")->Find("samples")->uint(),
+            20000u);
+}
+
+TEST(BenchDriver, LatencyCdfIsMonotoneAndEndsAtTheMax) {
+  Captured cap;
+  int code = -1;
+  Json doc = RunJson({"--engine", "bench-test", "--records", "2000", "--phases", "load",
+                      "--pool", "dram", "--pool-size", "8M"},
+                     &cap, &code);
+  ASSERT_EQ(code, 0) << cap.err;
+  const Json* load = Result(doc, "bench-test", "load");
+  const Json* cdf = load->Find("latency_cdf");
+  ASSERT_TRUE(cdf != nullptr && cdf->is_object());
+  const auto& q = cdf->Find("quantiles")->items();
+  const auto& ns = cdf->Find("ns")->items();
+  ASSERT_EQ(q.size(), ns.size());
+  ASSERT_GE(q.size(), 20u);
+  for (size_t i = 1; i < q.size(); ++i) {
+    EXPECT_LT(q[i - 1].number(), q[i].number());
+    EXPECT_LE(ns[i - 1].number(), ns[i].number());
+  }
+  EXPECT_EQ(q.back().number(), 1.0);
+  EXPECT_EQ(ns.back().number(), load->Find("latency_ns")->Find("max")->number());
+  // 2000 samples do not resolve the 99.99th percentile: no point claims it.
+  for (const Json& x : q) EXPECT_TRUE(x.number() <= 0.9995 || x.number() == 1.0);
+}
+
+TEST(BenchDriver, UnwritableJsonPathFailsBeforeTheRun) {
+  Captured cap;
+  const int code = RunBenchArgs({"--engine", "bench-test", "--records", "100", "--pool", "dram",
+                                 "--pool-size", "8M", "--json", "/nonexistent-dir/out.json"},
+                                TestEnv(&cap));
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(cap.err.find("--json /nonexistent-dir/out.json"), std::string::npos) << cap.err;
+  EXPECT_NE(cap.err.find("cannot open"), std::string::npos) << cap.err;
+  EXPECT_EQ(std::count(cap.err.begin(), cap.err.end(), '\n'), 1) << cap.err;
+  EXPECT_TRUE(cap.out.empty()) << cap.out;  // nothing ran
+}
+
+TEST(BenchDriver, SeedsAreExactAndValidated) {
+  for (const char* bad : {"-1", "abc", "1e3", "18446744073709551616", ""}) {
+    Captured cap;
+    EXPECT_EQ(RunBenchArgs({"--seed", bad, "--engine", "bench-test"}, TestEnv(&cap)), 2) << bad;
+    EXPECT_NE(cap.err.find("--seed"), std::string::npos) << cap.err;
+  }
+  Captured cap;
+  int code = -1;
+  Json doc = RunJson({"--engine", "bench-test", "--records", "500", "--phases", "load,search",
+                      "--pool", "dram", "--pool-size", "8M", "--seed", "18446744073709551615"},
+                     &cap, &code);
+  ASSERT_EQ(code, 0) << cap.err;
+  const Json* seed = doc.Find("config")->Find("seed");
+  ASSERT_TRUE(seed->is_uint());
+  EXPECT_EQ(seed->uint(), 18446744073709551615ull);
+  // The checksum of the values read is an exact 64-bit integer, not a rounded double.
+  const Json* checksum = Result(doc, "bench-test", "search")->Find("checksum");
+  ASSERT_TRUE(checksum->is_uint());
+  EXPECT_NE(checksum->uint(), 0u);
+}
+
+TEST(JsonValue, KeepsLargeIntegersExact) {
+  Json j = Json::Object();
+  j.Set("max", uint64_t{18446744073709551615ull});
+  j.Set("big", uint64_t{6902760000000000123ull});
+  j.Set("neg", -5);
+  j.Set("third", 1.0 / 3);
+  const std::string text = j.Dump(-1);
+  EXPECT_NE(text.find("\"max\":18446744073709551615"), std::string::npos) << text;
+  EXPECT_NE(text.find("\"big\":6902760000000000123"), std::string::npos) << text;
+  EXPECT_NE(text.find("\"neg\":-5"), std::string::npos) << text;
+  Json back;
+  ASSERT_TRUE(Json::Parse(text, &back).ok());
+  EXPECT_EQ(back.Find("max")->uint(), 18446744073709551615ull);
+  EXPECT_EQ(back.Find("big")->uint(), 6902760000000000123ull);
+  EXPECT_FALSE(back.Find("neg")->is_uint());
+  EXPECT_EQ(back.Find("neg")->number(), -5);
+  EXPECT_EQ(back.Find("third")->number(), 1.0 / 3);  // 17 digits read back exactly
+  EXPECT_EQ(back.Dump(-1), text);
+}
+
+// A chained engine never refuses: the fill row is the --records inserts alone, and its
+// figures (ops, persistence, load factor) all describe that span.
+TEST(BenchDriver, FillOfAnEngineThatNeverRefusesIsOneConsistentSpan) {
+  Captured cap;
+  int code = -1;
+  Json doc = RunJson({"--engine", "bench-test", "--records", "500", "--phases", "fill",
+                      "--pool", "dram", "--pool-size", "8M"},
+                     &cap, &code, EngineMode{.grows = true});
+  ASSERT_EQ(code, 0) << cap.err;
+  const Json* fill = Result(doc, "bench-test", "fill");
+  EXPECT_EQ(fill->Find("ops")->uint(), 500u);  // no second step of ~3x --records inserts
+  EXPECT_EQ(fill->Find("count")->uint(), 500u);
+  EXPECT_EQ(fill->Find("key_slots")->uint(), 1000u);
+  EXPECT_DOUBLE_EQ(fill->Find("load_factor")->number(), 0.5);
+  EXPECT_DOUBLE_EQ(fill->Find("flushes_per_op")->number(), 2.0);
+  EXPECT_NE(fill->Find("note")->string().find("never refuses"), std::string::npos);
+}
+
+// --load-factor on an engine whose slots grow with inserts: the target is fixed from the
+// slots of the index as created, so the fill ends, and the note says where it ended.
+TEST(BenchDriver, LoadFactorOnAGrowingEngineTerminatesWithANote) {
+  Captured cap;
+  int code = -1;
+  Json doc = RunJson({"--engine", "bench-test", "--records", "1000", "--ops", "100",
+                      "--load-factor", "0.5", "--phases", "prefill,load,search", "--pool",
+                      "dram", "--pool-size", "8M"},
+                     &cap, &code, EngineMode{.grows = true});
+  ASSERT_EQ(code, 0) << cap.err;
+  const Json* prefill = Result(doc, "bench-test", "prefill");
+  ASSERT_NE(prefill, nullptr);
+  EXPECT_EQ(prefill->Find("ops")->uint(), 500u);  // 0.5 x 1000 slots as created
+  EXPECT_EQ(prefill->Find("phase_index")->uint(), 0u);
+  EXPECT_DOUBLE_EQ(prefill->Find("flushes_per_op")->number(), 2.0);
+  const Json* load = Result(doc, "bench-test", "load");
+  EXPECT_EQ(load->Find("ops")->uint(), 100u);
+  EXPECT_EQ(load->Find("count")->uint(), 600u);
+  EXPECT_NE(load->Find("note")->string().find("as created"), std::string::npos);
+}
+
+TEST(BenchDriver, PrefillMustComeFirstWithALoadFactor) {
+  Captured cap;
+  EXPECT_EQ(RunBenchArgs({"--engine", "bench-test", "--phases", "load,prefill"}, TestEnv(&cap)),
+            2);
+  EXPECT_NE(cap.err.find("prefill"), std::string::npos) << cap.err;
+  Captured cap2;
+  EXPECT_EQ(RunBenchArgs({"--engine", "bench-test", "--phases", "prefill,load"}, TestEnv(&cap2)),
+            2);
+}
+
+// A repeated phase keeps every occurrence: in the JSON (phase_index) and in the tables.
+TEST(BenchDriver, RepeatedPhaseKeepsEveryOccurrence) {
+  Captured cap;
+  int code = -1;
+  Json doc = RunJson({"--engine", "bench-test,bench-test2", "--records", "2000", "--ops", "500",
+                      "--phases", "load,search,delete,search", "--pool", "dram",
+                      "--pool-size", "8M"},
+                     &cap, &code);
+  ASSERT_EQ(code, 0) << cap.err;
+  std::vector<uint64_t> search_positions;
+  for (const Json& r : doc.Find("results")->items()) {
+    if (r.Find("engine")->string() == "bench-test" && r.Find("phase")->string() == "search") {
+      search_positions.push_back(r.Find("phase_index")->uint());
+    }
+  }
+  EXPECT_EQ(search_positions, (std::vector<uint64_t>{1, 3}));
+  EXPECT_NE(cap.out.find("== search (phase 2 of --phases)"), std::string::npos) << cap.out;
+  EXPECT_NE(cap.out.find("== search (phase 4 of --phases)"), std::string::npos) << cap.out;
+  // Every column of a table shows its own op count, keys stored and key slots.
+  EXPECT_NE(cap.out.find("\nops "), std::string::npos) << cap.out;
+  EXPECT_NE(cap.out.find("\nkeys stored "), std::string::npos) << cap.out;
+  EXPECT_NE(cap.out.find("\nkey slots "), std::string::npos) << cap.out;
+}
+
+// Background work an insert started is waited for after the timer stops and counted in
+// the phase that caused it, not in the next one.
+TEST(BenchDriver, BackgroundWorkIsChargedToItsPhase) {
+  Captured cap;
+  int code = -1;
+  Json doc = RunJson({"--engine", "bench-test", "--records", "1000", "--phases",
+                      "load,search", "--pool", "dram", "--pool-size", "8M"},
+                     &cap, &code, EngineMode{.background = true});
+  ASSERT_EQ(code, 0) << cap.err;
+  EXPECT_DOUBLE_EQ(Result(doc, "bench-test", "load")->Find("flushes_per_op")->number(), 3.0);
+  EXPECT_DOUBLE_EQ(Result(doc, "bench-test", "search")->Find("flushes_per_op")->number(), 0.0);
+}
+
+// The media-line model runs on flushes (adr only): other modes report null, not 0.
+TEST(BenchDriver, MediaFiguresAreNullWithoutTheModel) {
+  for (const char* mode : {"eadr", "none"}) {
+    Captured cap;
+    int code = -1;
+    Json doc = RunJson({"--engine", "bench-test", "--records", "500", "--phases", "load",
+                        "--pool", "dram", "--pool-size", "8M", "--persist", mode},
+                       &cap, &code);
+    ASSERT_EQ(code, 0) << cap.err;
+    const Json* load = Result(doc, "bench-test", "load");
+    EXPECT_TRUE(load->Find("media_writes_per_op")->is_null()) << mode;
+    EXPECT_TRUE(load->Find("media_write_amp")->is_null()) << mode;
+  }
+  Captured cap;
+  int code = -1;
+  Json doc = RunJson({"--engine", "bench-test", "--records", "500", "--phases", "load",
+                      "--pool", "dram", "--pool-size", "8M", "--persist", "adr"},
+                     &cap, &code);
+  ASSERT_EQ(code, 0) << cap.err;
+  EXPECT_TRUE(Result(doc, "bench-test", "load")->Find("media_writes_per_op")->is_number());
+}
+
+// --redundancy: the crash simulator counts a flush of a line with nothing pending and a
+// fence with nothing flushed; without it the figures are null.
+TEST(BenchDriver, RedundancyCountsRedundantFlushesAndFences) {
+  Captured cap;
+  int code = -1;
+  Json doc = RunJson({"--engine", "bench-test", "--records", "500", "--ops", "200", "--phases",
+                      "load,delete,fill", "--redundancy", "--pool-size", "8M"},
+                     &cap, &code, EngineMode{.redundant_delete = true});
+  ASSERT_EQ(code, 0) << cap.err;
+  const Json* load = Result(doc, "bench-test", "load");
+  EXPECT_DOUBLE_EQ(load->Find("redundant_flushes_per_op")->number(), 0.0);
+  EXPECT_DOUBLE_EQ(load->Find("redundant_fences_per_op")->number(), 0.0);
+  const Json* del = Result(doc, "bench-test", "delete");
+  EXPECT_DOUBLE_EQ(del->Find("redundant_flushes_per_op")->number(), 1.0);
+  EXPECT_DOUBLE_EQ(del->Find("redundant_fences_per_op")->number(), 1.0);
+  EXPECT_EQ(del->Find("mapping")->string(), "dram");
+  EXPECT_NE(del->Find("note")->string().find("meaningless"), std::string::npos);
+  EXPECT_TRUE(Result(doc, "bench-test", "fill")->Find("redundant_flushes_per_op")->is_number());
+  EXPECT_NE(cap.out.find("redundant flushes/op"), std::string::npos);
+
+  Captured cap2;
+  Json plain = RunJson({"--engine", "bench-test", "--records", "500", "--phases", "load",
+                        "--pool", "dram", "--pool-size", "8M"},
+                       &cap2, &code);
+  ASSERT_EQ(code, 0) << cap2.err;
+  EXPECT_TRUE(Result(plain, "bench-test", "load")->Find("redundant_flushes_per_op")->is_null());
+  EXPECT_EQ(cap2.out.find("redundant flushes/op"), std::string::npos);
+
+  Captured cap3;
+  EXPECT_EQ(RunBenchArgs({"--engine", "bench-test", "--redundancy", "--pool", "/tmp/x"},
+                         TestEnv(&cap3)),
+            2);
+  EXPECT_NE(cap3.err.find("--redundancy"), std::string::npos) << cap3.err;
+}
+
+// Engine counters ride along on every row; a filtered engine's negative phase reports
+// its false-positive rate.
+TEST(BenchDriver, EngineCountersAndFalsePositiveRate) {
+  Captured cap;
+  int code = -1;
+  Json doc = RunJson({"--engine", "bench-test", "--records", "2000", "--ops", "4000",
+                      "--phases", "load,search,negative", "--pool", "dram", "--pool-size", "8M"},
+                     &cap, &code, EngineMode{.filter = true});
+  ASSERT_EQ(code, 0) << cap.err;
+  const Json* neg = Result(doc, "bench-test", "negative");
+  ASSERT_TRUE(neg->Find("engine_counters")->is_object());
+  EXPECT_TRUE(neg->Find("engine_counters")->Has("filter_negatives"));
+  ASSERT_TRUE(neg->Find("false_positive_rate")->is_number());
+  EXPECT_NEAR(neg->Find("false_positive_rate")->number(), 0.125, 0.03);
+  EXPECT_TRUE(Result(doc, "bench-test", "search")->Find("false_positive_rate")->is_null());
+}
+
+TEST(BenchDriver, RecoveryBothTimesUncleanAndCleanReopen) {
+  const std::string dir = TempPath("pooldir2");
+  ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+  Captured cap;
+  int code = -1;
+  Json doc = RunJson({"--engine", "bench-test", "--records", "1000", "--phases", "load",
+                      "--pool", dir, "--pool-size", "8M", "--recovery", "both"},
+                     &cap, &code);
+  ASSERT_EQ(code, 0) << cap.err;
+  EXPECT_TRUE(cap.warn.empty()) << cap.warn;
+  const Json* load = Result(doc, "bench-test", "load");
+  EXPECT_TRUE(load->Find("recovery_ms")->is_number());
+  EXPECT_TRUE(load->Find("reopen_ms")->is_number());
+  Captured cap2;
+  Json clean = RunJson({"--engine", "bench-test", "--records", "1000", "--phases", "load",
+                        "--pool", dir, "--pool-size", "8M", "--recovery", "clean"},
+                       &cap2, &code);
+  ASSERT_EQ(code, 0) << cap2.err;
+  EXPECT_TRUE(Result(clean, "bench-test", "load")->Find("recovery_ms")->is_null());
+  EXPECT_TRUE(Result(clean, "bench-test", "load")->Find("reopen_ms")->is_number());
+  ::rmdir(dir.c_str());
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "bench/json.h"
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -52,11 +53,15 @@ void DumpNumber(double d, std::string* out) {
     *out += "null";
     return;
   }
-  char buf[32];
+  char buf[40];
   if (d == std::floor(d) && std::fabs(d) < 9e15) {
     std::snprintf(buf, sizeof(buf), "%.0f", d);
   } else {
-    std::snprintf(buf, sizeof(buf), "%.6g", d);
+    // The shortest of 6..17 significant digits that reads back as the same double.
+    for (int digits = 6; digits <= 17; ++digits) {
+      std::snprintf(buf, sizeof(buf), "%.*g", digits, d);
+      if (std::strtod(buf, nullptr) == d) break;
+    }
   }
   *out += buf;
 }
@@ -73,7 +78,13 @@ void Json::DumpTo(std::string* out, int indent, int level) const {
   switch (type_) {
     case Type::kNull: *out += "null"; break;
     case Type::kBool: *out += bool_ ? "true" : "false"; break;
-    case Type::kNumber: DumpNumber(number_, out); break;
+    case Type::kNumber:
+      if (integer_) {
+        *out += std::to_string(uint_);
+      } else {
+        DumpNumber(number_, out);
+      }
+      break;
     case Type::kString: DumpString(string_, out); break;
     case Type::kArray: {
       out->push_back('[');
@@ -191,6 +202,15 @@ class Parser {
         ++pos_;
       }
       std::string num(text_.substr(start, pos_ - start));
+      if (num.find_first_not_of("0123456789") == std::string::npos) {
+        // An integer literal: exact when it fits 64 bits.
+        uint64_t u = 0;
+        auto [p, ec] = std::from_chars(num.data(), num.data() + num.size(), u);
+        if (ec == std::errc() && p == num.data() + num.size()) {
+          *out = Json(u);
+          return Status::OK();
+        }
+      }
       char* end = nullptr;
       double d = std::strtod(num.c_str(), &end);
       if (end != num.c_str() + num.size()) {

@@ -1,6 +1,11 @@
 // A small JSON value for the benchmark driver: written for --json results, parsed for
 // scenario files and by tests that check the result shape. Objects keep insertion order
 // so the output reads in the order the contract lists the fields.
+//
+// Numbers: a non-negative integer (counts, seeds, checksums) is kept exactly as a
+// uint64_t and written in full (18446744073709551615, never 1.84467e+19); other numbers
+// are doubles written with 17 significant digits where needed. The parser keeps an
+// integer literal that fits 64 bits exactly too.
 #pragma once
 
 #include <cstdint>
@@ -21,8 +26,11 @@ class Json {
   Json(std::nullptr_t) {}  // NOLINT: implicit by design
   Json(bool b) : type_(Type::kBool), bool_(b) {}  // NOLINT
   Json(double d) : type_(Type::kNumber), number_(d) {}  // NOLINT
-  Json(int v) : type_(Type::kNumber), number_(v) {}  // NOLINT
-  Json(uint64_t v) : type_(Type::kNumber), number_(static_cast<double>(v)) {}  // NOLINT
+  Json(int v)  // NOLINT
+      : type_(Type::kNumber), integer_(v >= 0), uint_(v >= 0 ? static_cast<uint64_t>(v) : 0),
+        number_(v) {}
+  Json(uint64_t v)  // NOLINT
+      : type_(Type::kNumber), integer_(true), uint_(v), number_(static_cast<double>(v)) {}
   Json(const char* s) : type_(Type::kString), string_(s) {}  // NOLINT
   Json(std::string s) : type_(Type::kString), string_(std::move(s)) {}  // NOLINT
 
@@ -38,6 +46,13 @@ class Json {
   bool is_bool() const { return type_ == Type::kBool; }
 
   double number() const { return number_; }
+  // True for a number held exactly as a non-negative 64-bit integer.
+  bool is_uint() const { return type_ == Type::kNumber && integer_; }
+  // The exact integer (is_uint()), else the number truncated (0 if negative or NaN).
+  uint64_t uint() const {
+    if (integer_) return uint_;
+    return number_ >= 0 && number_ < 18446744073709551616.0 ? static_cast<uint64_t>(number_) : 0;
+  }
   bool boolean() const { return bool_; }
   const std::string& string() const { return string_; }
   const std::vector<Json>& items() const { return items_; }
@@ -63,6 +78,8 @@ class Json {
 
   Type type_ = Type::kNull;
   bool bool_ = false;
+  bool integer_ = false;  // number held exactly in uint_
+  uint64_t uint_ = 0;
   double number_ = 0;
   std::string string_;
   std::vector<Json> items_;

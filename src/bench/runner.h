@@ -2,15 +2,26 @@
 //
 // Per phase: every thread's keys, values and operation kinds are generated first
 // (untimed); the threads then start together at a barrier, and the phase lasts from the
-// start signal to the last thread's finish. Latency is sampled with the TSC (every
-// operation up to 2^16 per thread, then every 2^k-th), persistence figures are deltas of
-// IndexStats::persist over the phase, and the values read are summed into a checksum
-// so that no lookup can be optimised away.
+// start signal to the last thread's finish. The runner then waits for the engine's
+// background work (Engine::WaitForBackgroundWork: PAB refills, filter rebuilds) outside
+// the timed part, so that the stores and flushes an operation caused land in the phase
+// that caused them; persistence figures are deltas of IndexStats::persist over the phase.
+// The values read are summed into a checksum so that no lookup can be optimised away.
+//
+// Latency sampling (the rule; --latency-sample overrides it):
+//  * a phase of at most kTimeEveryOpUpTo operations (all threads together) times every
+//    operation: the papers' latency method (e.g. 1000 operations at a load factor);
+//  * a longer phase times 1 operation in kSampleStride, from a random offset per thread
+//    (seeded), so that sampling costs well under 1% of the throughput: one timed region
+//    costs about 2 x `machine.timer_overhead_ns` plus a histogram update, spread over
+//    kSampleStride operations. Percentiles come from those samples (p99.99 needs at
+//    least 10^4 of them: 640,000 operations; `latency_ns.samples` says how many).
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -20,23 +31,49 @@
 #include "bench/json.h"
 #include "pmhash/index.h"
 
+namespace pmhash::pm {
+class Pool;
+class PersistObserver;
+}  // namespace pmhash::pm
+
 namespace pmhash::bench {
+
+inline constexpr uint64_t kTimeEveryOpUpTo = 4096;
+inline constexpr uint32_t kSampleStride = 64;
+
+// The 1-in-N latency sampling rate a phase of `total_ops` operations uses.
+uint32_t SampleEvery(const BenchConfig& config, uint64_t total_ops);
+
+// The cost of one empty timed region (two Ticks() and the subtraction), median of many,
+// in ns: MachineJson reports it as machine.timer_overhead_ns.
+double MeasureTimerOverheadNs();
 
 struct PhaseResult {
   std::string run;     // scenario run label
   std::string engine;
   int threads = 1;
   std::string phase;
+  int phase_index = 0;   // position in --phases (a phase may repeat)
   uint64_t ops = 0;
   double seconds = 0;
   uint64_t samples = 0;  // latency samples taken
+  uint32_t sample_every = 1;  // 1 operation in this many was timed
   double p50 = 0, p90 = 0, p99 = 0, p999 = 0, p9999 = 0, mean = 0, max = 0;
+  std::vector<std::pair<double, double>> cdf;  // (quantile, ns), Latencies::Cdf
   PersistCounters delta;   // over the phase
+  bool media_known = true;        // the media-line model ran (adr: it is fed by flushes)
+  bool redundancy_known = false;  // measured under the crash simulator (--redundancy)
   bool lines_read_known = false;  // the engine reports PM reads (lines_read ever > 0)
   bool load_factor_known = false;
   double load_factor = 0;
   uint64_t count = 0, key_slots = 0, pm_bytes = 0, dram_bytes = 0;
   std::optional<double> recovery_ms;
+  // Wall time of Open: after the unclean close (recovery_ms is the engine's own recovery
+  // time within it), and after a clean Close (--recovery clean|both).
+  std::optional<double> recovery_open_ms;
+  std::optional<double> reopen_ms;
+  std::map<std::string, uint64_t> engine_counters;  // IndexStats::engine_counters after
+  std::optional<double> false_positive_rate;  // negative phase of a filtered engine
   uint64_t errors = 0;      // operations with an unexpected status
   std::string first_error;
   uint64_t checksum = 0;    // of the values read
@@ -51,6 +88,11 @@ struct PhaseResult {
 // How the runner opens indexes (tests substitute a test-only engine).
 struct BenchEnv {
   std::function<Status(const Options&, std::unique_ptr<Index>*)> open;
+  // Opens a fresh index of options.engine on a mapped (DRAM) pool with an observer
+  // (--redundancy: the crash simulator). The index must be an engines::Engine.
+  std::function<Status(const Options&, std::unique_ptr<pm::Pool>, pm::PersistObserver*,
+                       std::unique_ptr<Index>*)>
+      open_on_pool;
   // Live progress (may be empty): called from the runner's thread while a phase runs.
   std::function<void(const std::string& what, uint64_t done, uint64_t total)> progress;
   // Warnings (e.g. a recovered index lost keys): one line each.
