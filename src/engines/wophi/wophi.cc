@@ -889,8 +889,15 @@ Status Wophi::Grow(uint64_t observed_buckets) {
   const uint64_t left = new_blocks.empty() ? 0 : new_blocks.back().buckets - used.back();
   if (left <= PabLowWater(n2)) (void)add_block();
   ps.Flush(nv.table, TableBytes(n2));
-  for (size_t bi = 0; bi < new_blocks.size(); ++bi) {  // headers and the buckets migrated into
-    ps.Flush(pool().At<char>(new_blocks[bi].offset), PabBytes(used[bi]));
+  // The PAB buckets migrated into: line 0 always, line 1 only where slot 3 was written
+  // (NewPabBlock flushed the headers and every line 0 already; flushing a line with
+  // nothing stored in it would be a redundant flush).
+  for (size_t bi = 0; bi < new_blocks.size(); ++bi) {
+    char* block = pool().At<char>(new_blocks[bi].offset);
+    for (uint64_t i = 0; i < used[bi]; ++i) {
+      const WophiBucket* b = PabBucket(block, i);
+      ps.Flush(b, b->token[kWophiAssoc - 1] != 0 ? sizeof(WophiBucket) : pm::kCacheLine);
+    }
   }
   ps.Fence();
   // The resize's commit point: one failure-atomic 8-byte store of root.table.
