@@ -27,6 +27,38 @@ class RwSpinLock {
   std::atomic<uint32_t> state_{0};
 };
 
+// RwSpinLock plus a version for optimistic readers (a seqlock beside the lock): a writer
+// makes the version odd when it takes the lock exclusively and even again just before it
+// lets go, so a reader that saw the same even version before and after its reads read a
+// state no writer touched meanwhile. Optimistic reads must use atomic loads (relaxed is
+// enough: ReadValidate's fence orders them) and expect anything, since a writer may be
+// half-way: bounds-check every pointer they follow.
+class VersionedRwLock {
+ public:
+  void lock() {
+    mu_.lock();
+    version_.store(version_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);  // odd before any data store
+  }
+  void unlock() {
+    version_.store(version_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+    mu_.unlock();
+  }
+  void lock_shared() { mu_.lock_shared(); }
+  void unlock_shared() { mu_.unlock_shared(); }
+
+  // The version to validate against; odd means a writer is in (read under the lock then).
+  uint64_t ReadBegin() const { return version_.load(std::memory_order_acquire); }
+  bool ReadValidate(uint64_t begin) const {
+    std::atomic_thread_fence(std::memory_order_acquire);  // the reads before the check
+    return version_.load(std::memory_order_relaxed) == begin;
+  }
+
+ private:
+  RwSpinLock mu_;
+  std::atomic<uint64_t> version_{0};
+};
+
 // Asymmetric fences (Linux membarrier): a frequent reader orders its store before a later
 // load with LightFence, a compiler barrier only; a rare writer calls HeavyFence, which
 // makes every running thread of the process execute a full fence. Together they order

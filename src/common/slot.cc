@@ -29,13 +29,10 @@ size_t LinesSpanned(const void* p, size_t len) {
 
 }  // namespace
 
-Status SlotCodec::CheckKey(std::string_view key) {
-  if (key.size() > kMaxKeySize) {
-    return Status::InvalidArgument("key too long: " + std::to_string(key.size()) +
-                                   " bytes (limit kMaxKeySize = " +
-                                   std::to_string(kMaxKeySize) + " bytes)");
-  }
-  return Status::OK();
+Status SlotCodec::KeyTooLong(size_t size) {
+  return Status::InvalidArgument("key too long: " + std::to_string(size) +
+                                 " bytes (limit kMaxKeySize = " +
+                                 std::to_string(kMaxKeySize) + " bytes)");
 }
 
 Status SlotCodec::CheckSizes(std::string_view key, std::string_view value) {

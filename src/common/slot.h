@@ -44,7 +44,11 @@ class SlotCodec {
 
   // InvalidArgument naming the limit when a key (or a key or value) is too long. Every
   // call that takes a key checks it, so an oversized key is never merely NotFound.
-  static Status CheckKey(std::string_view key);
+  // Inline: every Get and Delete calls it, and the OK path must cost a compare, not a
+  // Status built and destroyed in another translation unit.
+  static Status CheckKey(std::string_view key) {
+    return key.size() <= kMaxKeySize ? Status::OK() : KeyTooLong(key.size());
+  }
   static Status CheckSizes(std::string_view key, std::string_view value);
   static bool FitsInline(std::string_view key, std::string_view value) {
     return key.size() == 8 && value.size() == 8;
@@ -80,6 +84,8 @@ class SlotCodec {
   bool Plausible(SlotForm form, const KvWords& words) const;
 
  private:
+  static Status KeyTooLong(size_t size);
+
   struct RecordHeaderView {
     uint64_t key_len, value_len;
   };

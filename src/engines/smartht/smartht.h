@@ -73,9 +73,11 @@
 // ---- Concurrency ----------------------------------------------------------------------
 //
 // Lock areas of 256 consecutive head buckets (Sec. III-B2, Fig. 4); area a is guarded by
-// stripe a % stripes (RwSpinLock, src/common/locks.h). Searches check the filter with no lock
-// (Alg. 2 line 1), then take the stripe shared; inserts, updates and deletes take it
-// exclusively and release it only after their change is durable. The filter pointer can
+// stripe a % stripes (VersionedRwLock, src/common/locks.h). Searches check the filter
+// with no lock (Alg. 2 line 1), then read the chain with no lock either, validated by the
+// stripe's version (FindOptimistic; the shared lock after a few retries or for a record);
+// inserts, updates and deletes take it exclusively and release it only after their change
+// is durable, so a search never returns a value that is not durable. The filter pointer can
 // change (background rebuild, growth of the filter): readers announce themselves in a
 // per-thread reader slot while they hold a filter pointer, and the old filter is freed
 // only after every slot has been seen empty. The head table changes only under every
@@ -116,6 +118,7 @@ inline constexpr uint64_t kSmartHtMinHeadBuckets = 256;                  // one 
 inline constexpr uint64_t kSmartHtMaxHeadBuckets = uint64_t{1} << 32;
 inline constexpr uint64_t kSmartHtLockArea = 256;  // head buckets per lock (Sec. III-B2)
 inline constexpr int kSmartHtSlots = 3;
+inline constexpr int kOptimisticTries = 4;  // lock-free search attempts before the lock
 // One reader slot per live thread (pm::CounterTable's recycled dense thread ids), plus
 // one shared by threads beyond that.
 inline constexpr size_t kSmartHtReaderSlots = pm::CounterTable::kMaxThreads;
@@ -200,7 +203,7 @@ class SmartHt : public Engine {
   enum class Mode : uint8_t { kInsert, kUpdate, kPut };
 
   struct alignas(64) Stripe {
-    RwSpinLock mu;
+    VersionedRwLock mu;  // the version lets searches read without taking it
   };
   // A thread's counters and its filter-reader announcement, one cache line, written
   // only by its owner (plain load + store: no locked instruction on the hot path). The
@@ -254,7 +257,7 @@ class SmartHt : public Engine {
   // The next bucket of a chain, or null at its end. A pointer that cannot be a bucket of
   // the heap (a damaged pool) also ends the chain: reads never go wild.
   SmartBucket* NextOf(const SmartBucket* b) const {
-    const uint64_t next = b->next;
+    const uint64_t next = __atomic_load_n(&b->next, __ATOMIC_RELAXED);  // optimistic readers too
     if (next == 0 || next % sizeof(SmartBucket) != 0 || next < heap_begin_ ||
         next > heap_end_ - sizeof(SmartBucket)) {
       return nullptr;
@@ -265,7 +268,7 @@ class SmartHt : public Engine {
   // chain_limit_ buckets (a damaged pool could hold a cycle).
   template <typename Fn>
   void Walk(uint64_t i, Fn&& fn) const {
-    SmartBucket* b = &heads_[i];
+    SmartBucket* b = &Heads()[i];
     for (uint64_t depth = 0; b != nullptr && depth < chain_limit_; ++depth, b = NextOf(b)) {
       if (!fn(b)) return;
     }
@@ -279,6 +282,13 @@ class SmartHt : public Engine {
   // Alg. 2 lines 3-12 over the chain (full_scan), or only the head and first chained
   // bucket looking for an empty slot (Alg. 1 line 7, when the filter rules the key out).
   Probe Find(std::string_view key, uint64_t hash, uint64_t head, bool full_scan) const;
+  // Alg. 2 with no lock: kFound (*value_word holds an inline value) or kAbsent when the
+  // stripe's version held still and the head table did not grow; kRetry when a writer
+  // was in; kLocked when only the shared lock can answer (the key or its value is a
+  // record, whose bytes are read under the lock). *lines counts the PM lines read.
+  enum class Optimistic : uint8_t { kFound, kAbsent, kRetry, kLocked };
+  Optimistic FindOptimistic(std::string_view key, uint64_t hash, uint64_t* value_word,
+                            size_t* lines) const;
   bool FilterMayContain(uint64_t hash) const;
   void FilterAdd(uint64_t hash);
   Status Write(std::string_view key, std::string_view value, Mode mode);
@@ -330,7 +340,9 @@ class SmartHt : public Engine {
   // Structure.
   SmartHtRoot* root_ = nullptr;
   uint64_t table_offset_ = 0;
-  SmartBucket* heads_ = nullptr;
+  // The live head table; atomic because optimistic searches read it with no lock.
+  std::atomic<SmartBucket*> heads_{nullptr};
+  SmartBucket* Heads() const { return heads_.load(std::memory_order_acquire); }
   uint64_t heap_begin_ = 0, heap_end_ = 0, chain_limit_ = 0;
   std::atomic<uint64_t> head_count_{0};
   size_t num_stripes_ = 0;
