@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <string>
 
@@ -17,14 +18,50 @@ const char* CrashImageKindName(CrashSim::ImageKind kind) {
   return "?";
 }
 
+// Marks the pages of MakePool's buffer that a Persister stores to (from any thread).
+class CrashSim::ImageTracker : public PersistObserver {
+ public:
+  ImageTracker(char* base, size_t size)
+      : base_(base), size_(size), pages_((size + kPage - 1) / kPage),
+        dirty_(new std::atomic<uint8_t>[pages_]) {
+    Clear();
+  }
+  void Write(void* dst, const void* src, size_t len, bool scalar) override {
+    WriteBytes(dst, src, len, scalar);
+    OnStore(dst, len);
+  }
+  void OnStore(const void* addr, size_t len) override { Mark(static_cast<const char*>(addr), len); }
+  void OnFlush(const void*, size_t) override {}
+  void OnFence() override {}
+
+  void Mark(const char* p, size_t len) {
+    if (len == 0 || p < base_ || p >= base_ + size_) return;
+    const size_t first = (p - base_) / kPage;
+    const size_t last = std::min((p - base_ + len - 1) / kPage, pages_ - 1);
+    for (size_t i = first; i <= last; ++i) dirty_[i].store(1, std::memory_order_relaxed);
+  }
+  bool Dirty(size_t page) const { return dirty_[page].load(std::memory_order_relaxed) != 0; }
+  void Clear() {
+    for (size_t i = 0; i < pages_; ++i) dirty_[i].store(0, std::memory_order_relaxed);
+  }
+
+ private:
+  char* const base_;
+  const size_t size_;
+  const size_t pages_;
+  std::unique_ptr<std::atomic<uint8_t>[]> dirty_;
+};
+
 CrashSim::CrashSim(const void* base, size_t size, PersistMode mode)
     : base_(static_cast<const char*>(base)),
       size_(size),
       mode_(mode == PersistMode::kNone ? PersistMode::kEadr : mode),
       persisted_(static_cast<const char*>(base), static_cast<const char*>(base) + size),
-      lines_((size + kCacheLine - 1) / kCacheLine) {}
+      lines_((size + kCacheLine - 1) / kCacheLine),
+      persisted_changed_((size + kPage - 1) / kPage, 0) {}
 
 CrashSim::~CrashSim() {
+  tracker_.reset();
   if (buffer_ != nullptr) munmap(buffer_, size_);
 }
 
@@ -73,12 +110,26 @@ void CrashSim::LogUnit(uint64_t offset, const char* src, size_t len) {
   }
 }
 
+const void* CrashSim::first_outside_store() const {
+  std::lock_guard<std::recursive_mutex> l(mu_);
+  return first_outside_;
+}
+
+void CrashSim::Write(void* dst, const void* src, size_t len, bool scalar) {
+  // The store and its log entry under one lock: another thread's store to the same line
+  // cannot fall between them, so the log order is the order the stores took effect.
+  std::lock_guard<std::recursive_mutex> l(mu_);
+  WriteBytes(dst, src, len, scalar);
+  OnStore(dst, len);
+}
+
 void CrashSim::OnStore(const void* addr, size_t len) {
   if (len == 0) return;
   const char* p = static_cast<const char*>(addr);
   std::lock_guard<std::recursive_mutex> l(mu_);
   if (p < base_ || p >= base_ + size_ || len > static_cast<size_t>(base_ + size_ - p)) {
     ++counters_.outside_stores;
+    if (first_outside_ == nullptr) first_outside_ = addr;
     return;
   }
   ++counters_.stores;
@@ -124,6 +175,7 @@ void CrashSim::FoldLine(uint32_t li, uint64_t seq_end) {
   Line& line = lines_[li];
   if (seq_end <= line.durable_seq) return;
   const size_t n = std::min<uint64_t>(seq_end - line.durable_seq, line.pending.size());
+  if (n > 0) MarkPersistedChanged(uint64_t{li} * kCacheLine);
   for (size_t i = 0; i < n; ++i) ApplyUnit(line.pending[i], persisted_.data());
   line.pending.erase(line.pending.begin(), line.pending.begin() + n);
   line.durable_seq += n;
@@ -131,7 +183,10 @@ void CrashSim::FoldLine(uint32_t li, uint64_t seq_end) {
 }
 
 void CrashSim::FoldAllEadr() {
-  for (const Unit& u : sequence_) ApplyUnit(u, persisted_.data());
+  for (const Unit& u : sequence_) {
+    ApplyUnit(u, persisted_.data());
+    MarkPersistedChanged(u.offset);
+  }
   pending_units_ -= sequence_.size();
   sequence_.clear();
 }
@@ -218,7 +273,7 @@ void CrashSim::MakeImage(ImageKind kind, std::mt19937_64& rng, std::vector<char>
 }
 
 Status CrashSim::MakePool(ImageKind kind, std::mt19937_64& rng, std::string_view engine,
-                          std::unique_ptr<Pool>* pool) const {
+                          std::unique_ptr<Pool>* pool, PersistObserver** tracker) const {
   std::lock_guard<std::recursive_mutex> l(mu_);
   pool->reset();
   if (buffer_ == nullptr) {
@@ -228,22 +283,83 @@ Status CrashSim::MakePool(ImageKind kind, std::mt19937_64& rng, std::string_view
     if (p == MAP_FAILED) return Status::ResourceExhausted("cannot map a crash-image buffer");
     madvise(p, size_, MADV_HUGEPAGE);
     buffer_ = static_cast<char*>(p);
+    tracker_ = std::make_unique<ImageTracker>(buffer_, size_);
+    restore_all_ = true;
   }
-  std::memcpy(buffer_, persisted_.data(), size_);
+  // Back to the persisted image: all of it, or only the pages that may differ (written
+  // through the tracker, pending units of the last image, or folded into since).
+  int64_t bypass = -1;
+  if (restore_all_) {
+    std::memcpy(buffer_, persisted_.data(), size_);
+  } else {
+    const bool verify = ++restores_ % 16 == 0;
+    for (size_t page = 0, i = 0; page < size_; page += kPage, ++i) {
+      const size_t n = std::min(kPage, size_ - page);
+      if (tracker_->Dirty(i) || persisted_changed_[i]) {
+        std::memcpy(buffer_ + page, persisted_.data() + page, n);
+      } else if (verify && std::memcmp(buffer_ + page, persisted_.data() + page, n) != 0) {
+        if (bypass < 0) {
+          size_t j = 0;
+          while (buffer_[page + j] == persisted_[page + j]) ++j;
+          bypass = static_cast<int64_t>(page + j);
+        }
+        std::memcpy(buffer_ + page, persisted_.data() + page, n);
+      }
+    }
+  }
+  tracker_->Clear();
+  std::fill(persisted_changed_.begin(), persisted_changed_.end(), 0);
   ApplyPending(kind, rng, buffer_);
+  // Whatever ApplyPending wrote differs from the persisted image next time.
+  if (Adr()) {
+    for (uint32_t li : dirty_) {
+      if (!lines_[li].pending.empty()) tracker_->Mark(buffer_ + uint64_t{li} * kCacheLine, kCacheLine);
+    }
+  } else {
+    for (const Unit& u : sequence_) tracker_->Mark(buffer_ + u.offset, u.len);
+  }
+  restore_all_ = tracker == nullptr;
+  if (tracker != nullptr) *tracker = tracker_.get();
+  if (bypass >= 0) {
+    return Status::Corruption("a store into the previous crash image (its recovery or the "
+                              "checks after it) bypassed the Persister: pool offset " +
+                              std::to_string(bypass));
+  }
   return Pool::Adopt(buffer_, size_, engine, pool);
 }
 
 Status CrashSim::FindBypass() const {
   std::lock_guard<std::recursive_mutex> l(mu_);
-  std::vector<char> expect;
-  std::mt19937_64 unused;
-  MakeImage(ImageKind::kAll, unused, &expect);
-  if (std::memcmp(expect.data(), base_, size_) == 0) return Status::OK();
-  size_t i = 0;
-  while (expect[i] == base_[i]) ++i;
-  return Status::Corruption("a store bypassed the Persister: pool offset " + std::to_string(i) +
-                            " holds bytes the store log does not explain");
+  // The working pool must equal the persisted image + every logged unit. Compare in
+  // pages against the persisted image alone; only a line that differs needs its pending
+  // units applied (most of the pool has none), so no image is built.
+  char expect[kCacheLine];
+  for (size_t page = 0; page < size_; page += kPage) {
+    const size_t page_len = std::min(kPage, size_ - page);
+    if (std::memcmp(persisted_.data() + page, base_ + page, page_len) == 0) continue;
+    for (size_t lo = page; lo < page + page_len; lo += kCacheLine) {
+      const size_t n = std::min(kCacheLine, size_ - lo);
+      if (std::memcmp(persisted_.data() + lo, base_ + lo, n) == 0) continue;
+      std::memcpy(expect, persisted_.data() + lo, n);
+      const uint64_t li = lo / kCacheLine;
+      auto apply = [&](const Unit& u) { std::memcpy(expect + (u.offset - lo), u.bytes, u.len); };
+      if (Adr()) {
+        for (const Unit& u : lines_[li].pending) apply(u);
+      } else {
+        for (const Unit& u : sequence_) {
+          if (u.offset / kCacheLine == li) apply(u);
+        }
+      }
+      for (size_t i = 0; i < n; ++i) {
+        if (expect[i] != base_[lo + i]) {
+          return Status::Corruption("a store bypassed the Persister: pool offset " +
+                                    std::to_string(lo + i) +
+                                    " holds bytes the store log does not explain");
+        }
+      }
+    }
+  }
+  return Status::OK();
 }
 
 }  // namespace pmhash::pm

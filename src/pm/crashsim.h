@@ -15,7 +15,10 @@
 //  * eadr: the caches are persistent, so a crash image is the state after any prefix of
 //    the global store sequence. The simulator folds the log at each fence, so images
 //    cover the prefixes since the last fence.
-//  * Several threads: the log records the interleaving as it happened (one mutex).
+//  * Several threads: the log records the interleaving as it happened. The simulator
+//    performs each store itself (PersistObserver::Write) under its mutex, so a store and
+//    its log entry are one step and concurrent stores to one line are logged in the
+//    order they took effect.
 //
 // The crash hook: at every fence (before it takes effect), at sampled stores and when a
 // test calls CrashNow(), the simulator calls the hook with its mutex held, so other
@@ -23,8 +26,11 @@
 // when no thread is storing) a test may build crash images and check them.
 //
 // It also finds stores that bypassed the Persister (FindBypass: the working pool differs
-// from persisted image + log) and counts redundant flushes (a line with no store since it
-// was last flushed) and fences (nothing flushed by the thread; eadr: nothing stored).
+// from persisted image + log; about a memcmp of the pool, so cheap enough to run after
+// every operation of a 4 MiB pool), counts Persister stores outside the pool (an engine
+// storing to DRAM or to another pool through this Persister) and redundant flushes (a
+// line with no store since it was last flushed) and fences (nothing flushed by the
+// thread; eadr: nothing stored).
 //
 // Memory: per-line bookkeeping is a flat array (32 bytes per 64-byte line), so the
 // simulator is meant for small pools (the suites use 4-8 MiB).
@@ -68,7 +74,7 @@ class CrashSim : public PersistObserver {
     uint64_t fences = 0;
     uint64_t redundant_flushes = 0;  // lines flushed with no store since their last flush
     uint64_t redundant_fences = 0;   // fences with nothing flushed (eadr: nothing stored)
-    uint64_t outside_stores = 0;     // stores outside the pool (ignored)
+    uint64_t outside_stores = 0;     // stores outside the pool (performed, not logged)
     uint64_t hook_calls = 0;
   };
 
@@ -99,8 +105,17 @@ class CrashSim : public PersistObserver {
   // The same, as a DRAM pool ready for OpenEngine(fresh=false). The pool lives in a
   // buffer the simulator reuses: it is valid until the next MakePool and must be
   // destroyed before the simulator.
+  //
+  // With `tracker`, *tracker is an observer the caller must give every Persister that
+  // stores into this image (the index opened on it, a reopen after Close): it marks the
+  // pages written, so the next MakePool copies only those (and the pages of the
+  // persisted image that changed) instead of the whole pool. Every 16th such restore
+  // checks the unmarked pages against the persisted image: a store that bypassed the
+  // Persister while the image was in use (recovery, the checks after it) makes that
+  // MakePool return Corruption naming the pool offset. Without `tracker` the next
+  // MakePool copies the whole pool.
   Status MakePool(ImageKind kind, std::mt19937_64& rng, std::string_view engine,
-                  std::unique_ptr<Pool>* pool) const;
+                  std::unique_ptr<Pool>* pool, PersistObserver** tracker = nullptr) const;
   // Not-yet-durable units and the lines holding them.
   size_t PendingUnits() const { return pending_units_; }
   size_t PendingLines() const;
@@ -112,10 +127,13 @@ class CrashSim : public PersistObserver {
   // ---- Any time ------------------------------------------------------------------------
 
   Counters counters() const;
+  // The address of the first store outside the pool (null if none): for messages.
+  const void* first_outside_store() const;
   PersistMode mode() const { return mode_; }
   size_t size() const { return size_; }
 
   // PersistObserver.
+  void Write(void* dst, const void* src, size_t len, bool scalar) override;
   void OnStore(const void* addr, size_t len) override;
   void OnFlush(const void* addr, size_t len) override;
   void OnFence() override;
@@ -146,6 +164,10 @@ class CrashSim : public PersistObserver {
   void CallHook(Event event);
   void CompactDirty();
 
+  class ImageTracker;  // MakePool's page marker (crashsim.cc)
+  void MarkPersistedChanged(uint64_t offset) { persisted_changed_[offset / kPage] = 1; }
+  static constexpr size_t kPage = 4096;
+
   const char* base_;
   size_t size_;
   PersistMode mode_;
@@ -161,10 +183,15 @@ class CrashSim : public PersistObserver {
   bool stored_since_fence_ = false;
 
   mutable char* buffer_ = nullptr;  // MakePool's reused image buffer (mmap)
+  mutable std::unique_ptr<ImageTracker> tracker_;   // pages of buffer_ written since
+  mutable std::vector<uint8_t> persisted_changed_;  // pages of persisted_ folded into since
+  mutable bool restore_all_ = true;                 // the last MakePool; else copy all
+  mutable uint64_t restores_ = 0;
   Hook hook_;
   double store_rate_ = 0;
   std::mt19937_64 sample_rng_;
   bool in_hook_ = false;
+  const void* first_outside_ = nullptr;
   Counters counters_;
 };
 

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
 #include <set>
 #include <thread>
@@ -208,6 +209,52 @@ TEST_F(CrashSimTest, MakePoolBuildsARecoverablePool) {
   EXPECT_EQ(*image->At<uint64_t>(image->heap_offset()), 99u);
 }
 
+// MakePool with a tracker restores only the pages written through it (and those the
+// persisted image changed in); a plain store into the image is found by the periodic
+// check of the other pages.
+TEST_F(CrashSimTest, MakePoolRestoresTrackedPagesAndFindsBypasses) {
+  std::unique_ptr<Pool> pool;
+  ASSERT_TRUE(Pool::CreateDram("simtest", 4 << 20, &pool).ok());
+  CrashSim sim(pool->base(), pool->size(), PersistMode::kAdr);
+  PersistConfig config;
+  config.observer = &sim;
+  std::unique_ptr<Persister> p;
+  ASSERT_TRUE(Persister::Make(config, &p).ok());
+  const uint64_t heap = pool->heap_offset();
+  p->Store(pool->At<uint64_t>(heap), uint64_t{99});
+  p->Persist(pool->At<uint64_t>(heap), 8);
+  std::mt19937_64 rng(1);
+  for (uint64_t i = 0; i < 40; ++i) {
+    if (i == 20) {  // the persisted image changes between images
+      p->Store(pool->At<uint64_t>(heap + 8192), uint64_t{5});
+      p->Persist(pool->At<uint64_t>(heap + 8192), 8);
+    }
+    std::unique_ptr<Pool> image;
+    PersistObserver* tracker = nullptr;
+    ASSERT_TRUE(sim.MakePool(Kind::kAll, rng, "simtest", &image, &tracker).ok()) << i;
+    ASSERT_NE(tracker, nullptr);
+    EXPECT_EQ(*image->At<uint64_t>(heap), 99u) << "image " << i;
+    EXPECT_EQ(*image->At<uint64_t>(heap + 8192), i < 20 ? 0u : 5u) << "image " << i;
+    PersistConfig ic;
+    ic.observer = tracker;
+    std::unique_ptr<Persister> ip;
+    ASSERT_TRUE(Persister::Make(ic, &ip).ok());
+    ip->Store(image->At<uint64_t>(heap), 1000 + i);  // tracked: restored next time
+    ip->Zero(image->At<char>(heap + 4096 * (1 + i % 8)), 100);
+  }
+  std::unique_ptr<Pool> image;
+  PersistObserver* tracker = nullptr;
+  ASSERT_TRUE(sim.MakePool(Kind::kNone, rng, "simtest", &image, &tracker).ok());
+  image->At<char>(heap + 300000)[0] = 42;  // a plain store: not tracked
+  Status s;
+  for (int i = 0; i < 16 && s.ok(); ++i) s = sim.MakePool(Kind::kNone, rng, "simtest", &image, &tracker);
+  ASSERT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(s.message().find("offset " + std::to_string(heap + 300000)), std::string::npos)
+      << s.ToString();
+  ASSERT_TRUE(sim.MakePool(Kind::kNone, rng, "simtest", &image).ok());
+  EXPECT_EQ(image->At<char>(heap + 300000)[0], 0);
+}
+
 TEST_F(CrashSimTest, ThreadsInterleaveAndEachFenceCoversItsOwnFlushes) {
   Start(PersistMode::kAdr);
   auto work = [&](size_t first_line) {
@@ -227,6 +274,99 @@ TEST_F(CrashSimTest, ThreadsInterleaveAndEachFenceCoversItsOwnFlushes) {
   }
   EXPECT_TRUE(sim_->FindBypass().ok());
   EXPECT_EQ(sim_->PendingUnits(), 0u);
+}
+
+// Two threads store to one line: A counts word X up, B copies what it reads in X to Y.
+// Every state the log describes must have Y <= X. With the store and its log entry as
+// separate steps (the log reading the bytes back after the store, outside the lock), B's
+// store could be logged before A's earlier one: a state (Y ahead of X) that never was.
+// The hook runs after every logged store and checks the state after the whole log.
+TEST(CrashSimThreads, StoresToOneLineAreLoggedInTheOrderTheyTookEffect) {
+  alignas(64) static char mem[4096];
+  std::memset(mem, 0, sizeof(mem));
+  auto* x = reinterpret_cast<uint64_t*>(mem);
+  auto* y = reinterpret_cast<uint64_t*>(mem + 8);
+  CrashSim sim(mem, sizeof(mem), PersistMode::kAdr);
+  PersistConfig config;
+  config.observer = &sim;
+  std::unique_ptr<Persister> p;
+  ASSERT_TRUE(Persister::Make(config, &p).ok());
+  uint64_t checks = 0, violations = 0, first_x = 0, first_y = 0;
+  std::vector<char> img;
+  sim.SetHook(
+      [&](CrashSim& s, CrashSim::Event e) {
+        if (e != CrashSim::Event::kStore) return;
+        std::mt19937_64 rng(0);
+        s.MakeImage(Kind::kAll, rng, &img);
+        uint64_t ix, iy;
+        std::memcpy(&ix, img.data(), 8);
+        std::memcpy(&iy, img.data() + 8, 8);
+        ++checks;
+        if (iy > ix && violations++ == 0) first_x = ix, first_y = iy;
+      },
+      1.0, 3);
+  // Each thread stores until both have done kStores (so they overlap as long as they
+  // can on a busy machine), at most 4 x kStores.
+  constexpr uint64_t kStores = 5000;
+  std::atomic<bool> go{false};
+  std::atomic<int> done{0};
+  uint64_t stores_a = 0, stores_b = 0;
+  auto more = [&](uint64_t i) { return i < kStores || (done.load() < 2 && i < 4 * kStores); };
+  std::thread a([&] {
+    while (!go.load()) {
+    }
+    uint64_t i = 0;
+    for (; more(i); ++i) {
+      p->Store(x, i + 1);
+      if (i % 16 == 15) p->Persist(x, 8);  // keeps the line's log (and each check) short
+      if (i + 1 == kStores) ++done;
+    }
+    stores_a = i;
+  });
+  std::thread b([&] {
+    while (!go.load()) {
+    }
+    uint64_t i = 0;
+    for (; more(i); ++i) {
+      p->Store(y, Persister::Load(x));
+      if (i + 1 == kStores) ++done;
+    }
+    stores_b = i;
+  });
+  go = true;
+  a.join();
+  b.join();
+  sim.SetHook({}, 0, 0);
+  EXPECT_EQ(checks, stores_a + stores_b);
+  EXPECT_EQ(violations, 0u) << "the log held Y=" << first_y << " while X=" << first_x;
+  EXPECT_TRUE(sim.FindBypass().ok());
+}
+
+TEST_F(CrashSimTest, DetectsABypassInALineWithPendingStores) {
+  for (PersistMode mode : {PersistMode::kAdr, PersistMode::kEadr}) {
+    Start(mode);
+    persister_->Store(Word(128), uint64_t{1});
+    persister_->Store(Word(4096), uint64_t{2});
+    persister_->Persist(Word(4096), 8);
+    persister_->Store(Word(4096), uint64_t{3});  // pending again, over a durable unit
+    EXPECT_TRUE(sim_->FindBypass().ok()) << PersistModeName(mode);
+    base_[140] = 9;  // a plain store beside a pending one, same line
+    Status s = sim_->FindBypass();
+    ASSERT_TRUE(s.IsCorruption()) << PersistModeName(mode);
+    EXPECT_NE(s.message().find("offset 140"), std::string::npos) << s.ToString();
+  }
+}
+
+TEST_F(CrashSimTest, StoresOutsideThePoolArePerformedAndCounted) {
+  Start(PersistMode::kAdr);
+  uint64_t dram = 0;
+  persister_->Store(&dram, uint64_t{5});
+  EXPECT_EQ(dram, 5u);
+  persister_->Zero(Word(0), 16);
+  EXPECT_EQ(sim_->counters().outside_stores, 1u);
+  EXPECT_EQ(sim_->first_outside_store(), &dram);
+  EXPECT_EQ(sim_->counters().stores, 1u);
+  EXPECT_TRUE(sim_->FindBypass().ok());
 }
 
 }  // namespace

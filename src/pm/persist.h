@@ -34,9 +34,43 @@ inline constexpr size_t kCacheLine = 64;
 class PersistObserver {
  public:
   virtual ~PersistObserver() = default;
+  // Performs a store and observes it, as one step: with an observer set, the Persister's
+  // Store / Copy / Zero call this instead of writing themselves, so an observer can take
+  // its lock around the write and its record of it (the crash simulator must log
+  // concurrent stores to one line in the order they took effect). `src` null means zero
+  // `len` bytes; `scalar` means an aligned 1, 2, 4 or 8-byte store with release order.
+  // The default writes, then calls OnStore.
+  virtual void Write(void* dst, const void* src, size_t len, bool scalar) {
+    WriteBytes(dst, src, len, scalar);
+    OnStore(dst, len);
+  }
   virtual void OnStore(const void* addr, size_t len) = 0;  // after the bytes are written
   virtual void OnFlush(const void* addr, size_t len) = 0;
   virtual void OnFence() = 0;
+
+  // The write itself, for implementations of Write.
+  static void WriteBytes(void* dst, const void* src, size_t len, bool scalar) {
+    if (src == nullptr) {
+      std::memset(dst, 0, len);
+    } else if (!scalar) {
+      std::memcpy(dst, src, len);
+    } else {
+      switch (len) {
+        case 1: StoreScalar<uint8_t>(dst, src); break;
+        case 2: StoreScalar<uint16_t>(dst, src); break;
+        case 4: StoreScalar<uint32_t>(dst, src); break;
+        default: StoreScalar<uint64_t>(dst, src); break;
+      }
+    }
+  }
+
+ private:
+  template <typename U>
+  static void StoreScalar(void* dst, const void* src) {
+    U v;
+    std::memcpy(&v, src, sizeof(U));
+    __atomic_store_n(static_cast<U*>(dst), v, __ATOMIC_RELEASE);
+  }
 };
 
 struct PersistConfig {
@@ -81,8 +115,12 @@ class Persister {
     static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= 8 &&
                       (sizeof(T) & (sizeof(T) - 1)) == 0,
                   "Store is for 1, 2, 4 and 8-byte scalars; use Copy for the rest");
-    __atomic_store_n(dst, value, __ATOMIC_RELEASE);
-    Stored(dst, sizeof(T));
+    if (config_.observer != nullptr) {
+      config_.observer->Write(dst, &value, sizeof(T), /*scalar=*/true);
+    } else {
+      __atomic_store_n(dst, value, __ATOMIC_RELEASE);
+    }
+    Count(sizeof(T));
   }
   // Acquire load of a scalar that another thread may Store concurrently.
   template <typename T>
@@ -91,12 +129,20 @@ class Persister {
   }
   // Not failure-atomic (see above).
   void Copy(void* dst, const void* src, size_t len) {
-    std::memcpy(dst, src, len);
-    Stored(dst, len);
+    if (config_.observer != nullptr) {
+      config_.observer->Write(dst, src, len, /*scalar=*/false);
+    } else {
+      std::memcpy(dst, src, len);
+    }
+    Count(len);
   }
   void Zero(void* dst, size_t len) {
-    std::memset(dst, 0, len);
-    Stored(dst, len);
+    if (config_.observer != nullptr) {
+      config_.observer->Write(dst, nullptr, len, /*scalar=*/false);
+    } else {
+      std::memset(dst, 0, len);
+    }
+    Count(len);
   }
 
   // Engines report the PM cache lines a read touched (for pm_lines_read_per_op).
@@ -122,9 +168,8 @@ class Persister {
   explicit Persister(const PersistConfig& config);
 
   CounterSlot* Slot() { return config_.count ? counters_.Local() : nullptr; }
-  void Stored(const void* dst, size_t len) {
+  void Count(size_t len) {
     if (CounterSlot* s = Slot()) CounterSlot::Add(s->bytes_stored, len);
-    if (config_.observer != nullptr) config_.observer->OnStore(dst, len);
   }
 
   PersistConfig config_;

@@ -7,8 +7,12 @@
 #pragma GCC diagnostic ignored "-Wrestrict"
 
 #include <atomic>
+#include <cstdlib>
 #include <filesystem>
+#include <map>
+#include <mutex>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "support/harness.h"
@@ -209,13 +213,37 @@ TEST_P(Conformance, ReopenAfterCleanClose) {
   std::filesystem::remove_all(dir);
 }
 
-// 4 threads: each owns a key range (exact per-thread model) and reads the others'; all
-// Put to a few shared keys. No lost or phantom keys, shared values are ones written.
+// 4 threads: each owns a key range (exact per-thread model, checked by Get after each
+// op) and reads the others' keys; all Put to a few shared keys. Every value is distinct
+// per write, so a value read must be one a thread wrote to that key (a torn value, or
+// one of another key, is not). No lost or phantom keys at the end.
 TEST_P(Conformance, ThreadsAgainstAModel) {
   auto index = Fresh(16);
   constexpr int kThreads = 4, kOps = 1500;
   std::vector<Model> models(kThreads);
+  // Every value each thread wrote, by key (read by other threads only after the join).
+  std::vector<std::map<std::string, std::set<std::string>>> written(kThreads);
+  struct Read {
+    std::string key, value;
+  };
+  std::vector<std::vector<Read>> reads(kThreads);
   std::atomic<int> failures{0};
+  std::mutex errors_mu;
+  std::vector<std::string> errors;
+  auto error = [&](const std::string& e) {
+    ++failures;
+    std::lock_guard<std::mutex> l(errors_mu);
+    if (errors.size() < 5) errors.push_back(e);
+  };
+  auto value_for = [](int t, uint64_t k, int i, size_t len) {
+    std::string v(len, '\0');
+    uint64_t x = (uint64_t{static_cast<uint32_t>(t)} << 48) ^ (k << 24) ^ static_cast<uint64_t>(i);
+    for (size_t j = 0; j < len; ++j) {
+      x = x * 6364136223846793005ull + 1442695040888963407ull;
+      v[j] = static_cast<char>(x >> 56);
+    }
+    return v;
+  };
   auto work = [&](int t) {
     std::mt19937_64 rng(t);
     std::string v;
@@ -224,19 +252,46 @@ TEST_P(Conformance, ThreadsAgainstAModel) {
       Op op;
       op.kind = static_cast<Op::Kind>(rng() % 4);
       op.key = "t" + std::to_string(t) + "-" + std::to_string(k);
-      op.value = std::string(rng() % 2 ? 8 : 20, static_cast<char>('a' + t));
+      op.value = value_for(t, k, i, rng() % 2 ? 8 : 20);
+      if (op.kind != Op::kDelete) written[t][op.key].insert(op.value);
       Status want = ApplyToModel(op, &models[t]);
-      if (ApplyToIndex(op, index.get()).code() != want.code()) ++failures;
+      Status got = ApplyToIndex(op, index.get());
+      if (got.code() != want.code()) error(Describe(op) + " returned " + got.ToString());
+      // Only this thread writes its keys: Get must agree with its model exactly.
+      auto m = models[t].find(op.key);
+      Status g = index->Get(op.key, &v);
+      if (m == models[t].end() ? !g.IsNotFound() : !(g.ok() && v == m->second)) {
+        error("Get(" + op.key + ") right after " + Describe(op) + " gave " + g.ToString());
+      }
       const std::string other = "t" + std::to_string(rng() % kThreads) + "-" + std::to_string(k);
-      (void)index->Get(other, &v);
+      if (index->Get(other, &v).ok()) reads[t].push_back({other, v});
       const std::string shared = "shared-" + std::to_string(rng() % 4);
-      if (!index->Put(shared, "by-thread-" + std::to_string(t)).ok()) ++failures;
+      if (!index->Put(shared, "by-thread-" + std::to_string(t)).ok()) error("Put(" + shared + ")");
+      if (index->Get(shared, &v).ok() &&
+          !(v.size() == 11 && v.rfind("by-thread-", 0) == 0 && v[10] >= '0' &&
+            v[10] < '0' + kThreads)) {
+        error("Get(" + shared + ") returned " + Printable(v) + ", which no thread wrote");
+      }
     }
   };
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) threads.emplace_back(work, t);
   for (auto& th : threads) th.join();
-  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(failures.load(), 0) << (errors.empty() ? "" : errors[0]);
+  uint64_t checked = 0;
+  for (int t = 0; t < kThreads; ++t) {
+    for (const Read& r : reads[t]) {
+      const int owner = std::atoi(r.key.c_str() + 1);
+      auto it = written[owner].find(r.key);
+      ++checked;
+      if (it == written[owner].end() || it->second.count(r.value) == 0) {
+        ADD_FAILURE() << "thread " << t << " read " << Printable(r.value) << " from "
+                      << r.key << ", a value no thread wrote to it (torn or misplaced)";
+        break;
+      }
+    }
+  }
+  EXPECT_GT(checked, 0u);
   Model seen;
   ASSERT_EQ(Snapshot(*index, &seen), "");
   EXPECT_EQ(index->Count(), seen.size());
@@ -249,6 +304,27 @@ TEST_P(Conformance, ThreadsAgainstAModel) {
     expect[it->first] = it->second;
   }
   EXPECT_EQ(CheckIndex(index.get(), expect, nullptr), "");
+}
+
+// A key longer than kMaxKeySize is InvalidArgument for every call that takes a key (not
+// NotFound: the caller passed something no index can hold), and changes nothing.
+TEST_P(Conformance, OverlongKeyIsInvalidArgumentForEveryCall) {
+  auto index = Fresh();
+  ASSERT_TRUE(index->Insert("present1", "value001").ok());
+  const std::string big(kMaxKeySize + 1, 'k');
+  std::string v = "untouched";
+  Status s = index->Get(big, &v);
+  EXPECT_TRUE(s.IsInvalidArgument()) << "Get: " << s.ToString();
+  EXPECT_EQ(v, "untouched");
+  s = index->Delete(big);
+  EXPECT_TRUE(s.IsInvalidArgument()) << "Delete: " << s.ToString();
+  s = index->Update(big, "v");
+  EXPECT_TRUE(s.IsInvalidArgument()) << "Update: " << s.ToString();
+  s = index->Insert(big, "v");
+  EXPECT_TRUE(s.IsInvalidArgument()) << "Insert: " << s.ToString();
+  s = index->Put(big, "v");
+  EXPECT_TRUE(s.IsInvalidArgument()) << "Put: " << s.ToString();
+  ExpectMatches(index.get(), {{"present1", "value001"}});
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, Conformance, ::testing::ValuesIn(Names(ConformanceEngines())),

@@ -1,6 +1,8 @@
 #include "crash/crash_sim_runner.h"
 
+#include <cstdio>
 #include <mutex>
+#include <optional>
 #include <random>
 
 #include "common/hash.h"
@@ -121,6 +123,7 @@ class Run {
     options_.initial_capacity = script.initial_capacity;
     options_.pool_size = config.pool_size;
     options_.count_stats = false;
+    options_.engine_options = spec.crash_options;
   }
 
   RunResult Go() {
@@ -128,34 +131,50 @@ class Run {
     Status s = NewDramPool(spec_, config_.pool_size, &pool);
     if (!s.ok()) return Fail("cannot create a DRAM pool: " + s.ToString());
     pm::CrashSim sim(pool->base(), pool->size(), config_.mode);
+    auto hook = [this](pm::CrashSim& sim, pm::CrashSim::Event e) { CrashPoint(sim, e); };
+    const bool crash_creation = config_.crash_points && config_.crash_creation;
+    if (crash_creation) sim.SetHook(hook, config_.store_rate, config_.seed);
     std::unique_ptr<Index> index;
     s = OpenOnPool(spec_, std::move(pool), true, options_, &sim, &index);
     if (!s.ok()) return Fail("cannot create the index: " + s.ToString());
-    sim.SetHook([this](pm::CrashSim& sim, pm::CrashSim::Event e) { CrashPoint(sim, e); },
-                config_.store_rate, config_.seed);
+    WaitForBackgroundWork(index.get());
+    if (crash_creation) sim.CrashNow();  // created: an empty index from here on
+    creating_ = false;
+    if (config_.crash_points && !crash_creation) sim.SetHook(hook, config_.store_rate, config_.seed);
     for (op_index_ = 0; op_index_ < script_.ops.size() && result_.failure.empty(); ++op_index_) {
       const Op& op = script_.ops[op_index_];
-      inflight_ = &op;
+      StartOp(op);
       Status got = ApplyToIndex(op, index.get());
       // Work the op started in the background (a refill) may reach the hook from its own
       // thread: it runs with the op still in flight, and ends before the model changes.
       WaitForBackgroundWork(index.get());
       inflight_ = nullptr;
+      durable_after_ = false;
       Status want = ApplyToModel(op, &model_);
       if (got.code() != want.code()) {
         Fail(Describe(op) + " returned " + got.ToString() + ", expected " +
              std::string(Status::CodeName(want.code())));
         break;
       }
-      sim.CrashNow();  // the op is acknowledged: it must survive a crash from here on
-      if (op_index_ % 32 == 31 && result_.failure.empty()) CheckBypass(sim);
+      // The op is acknowledged: it must survive a crash from here on. This crash point
+      // also looks for stores that bypassed the Persister.
+      sim.CrashNow();
     }
     sim.SetHook({}, 0, 0);
-    if (result_.failure.empty()) CheckBypass(sim);
+    if (result_.failure.empty()) CheckBypass(sim, "at the end");
+    const pm::CrashSim::Counters c = sim.counters();
+    if (result_.failure.empty() && c.outside_stores > 0) {
+      char where[32];
+      std::snprintf(where, sizeof(where), "%p", sim.first_outside_store());
+      Fail(std::to_string(c.outside_stores) +
+           " stores through the pool's Persister fell outside the pool (first at " + where +
+           "): DRAM data does not need the Persister, and another pool's stores are lost");
+    }
     if (result_.failure.empty()) {
       std::string err = CheckIndex(index.get(), model_, nullptr);
       if (!err.empty()) Fail("live index after the script: " + err);
     }
+    result_.engine_counters = index->Stats().engine_counters;
     Abandon(&index);
     return result_;
   }
@@ -165,21 +184,52 @@ class Run {
     if (result_.failure.empty()) {
       result_.failure = "engine " + spec_.name + ", script " + script_.name + ", mode " +
                         PersistModeName(config_.mode) + ", seed " + std::to_string(config_.seed) +
-                        ", op #" + std::to_string(op_index_) + ": " + what;
+                        (creating_ ? std::string(", creating the index")
+                                   : ", op #" + std::to_string(op_index_)) +
+                        ": " + what;
     }
     return result_;
   }
 
-  void CheckBypass(pm::CrashSim& sim) {
+  void CheckBypass(pm::CrashSim& sim, const char* where) {
     Status s = sim.FindBypass();
-    if (!s.ok()) Fail(s.ToString());
+    if (!s.ok()) Fail(std::string(where) + ": " + s.ToString());
   }
+
+  // The interrupted op and the states it may leave its key in.
+  void StartOp(const Op& op) {
+    inflight_ = &op;
+    durable_after_ = false;
+    Model one;
+    auto it = model_.find(op.key);
+    if (it != model_.end()) one.insert(*it);
+    const std::optional<std::string> before =
+        it == model_.end() ? std::nullopt : std::optional<std::string>(it->second);
+    after_ = before;
+    if (ApplyToModel(op, &one).ok()) {
+      auto jt = one.find(op.key);
+      after_ = jt == one.end() ? std::nullopt : std::optional<std::string>(jt->second);
+    }
+    changes_ = after_ != before;
+  }
+
+  // What an image is checked against. Once durable state (a `none` image) has shown the
+  // interrupted op done, every later image must keep it: a later crash that undid it
+  // (an undo log rolling back an op whose commit was already durable) could lose a
+  // value a reader had returned.
+  const Model& CheckModel() const { return durable_after_ ? model_after_ : model_; }
+  const Op* CheckInflight() const { return durable_after_ ? nullptr : inflight_; }
 
   void CrashPoint(pm::CrashSim& sim, pm::CrashSim::Event event) {
     if (!result_.failure.empty()) return;
     const char* where = event == pm::CrashSim::Event::kFence   ? "at a fence"
                         : event == pm::CrashSim::Event::kStore ? "after a store"
+                        : creating_                            ? "after creation returned"
                                                                : "after the op returned";
+    if (event == pm::CrashSim::Event::kManual) {
+      CheckBypass(sim, where);
+      if (!result_.failure.empty()) return;
+    }
     std::vector<Kind> kinds = {Kind::kNone};
     if (sim.PendingUnits() > 0) {
       kinds.push_back(Kind::kAll);
@@ -188,60 +238,123 @@ class Run {
     for (Kind kind : kinds) {
       const uint64_t image_seed = rng_();
       std::mt19937_64 image_rng(image_seed);
+      const bool nested =
+          std::uniform_real_distribution<double>(0, 1)(rng_) < config_.recovery_crash_rate;
       std::unique_ptr<pm::Pool> image;
-      Status s = sim.MakePool(kind, image_rng, spec_.name, &image);
+      pm::PersistObserver* tracker = nullptr;  // a nested run observes the image itself
+      Status s = sim.MakePool(kind, image_rng, spec_.name, &image, nested ? nullptr : &tracker);
       std::string err = s.ok() ? "" : "cannot build the image: " + s.ToString();
-      if (err.empty()) {
-        const bool nested = std::uniform_real_distribution<double>(0, 1)(rng_) <
-                            config_.recovery_crash_rate;
-        err = CheckImage(std::move(image), nested);
-      }
+      bool shows_after = false;
+      if (err.empty()) err = CheckImage(std::move(image), nested, tracker, &shows_after);
       if (!err.empty()) {
+        if (durable_after_) {
+          err += "; the interrupted op " + Describe(*inflight_) +
+                 " had already shown in durable state (a none image) at an earlier crash "
+                 "point, so it must not be undone now";
+        }
         Fail(std::string("crash ") + where + ", image " + pm::CrashImageKindName(kind) +
              " (image seed " + std::to_string(image_seed) + "): " + err);
         return;
+      }
+      if (kind == Kind::kNone && shows_after && !durable_after_) {
+        durable_after_ = true;
+        ++result_.durable_inflight;
+        model_after_ = model_;
+        (void)ApplyToModel(*inflight_, &model_after_);
       }
     }
   }
 
   // Recovers an image and checks it; with `nested`, also crashes that recovery at its
-  // fences and checks those images.
-  std::string CheckImage(std::unique_ptr<pm::Pool> image, bool nested) {
+  // fences, at sampled stores and right after it returns, and checks those images.
+  std::string CheckImage(std::unique_ptr<pm::Pool> image, bool nested,
+                         pm::PersistObserver* tracker, bool* shows_after) {
     std::unique_ptr<pm::CrashSim> rsim;
     std::string nested_err;
     if (nested) {
+      ++result_.crashed_recoveries;
       rsim = std::make_unique<pm::CrashSim>(image->base(), image->size(), config_.mode);
       rsim->SetHook(
-          [&](pm::CrashSim& sim, pm::CrashSim::Event) {
+          [&](pm::CrashSim& sim, pm::CrashSim::Event event) {
             if (!nested_err.empty()) return;
+            ++result_.recovery_crash_points;
+            const char* where = event == pm::CrashSim::Event::kFence   ? "at a fence"
+                                : event == pm::CrashSim::Event::kStore ? "after a store"
+                                                                       : "after it returned";
             for (Kind kind : {Kind::kNone, Kind::kRandom}) {
               std::unique_ptr<pm::Pool> again;
-              Status s = sim.MakePool(kind, rng_, spec_.name, &again);
-              std::string err = s.ok() ? RecoverAndCheck(std::move(again), nullptr)
-                                       : "cannot build the image: " + s.ToString();
+              pm::PersistObserver* again_tracker = nullptr;
+              Status s = sim.MakePool(kind, rng_, spec_.name, &again, &again_tracker);
+              std::string err =
+                  s.ok() ? RecoverAndCheck(std::move(again), nullptr, again_tracker, nullptr)
+                         : "cannot build the image: " + s.ToString();
               if (!err.empty()) {
-                nested_err = std::string("crash during recovery, image ") +
+                nested_err = std::string("crash during recovery ") + where + ", image " +
                              pm::CrashImageKindName(kind) + ": " + err;
                 return;
               }
             }
           },
-          0, rng_());
+          config_.recovery_store_rate, rng_());
     }
-    std::string err = RecoverAndCheck(std::move(image), rsim.get());
+    std::string err = RecoverAndCheck(std::move(image), rsim.get(), tracker, shows_after);
     return nested_err.empty() ? err : nested_err;
   }
 
-  std::string RecoverAndCheck(std::unique_ptr<pm::Pool> image, pm::CrashSim* rsim) {
+  // Every store into the image goes through `rsim` (a crashed recovery) or else `tracker`
+  // (MakePool's page tracker).
+  std::string RecoverAndCheck(std::unique_ptr<pm::Pool> image, pm::CrashSim* rsim,
+                              pm::PersistObserver* tracker, bool* shows_after) {
+    char* const base = image->base();
+    const size_t size = image->size();
+    pm::PersistObserver* const observer = rsim != nullptr ? rsim : tracker;
     std::unique_ptr<Index> index;
-    Status s = OpenOnPool(spec_, std::move(image), false, options_, rsim, &index);
+    Status s = OpenOnPool(spec_, std::move(image), false, options_, observer, &index);
     ++result_.images;
-    if (rsim != nullptr) rsim->SetHook({}, 0, 0);
+    if (s.ok()) WaitForBackgroundWork(index.get());
+    if (rsim != nullptr) {
+      if (s.ok()) rsim->CrashNow();  // recovered, nothing acknowledged since
+      rsim->SetHook({}, 0, 0);
+    }
     if (!s.ok()) return "recovery failed: " + s.ToString();
-    std::string err = CheckIndex(index.get(), model_, inflight_);
-    if (err.empty()) err = CheckKeepsWorking(index.get());
+    const Op* inflight = CheckInflight();
+    std::string err = CheckIndex(index.get(), CheckModel(), inflight);
+    if (err.empty()) {
+      Model settled = Settle(index.get(), CheckModel(), inflight);
+      if (shows_after != nullptr && inflight != nullptr && changes_) {
+        auto it = settled.find(inflight->key);
+        *shows_after = (it == settled.end() ? std::optional<std::string>() : it->second) == after_;
+      }
+      const bool grow = std::uniform_real_distribution<double>(0, 1)(rng_) < config_.grow_rate;
+      err = CheckKeepsWorking(index.get(), &settled, rng_(), grow);
+      WaitForBackgroundWork(index.get());
+      if (err.empty() && rsim != nullptr) {
+        Status b = rsim->FindBypass();
+        if (!b.ok()) err = "in the recovered index: " + b.ToString();
+      }
+      if (err.empty() &&
+          std::uniform_real_distribution<double>(0, 1)(rng_) < config_.reopen_rate) {
+        err = CloseReopenAndCheck(&index, base, size, observer, settled);
+      }
+    }
     Abandon(&index);
     return err;
+  }
+
+  // A clean Close of the recovered (and further used) index, then a clean open of the
+  // same memory: both must work and hold `model`.
+  std::string CloseReopenAndCheck(std::unique_ptr<Index>* index, char* base, size_t size,
+                                  pm::PersistObserver* observer, const Model& model) {
+    Status s = (*index)->Close();
+    index->reset();
+    if (!s.ok()) return "a clean Close after recovery failed: " + s.ToString();
+    std::unique_ptr<pm::Pool> pool;
+    s = pm::Pool::Adopt(base, size, spec_.name, &pool);
+    if (s.ok()) s = OpenOnPool(spec_, std::move(pool), false, options_, observer, index);
+    if (!s.ok()) return "reopening after a clean Close failed: " + s.ToString();
+    if ((*index)->Stats().recovered) return "reopening after a clean Close ran recovery";
+    std::string err = CheckIndex(index->get(), model, nullptr);
+    return err.empty() ? "" : "after a clean Close and reopen: " + err;
   }
 
   const EngineSpec& spec_;
@@ -251,6 +364,11 @@ class Run {
   std::mt19937_64 rng_;
   Model model_;
   const Op* inflight_ = nullptr;
+  std::optional<std::string> after_;  // the interrupted op's key when it is done
+  bool changes_ = false;              // ... differs from before it
+  bool durable_after_ = false;        // a `none` image showed it done
+  Model model_after_;                 // model_ with the op applied (when durable_after_)
+  bool creating_ = true;
   size_t op_index_ = 0;
   RunResult result_;
 };

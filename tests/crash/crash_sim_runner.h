@@ -24,11 +24,20 @@ struct RunConfig {
   double store_rate = 0.02;          // probability of a crash point after a store
   int random_images = 2;             // kRandom images per crash point with pending stores
   double recovery_crash_rate = 0.02; // images whose recovery itself is crashed
+  double recovery_store_rate = 0.2;  // ... at its fences and after this share of its stores
+  double grow_rate = 1.0 / 32;       // images whose keep-working step makes the index grow
+  double reopen_rate = 0.125;        // images then closed cleanly, reopened and checked
+  bool crash_points = true;          // false: just run the script (engine counters)
+  bool crash_creation = false;       // crash points while the index is created, too
   uint64_t pool_size = 4ull << 20;
 };
 
 struct RunResult {
-  uint64_t images = 0;   // crash images recovered and checked
+  uint64_t images = 0;                  // crash images recovered and checked
+  uint64_t crashed_recoveries = 0;      // recoveries that were crashed themselves
+  uint64_t recovery_crash_points = 0;   // crash points inside those recoveries
+  uint64_t durable_inflight = 0;        // ops seen in durable state before they returned
+  std::map<std::string, uint64_t> engine_counters;  // IndexStats after the script
   std::string failure;   // "" if every check passed; else what, where, seed
 };
 

@@ -2,6 +2,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
 
 #include "crash/crash_sim_runner.h"
 
@@ -28,23 +31,82 @@ class CrashSuite : public ::testing::TestWithParam<std::string> {
   EngineSpec Spec() const { return FindSpec(GetParam()); }
 };
 
+// The growth counters of `spec` that stayed zero in `counters`; "" if all grew. An
+// engine without a list must report some "resizes", "grows", "splits" or "doublings".
+std::string GrowthMissing(const EngineSpec& spec, const std::map<std::string, uint64_t>& counters) {
+  std::vector<std::string> names = spec.growth_counters;
+  if (names.empty()) {
+    for (const char* n : {"resizes", "grows", "splits", "doublings"}) {
+      if (counters.count(n)) names.push_back(n);
+    }
+    if (names.empty()) {
+      return "the engine reports no growth counter: list it in EngineSpec::growth_counters "
+             "(tests/support/test_engines.cc)";
+    }
+    for (const std::string& n : names) {
+      if (counters.at(n) > 0) return "";
+    }
+    return "none of its growth counters moved";
+  }
+  std::string missing;
+  for (const std::string& n : names) {
+    auto it = counters.find(n);
+    if (it == counters.end() || it->second == 0) missing += (missing.empty() ? "" : ", ") + n;
+  }
+  return missing.empty() ? "" : "engine counters still zero: " + missing;
+}
+
 // Every standard script in adr mode: a crash at every fence, after sampled stores and
 // after every acknowledged op; none / all / random-prefix images; recovery checked
 // against the model; 2% of the recoveries crashed themselves.
 TEST_P(CrashSuite, ScriptsSurviveCrashesAtEveryFence) {
   const EngineSpec spec = Spec();
   const double soak = SoakFactor();
-  uint64_t images = 0;
+  uint64_t images = 0, crashed_recoveries = 0, recovery_points = 0, durable_inflight = 0;
+  std::map<std::string, uint64_t> counters;
   for (const Script& script : StandardScripts(/*seed=*/42, soak)) {
     RunConfig config;
     config.seed = 1000 + images;
     config.random_images = static_cast<int>(2 * soak);
     RunResult r = RunScript(spec, script, config);
     images += r.images;
+    crashed_recoveries += r.crashed_recoveries;
+    recovery_points += r.recovery_crash_points;
+    durable_inflight += r.durable_inflight;
+    for (const auto& [name, n] : r.engine_counters) counters[name] += n;
     EXPECT_EQ(r.failure, "");
   }
+  std::printf("%s: %llu images, %llu recoveries crashed at %llu points, %llu ops durable "
+              "before they returned\n",
+              spec.name.c_str(), static_cast<unsigned long long>(images),
+              static_cast<unsigned long long>(crashed_recoveries),
+              static_cast<unsigned long long>(recovery_points),
+              static_cast<unsigned long long>(durable_inflight));
   // The floor: at least 10,000 crash images per engine per run.
   EXPECT_GE(images, 10000u) << "too few crash images for " << spec.name;
+  EXPECT_GT(recovery_points, crashed_recoveries) << "crashed recoveries reached too few crash points";
+  EXPECT_EQ(GrowthMissing(spec, counters), "") << spec.name;
+}
+
+// The crash-run options make every engine grow inside the scripts (resizes, PAB
+// refills, filter rebuilds): the scripts alone, without crash points, engine counters
+// printed per script.
+TEST_P(CrashSuite, ScriptsExerciseGrowth) {
+  const EngineSpec spec = Spec();
+  std::map<std::string, uint64_t> total;
+  for (const Script& script : StandardScripts(/*seed=*/42, 1)) {
+    RunConfig config;
+    config.crash_points = false;
+    RunResult r = RunScript(spec, script, config);
+    ASSERT_EQ(r.failure, "");
+    std::string line;
+    for (const auto& [name, n] : r.engine_counters) {
+      total[name] += n;
+      line += " " + name + "=" + std::to_string(n);
+    }
+    std::printf("%s %s:%s\n", spec.name.c_str(), script.name.c_str(), line.c_str());
+  }
+  EXPECT_EQ(GrowthMissing(spec, total), "") << spec.name;
 }
 
 // eadr: a crash image is any prefix of the store sequence.
@@ -59,17 +121,45 @@ TEST_P(CrashSuite, ScriptsSurviveCrashesInEadrMode) {
   }
 }
 
-// Crashing recovery itself, on every image (not just 2%).
+// Crashing recovery itself, on every image (not just 2%): at its fences, after half of
+// its stores and right after Open returns; those images recovered and checked too.
 TEST_P(CrashSuite, CrashDuringRecoveryRecovers) {
   const EngineSpec spec = Spec();
   RunConfig config;
   config.recovery_crash_rate = 1.0;
+  config.recovery_store_rate = 0.5;
   config.random_images = 1;
   config.store_rate = 0;
   config.seed = 99;
   Script script = StandardScripts(/*seed=*/44, 0.15 * SoakFactor())[2];  // mixed
   RunResult r = RunScript(spec, script, config);
   EXPECT_EQ(r.failure, "");
+  std::printf("%s: %llu recoveries crashed at %llu points\n", spec.name.c_str(),
+              static_cast<unsigned long long>(r.crashed_recoveries),
+              static_cast<unsigned long long>(r.recovery_crash_points));
+  EXPECT_GT(r.crashed_recoveries, 0u);
+  // At least the point after Open returns, and some inside recovery.
+  EXPECT_GT(r.recovery_crash_points, r.crashed_recoveries)
+      << "crashed recoveries reached no crash point inside recovery";
+}
+
+// Creating the index: a crash at every fence and after a third of the stores of
+// OpenOnPool(fresh) and right after it returns; every image must open (not fresh) to an
+// empty index that keeps working. A pool whose creation crashed is created again.
+TEST_P(CrashSuite, CreationSurvivesCrashes) {
+  const EngineSpec spec = Spec();
+  RunConfig config;
+  config.crash_creation = true;
+  config.store_rate = 0.34;
+  config.random_images = static_cast<int>(2 * SoakFactor());
+  config.reopen_rate = 1;
+  config.seed = 31;
+  for (uint64_t capacity : {16, 1000}) {
+    Script script{"create", {}, capacity};
+    RunResult r = RunScript(spec, script, config);
+    EXPECT_EQ(r.failure, "");
+    EXPECT_GT(r.images, 3u) << "too few crash points while creating " << spec.name;
+  }
 }
 
 std::vector<std::string> CrashEngineNames() { return Names(CrashConsistentEngines()); }
@@ -77,7 +167,7 @@ std::vector<std::string> CrashEngineNames() { return Names(CrashConsistentEngine
 INSTANTIATE_TEST_SUITE_P(Engines, CrashSuite, ::testing::ValuesIn(CrashEngineNames()),
                          [](const auto& info) { return GtestName(info.param); });
 
-// The proof that the suite can fail: two deliberately broken engines must be caught.
+// The proof that the suite can fail: deliberately broken engines must be caught.
 TEST(CrashSuiteCatchesBugs, CommitFlagBeforeDataIsDurable) {
   bool caught = false;
   for (const Script& script : StandardScripts(/*seed=*/5, 0.3)) {
@@ -100,6 +190,42 @@ TEST(CrashSuiteCatchesBugs, MissingFence) {
   ASSERT_NE(r.failure, "") << "the crash suite missed an acknowledged op that was not durable";
   std::printf("caught as expected: %s\n", r.failure.c_str());
   EXPECT_NE(r.failure.find("after the op returned"), std::string::npos) << r.failure;
+}
+
+// An engine whose recovery rebuilds the allocator without its records: the allocator
+// hands live records out again. The keep-working step after each recovery must report
+// it as a failure (in a child process, so that a crash of the run shows as one).
+TEST(CrashSuiteCatchesBugs, ForgottenBlocksInRecovery) {
+  std::string how;
+  const std::string failure = InChildProcess(
+      [] {
+        RunConfig config;
+        config.seed = 8;
+        RunResult r = RunScript(NoEnumerateEngine(), StandardScripts(/*seed=*/9, 0.3)[0], config);
+        return r.failure.empty() ? std::string("(not caught)") : r.failure;
+      },
+      120, &how);
+  EXPECT_EQ(how, "") << "the run of test-no-enumerate did not end cleanly: " << failure;
+  ASSERT_NE(failure, "(not caught)")
+      << "the crash suite missed live blocks that recovery gave back to the allocator";
+  std::printf("caught as expected: %s\n", failure.c_str());
+  // Caught by the writes after recovery (a live record handed out again) or the check
+  // after them, not by recovery itself.
+  EXPECT_TRUE(failure.find("after recovery, ") != std::string::npos ||
+              failure.find("after more writes post recovery") != std::string::npos)
+      << failure;
+}
+
+// An update whose undo record is written after its commit is durable, and rolled back
+// by recovery: all-or-nothing at each crash point, but durable state shows the update
+// and a later crash point in the same op loses it again.
+TEST(CrashSuiteCatchesBugs, DurableOpUndoneLater) {
+  RunConfig config;
+  config.seed = 10;
+  RunResult r = RunScript(LogAfterCommitEngine(), StandardScripts(/*seed=*/11, 0.3)[0], config);
+  ASSERT_NE(r.failure, "") << "the crash suite missed an op undone after it was durable";
+  std::printf("caught as expected: %s\n", r.failure.c_str());
+  EXPECT_NE(r.failure.find("had already shown in durable state"), std::string::npos) << r.failure;
 }
 
 // The correct twin of the broken engines passes the same runs (so the catches above are

@@ -15,6 +15,7 @@
 #include <random>
 #include <thread>
 
+#include "pm/pool.h"
 #include "support/harness.h"
 
 // GCC 12 warns falsely on "literal" + std::string (GCC bug 105651).
@@ -153,6 +154,128 @@ TEST_P(ProcessCrash, AcknowledgedOpsSurviveSigkill) {
 INSTANTIATE_TEST_SUITE_P(Engines, ProcessCrash, ::testing::ValuesIn(Names(CrashConsistentEngines())),
                          [](const auto& info) { return GtestName(info.param); });
 
+// ---- A kill between operations --------------------------------------------------------
+
+// Runs random ops on the pool forever, reporting each acknowledged one through `fd`,
+// and stops itself (SIGSTOP) after about one op in 30: the parent then kills it or lets
+// it continue. Exits 3 if the pool does not open, 4 if the pipe breaks.
+[[noreturn]] void PausingChildLoop(const EngineSpec& spec, const std::string& path,
+                                   const Options& o, int fd, uint64_t seed) {
+  std::unique_ptr<Index> index;
+  if (!OpenFile(spec, path, o, &index).ok()) _exit(3);
+  std::mt19937_64 rng(seed);
+  for (uint64_t i = 0;; ++i) {
+    Record r{};
+    r.ack = 1;
+    r.kind = static_cast<uint8_t>(rng() % 4);
+    const std::string key = "key-" + std::to_string(rng() % 300);
+    const size_t vlen = rng() % 4 ? 8 : 10 + rng() % 38;
+    r.key_len = static_cast<uint8_t>(key.size());
+    std::memcpy(r.key, key.data(), key.size());
+    r.value_len = static_cast<uint8_t>(vlen);
+    for (size_t j = 0; j < vlen; ++j) r.value[j] = static_cast<char>('a' + (seed + i + j) % 26);
+    r.code = static_cast<uint8_t>(ApplyToIndex(ToOp(r), index.get()).code());
+    if (write(fd, &r, sizeof(r)) != sizeof(r)) _exit(4);
+    if (rng() % 30 == 0) raise(SIGSTOP);  // between ops: the parent may kill us here
+  }
+}
+
+class ProcessKill : public ::testing::TestWithParam<std::string> {};
+
+// Every engine, crash-consistent or not: a process killed between operations loses
+// nothing (the page cache survives the process), so the reopened pool recovers and
+// holds every acknowledged op. The child stops itself at random points between ops;
+// the parent kills it while stopped (or lets it go on), reopens and checks.
+TEST_P(ProcessKill, ReopensAfterAKillBetweenOps) {
+  const EngineSpec spec = FindSpec(GetParam());
+  const std::string dir = TempDir("stop");
+  const std::string path = dir + "/" + GtestName(spec.name) + ".pool";
+  fs::remove(path);
+  Options o;
+  o.pool_size = 8ull << 20;
+  o.initial_capacity = 16;
+  {
+    std::unique_ptr<Index> index;
+    ASSERT_TRUE(OpenFile(spec, path, o, &index).ok());
+    ASSERT_TRUE(index->Close().ok());
+  }
+  Model model;
+  std::mt19937_64 rng(78);
+  const int rounds = static_cast<int>(4 * SoakFactor());
+  uint64_t acked_total = 0, stops_total = 0;
+  for (int round = 0; round < rounds; ++round) {
+    int fds[2];
+    ASSERT_EQ(pipe(fds), 0);
+    const uint64_t seed = rng();
+    fflush(nullptr);
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      close(fds[0]);
+      PausingChildLoop(spec, path, o, fds[1], seed);
+    }
+    close(fds[1]);
+    std::vector<Record> records;
+    auto drain = [&](int timeout_ms) {
+      pollfd p{fds[0], POLLIN, 0};
+      while (poll(&p, 1, timeout_ms) > 0) {
+        Record r;
+        if (read(fds[0], &r, sizeof(r)) != sizeof(r)) return;
+        records.push_back(r);
+        timeout_ms = 0;
+      }
+    };
+    // Let it run through a few stops; kill it at a stop chosen at random.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    bool killed = false;
+    int status = 0;
+    while (!killed) {
+      drain(1);
+      const pid_t w = waitpid(pid, &status, WNOHANG | WUNTRACED);
+      ASSERT_GE(w, 0);
+      if (w == pid && !WIFSTOPPED(status)) break;  // it ended by itself: reported below
+      const bool stopped = w == pid;
+      if (!stopped && std::chrono::steady_clock::now() < deadline) continue;
+      if (stopped) {
+        ++stops_total;
+        drain(0);  // everything it wrote before stopping
+      }
+      if (stopped && rng() % 3 != 0) {
+        kill(pid, SIGCONT);
+        continue;
+      }
+      kill(pid, SIGKILL);  // stopped between ops (or out of time: then mid-op, see below)
+      waitpid(pid, &status, 0);
+      killed = stopped;
+      if (!stopped) FAIL() << "the child did not stop within 10 s (round " << round << ")";
+    }
+    drain(0);
+    close(fds[0]);
+    ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
+        << "the child ended by itself, exit " << (WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    for (const Record& r : records) {
+      const Op op = ToOp(r);
+      ++acked_total;
+      Status want = ApplyToModel(op, &model);
+      ASSERT_EQ(static_cast<int>(want.code()), r.code) << Describe(op) << " in round " << round;
+    }
+    std::unique_ptr<Index> index;
+    Status s = OpenFile(spec, path, o, &index);
+    ASSERT_TRUE(s.ok()) << "reopening after a kill between ops failed (round " << round
+                        << ", child seed " << seed << "): " << s.ToString();
+    EXPECT_TRUE(index->Stats().recovered);
+    ASSERT_EQ(CheckIndex(index.get(), model, nullptr), "")
+        << "round " << round << ", child seed " << seed;
+    Abandon(&index);  // leave it unclean: the next child recovers again
+  }
+  EXPECT_GT(acked_total, 0u);
+  EXPECT_GE(stops_total, static_cast<uint64_t>(rounds));
+  fs::remove_all(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(Engines, ProcessKill, ::testing::ValuesIn(Names(ConformanceEngines())),
+                         [](const auto& info) { return GtestName(info.param); });
+
 // ---- Damaged files -------------------------------------------------------------------
 
 std::string ReadFile(const std::string& path) {
@@ -185,6 +308,23 @@ std::string InChild(const std::function<int()>& fn, int seconds) {
   return "";
 }
 
+// The `pmhash` tool: $PMHASH_TOOL (ctest sets it), else the one built beside this test
+// binary. "" and *problem set if there is none to run.
+std::string ToolPath(std::string* problem) {
+  problem->clear();
+  if (const char* env = std::getenv("PMHASH_TOOL")) {
+    if (access(env, X_OK) == 0) return env;
+    *problem = std::string("PMHASH_TOOL=") + env + " is not an executable";
+    return "";
+  }
+  std::error_code ec;
+  const fs::path sibling = fs::read_symlink("/proc/self/exe", ec).parent_path() / "pmhash";
+  if (!ec && access(sibling.c_str(), X_OK) == 0) return sibling.string();
+  *problem = "PMHASH_TOOL is not set and " + sibling.string() +
+             " does not exist (build the pmhash target, or set PMHASH_TOOL)";
+  return "";
+}
+
 class DamagedFile : public ::testing::TestWithParam<std::string> {};
 
 // Flipped bytes in the header, the clean flag, the engine's root and heap, and
@@ -211,9 +351,13 @@ TEST_P(DamagedFile, OpenGivesAClearErrorOrWorks) {
     }
     bases.push_back(ReadFile(path));
   }
-  const uint64_t heap = 4096 * 2 + (256 << 10);  // header, root, smallest log
+  const auto* header = reinterpret_cast<const pm::PoolHeader*>(bases[0].data());
+  const uint64_t heap = header->heap_offset, heap_size = header->heap_size;
+  ASSERT_TRUE(heap > 0 && heap_size > (256 << 10) && heap + heap_size <= bases[0].size());
   std::mt19937_64 rng(GetParam().size() * 31 + 5);
-  const char* tool = std::getenv("PMHASH_TOOL");
+  std::string tool_problem;
+  const std::string tool = ToolPath(&tool_problem);
+  EXPECT_EQ(tool_problem, "") << "pmhash pool check is not tested";
   const int mutations = static_cast<int>(24 * SoakFactor());
   for (int m = 0; m < mutations; ++m) {
     std::string bytes = bases[m % 2];
@@ -226,17 +370,17 @@ TEST_P(DamagedFile, OpenGivesAClearErrorOrWorks) {
         what = "header byte " + std::to_string(off);
         break;
       }
-      case 2: {  // clean flag and root area
-        const size_t off = m % 4 == 0 ? 2048 + rng() % 8 : 4096 + rng() % 4096;
+      case 2: {  // the clean and initialized flags, and the root area
+        const size_t off = m % 4 == 0 ? pm::kCleanFlagOffset + rng() % 16 : 4096 + rng() % 4096;
         bytes[off] ^= static_cast<char>(1 + rng() % 255);
         what = "byte " + std::to_string(off);
         break;
       }
       case 3:
-      case 4: {  // the engine's structures at the start of the heap
+      case 4: {  // the engine's structures: dense at the start of the heap, then anywhere
         what = "bytes";
         for (int i = 0; i < 8; ++i) {
-          const size_t off = heap + rng() % (256 << 10);
+          const size_t off = heap + rng() % (m % 6 == 3 ? (256 << 10) : heap_size);
           bytes[off] ^= static_cast<char>(1 + rng() % 255);
           what += " " + std::to_string(off);
         }
@@ -267,19 +411,21 @@ TEST_P(DamagedFile, OpenGivesAClearErrorOrWorks) {
         20);
     EXPECT_EQ(outcome, "") << "engine " << spec.name << ", mutation #" << m
                            << " of this deterministic test: opening a pool with " << what;
-    if (tool != nullptr && fs::exists(tool)) {
+    if (!tool.empty()) {
       WriteFile(path, bytes);
       const std::string check = InChild(
           [&] {
             const int devnull = open("/dev/null", O_WRONLY);
             dup2(devnull, 1);
             dup2(devnull, 2);
-            execl(tool, tool, "pool", "check", path.c_str(), static_cast<char*>(nullptr));
-            return 0;  // no tool to run: not this test's failure
+            execl(tool.c_str(), tool.c_str(), "pool", "check", path.c_str(),
+                  static_cast<char*>(nullptr));
+            return 127;  // exec failed: the tool did not run
           },
           20);
-      EXPECT_TRUE(check.rfind("crashed", 0) != 0 && check.rfind("hung", 0) != 0)
-          << "pmhash pool check on a pool with " << what << ": " << check;
+      EXPECT_TRUE(check.rfind("crashed", 0) != 0 && check.rfind("hung", 0) != 0 &&
+                  check != "exited with 127")
+          << "pmhash pool check (" << tool << ") on a pool with " << what << ": " << check;
     }
   }
   fs::remove_all(dir);

@@ -1,8 +1,11 @@
 // Crashes with several threads: the simulator records the interleaving as it happened;
-// crash points stop every thread (the hook holds the simulator's lock).
+// crash points stop every thread (the hook holds the simulator's lock, and a store is
+// performed under that lock, so no store is half done while the hook runs).
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdint>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -18,23 +21,26 @@ namespace {
 
 using Kind = pm::CrashSim::ImageKind;
 
-class CrashThreads : public ::testing::TestWithParam<std::string> {
- protected:
-  void SetUp() override {
-    spec_ = FindSpec(GetParam());
+// An index of `spec` under a crash simulator, with the crash-run engine options.
+class SimIndex {
+ public:
+  explicit SimIndex(const EngineSpec& spec) : spec_(spec) {
     options_.initial_capacity = 16;
     options_.pool_size = 4ull << 20;
     options_.count_stats = false;
-    ASSERT_TRUE(NewDramPool(spec_, options_.pool_size, &pool_).ok());
-    sim_ = std::make_unique<pm::CrashSim>(pool_->base(), pool_->size(), PersistMode::kAdr);
-    Status s = OpenOnPool(spec_, std::move(pool_), true, options_, sim_.get(), &index_);
-    ASSERT_TRUE(s.ok()) << s.ToString();
+    options_.engine_options = spec.crash_options;
+    std::unique_ptr<pm::Pool> pool;
+    status_ = NewDramPool(spec_, options_.pool_size, &pool);
+    if (!status_.ok()) return;
+    sim_ = std::make_unique<pm::CrashSim>(pool->base(), pool->size(), PersistMode::kAdr);
+    status_ = OpenOnPool(spec_, std::move(pool), true, options_, sim_.get(), &index_);
   }
-  void TearDown() override {
+  ~SimIndex() {
     if (sim_) sim_->SetHook({}, 0, 0);
     Abandon(&index_);
     AddImages(spec_.name, images_);
   }
+
   // Recovers `kind` of the current crash point; null (and *error set) on failure.
   std::unique_ptr<Index> Recover(pm::CrashSim& sim, Kind kind, std::mt19937_64& rng,
                                  std::string* error) {
@@ -43,34 +49,65 @@ class CrashThreads : public ::testing::TestWithParam<std::string> {
     Status s = sim.MakePool(kind, rng, spec_.name, &image);
     if (s.ok()) s = OpenOnPool(spec_, std::move(image), false, options_, nullptr, &index);
     ++images_;
-    if (!s.ok()) *error = std::string("recovery of a ") + pm::CrashImageKindName(kind) +
-                          " image failed: " + s.ToString();
+    if (!s.ok()) {
+      *error = std::string("recovery of a ") + pm::CrashImageKindName(kind) +
+               " image failed: " + s.ToString();
+    }
     return index;
   }
 
-  EngineSpec spec_;
+  const Status& status() const { return status_; }
+  pm::CrashSim& sim() { return *sim_; }
+  Index* index() { return index_.get(); }
+  uint64_t images() const { return images_; }
+
+ private:
+  const EngineSpec spec_;
   Options options_;
-  std::unique_ptr<pm::Pool> pool_;
+  Status status_;
   std::unique_ptr<pm::CrashSim> sim_;
   std::unique_ptr<Index> index_;
   uint64_t images_ = 0;
 };
 
-// Three threads on disjoint keys, random operations; crashes at sampled fences. Each
-// thread's acknowledged ops must survive, its interrupted one is all-or-nothing.
-TEST_P(CrashThreads, DisjointWritersSurviveCrashes) {
+struct ThreadRun {
+  std::string failure;  // "" if every check passed
+  uint64_t images = 0;  // crash images checked
+  uint64_t checks = 0;  // durable-read checks (ReadsReturnOnlyDurableValues)
+};
+
+// Three threads on disjoint keys, random operations; crashes at a quarter of the fences.
+// Each thread's acknowledged ops must survive, its interrupted one is all-or-nothing;
+// the working pool holds only what the store log explains.
+ThreadRun DisjointWriters(const EngineSpec& spec, uint64_t seed, int ops) {
   constexpr int kThreads = 3;
-  const int ops = static_cast<int>(300 * SoakFactor());
+  ThreadRun run;
+  SimIndex si(spec);
+  if (!si.status().ok()) {
+    run.failure = "cannot create the index: " + si.status().ToString();
+    return run;
+  }
   struct State {
     std::mutex mu;
     Model acked;
     std::optional<Op> inflight;
   } states[kThreads];
+  std::mutex failure_mu;
   std::string failure;
-  std::mt19937_64 rng(11);
-  sim_->SetHook(
+  auto fail = [&](const std::string& what) {
+    std::lock_guard<std::mutex> l(failure_mu);
+    if (failure.empty()) failure = what;
+  };
+  std::mt19937_64 rng(seed);
+  si.sim().SetHook(
       [&](pm::CrashSim& sim, pm::CrashSim::Event) {
-        if (!failure.empty() || rng() % 4 != 0) return;
+        {
+          std::lock_guard<std::mutex> l(failure_mu);
+          if (!failure.empty()) return;
+        }
+        if (rng() % 4 != 0) return;
+        Status b = sim.FindBypass();
+        if (!b.ok()) return fail(b.ToString());
         Model model;
         std::vector<Op> inflight;
         for (State& st : states) {
@@ -80,18 +117,15 @@ TEST_P(CrashThreads, DisjointWritersSurviveCrashes) {
         }
         for (Kind kind : {Kind::kNone, Kind::kRandom, Kind::kRandom}) {
           std::string err;
-          auto index = Recover(sim, kind, rng, &err);
+          auto index = si.Recover(sim, kind, rng, &err);
           if (index != nullptr) err = CheckIndex(index.get(), model, inflight);
           Abandon(&index);
-          if (!err.empty()) {
-            failure = std::string(pm::CrashImageKindName(kind)) + " image: " + err;
-            return;
-          }
+          if (!err.empty()) return fail(std::string(pm::CrashImageKindName(kind)) + " image: " + err);
         }
       },
-      0, 5);
+      0, seed + 1);
   auto work = [&](int t) {
-    std::mt19937_64 r(100 + t);
+    std::mt19937_64 r(seed * 100 + t);
     for (int i = 0; i < ops; ++i) {
       Op op{static_cast<Op::Kind>(r() % 4), "w" + std::to_string(t) + "-" + std::to_string(r() % 40),
             std::string(r() % 3 ? 8 : 50, static_cast<char>('a' + i % 26))};
@@ -99,13 +133,12 @@ TEST_P(CrashThreads, DisjointWritersSurviveCrashes) {
         std::lock_guard<std::mutex> l(states[t].mu);
         states[t].inflight = op;
       }
-      Status got = ApplyToIndex(op, index_.get());
+      Status got = ApplyToIndex(op, si.index());
       std::lock_guard<std::mutex> l(states[t].mu);
-      Model& m = states[t].acked;
-      Status want = ApplyToModel(op, &m);
+      Status want = ApplyToModel(op, &states[t].acked);
       states[t].inflight.reset();
       if (got.code() != want.code()) {
-        ADD_FAILURE() << Describe(op) << " returned " << got.ToString();
+        fail(Describe(op) + " returned " + got.ToString());
         return;
       }
     }
@@ -113,92 +146,138 @@ TEST_P(CrashThreads, DisjointWritersSurviveCrashes) {
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) threads.emplace_back(work, t);
   for (auto& th : threads) th.join();
-  WaitForBackgroundWork(index_.get());
-  sim_->SetHook({}, 0, 0);
-  EXPECT_EQ(failure, "") << "engine " << spec_.name << ", seed 11";
-  EXPECT_TRUE(sim_->FindBypass().ok());
-  EXPECT_GT(images_, 0u);
+  WaitForBackgroundWork(si.index());
+  si.sim().SetHook({}, 0, 0);
+  if (failure.empty()) {
+    Status b = si.sim().FindBypass();
+    if (!b.ok()) failure = b.ToString();
+  }
+  if (failure.empty() && si.sim().counters().outside_stores > 0) {
+    failure = std::to_string(si.sim().counters().outside_stores) +
+              " stores through the pool's Persister fell outside the pool";
+  }
+  run.failure = failure.empty() ? "" : "engine " + spec.name + ", seed " + std::to_string(seed) +
+                                           ": " + failure;
+  run.images = si.images();
+  return run;
 }
 
-// Durable linearizability: a value a reader returned must survive a crash right after
-// the read (unless a write that was not complete when the read began replaced it).
-TEST_P(CrashThreads, ReadsReturnOnlyDurableValues) {
+// Durable linearizability: 2 writers Put to shared keys while 2 readers Get, each read
+// followed by a crash (the reader's CrashNow). The recovered key must hold a value the
+// history allows: the one read, or one written by a Put that may come after both the
+// read and the Put that wrote the value read (it completed after each of them began);
+// and no Put that completed before the crash and began after the recovered value's Put
+// completed may be lost.
+ThreadRun DurableReads(const EngineSpec& spec, uint64_t seed, int ops) {
   constexpr int kKeys = 8;
+  constexpr uint64_t kOpen = UINT64_MAX;  // a Put not yet returned
+  ThreadRun run;
+  SimIndex si(spec);
+  if (!si.status().ok()) {
+    run.failure = "cannot create the index: " + si.status().ToString();
+    return run;
+  }
   auto key = [](int k) { return "shared-" + std::to_string(k); };
-  for (int k = 0; k < kKeys; ++k) ASSERT_TRUE(index_->Insert(key(k), "initial0").ok());
   struct Write {
     int key;
-    std::string value;
-    uint64_t completed;  // clock when the Put returned; UINT64_MAX while in flight
+    uint64_t started, completed;  // logical clock; completed is kOpen while in flight
   };
   std::mutex writes_mu;
-  std::vector<Write> writes;
+  std::map<std::string, Write> writes;  // by value: every value is written once
   std::atomic<uint64_t> clock{1};
+  for (int k = 0; k < kKeys; ++k) {
+    const std::string v = "initial" + std::to_string(k);
+    Status s = si.index()->Insert(key(k), v);
+    if (!s.ok()) {
+      run.failure = "initial Insert failed: " + s.ToString();
+      return run;
+    }
+    writes[v] = {k, 0, 0};
+  }
   struct ReadCheck {
     int key;
     std::string value;
     uint64_t started;
   };
-  thread_local std::optional<ReadCheck> pending_read;
+  static thread_local std::optional<ReadCheck> pending_read;
   std::mutex failure_mu;
   std::string failure;
-  std::mt19937_64 rng(21);
+  std::mt19937_64 rng(seed);
   uint64_t checks = 0;
-  sim_->SetHook(
+  si.sim().SetHook(
       [&](pm::CrashSim& sim, pm::CrashSim::Event e) {
         if (e != pm::CrashSim::Event::kManual || !pending_read) return;
         const ReadCheck rc = *pending_read;
         std::string err;
-        auto index = Recover(sim, Kind::kNone, rng, &err);
+        auto index = si.Recover(sim, Kind::kNone, rng, &err);
         ++checks;
         std::string got;
         if (index != nullptr && !index->Get(key(rc.key), &got).ok()) err = "key lost";
         Abandon(&index);
-        if (err.empty() && got != rc.value) {
+        if (err.empty()) {
           std::lock_guard<std::mutex> l(writes_mu);
-          bool concurrent = false;
-          for (const Write& w : writes) {
-            if (w.key == rc.key && w.value == got && w.completed > rc.started) concurrent = true;
+          auto g = writes.find(got);
+          auto v = writes.find(rc.value);
+          if (g == writes.end() || g->second.key != rc.key) {
+            err = "key holds " + Printable(got) + ", a value never written to it";
+          } else if (v == writes.end() || v->second.key != rc.key) {
+            err = "a reader returned " + Printable(rc.value) + ", a value never written to it";
+          } else if (got != rc.value && !(g->second.completed > rc.started &&
+                                          g->second.completed > v->second.started)) {
+            err = "a reader returned " + Printable(rc.value) + ", but after a crash right " +
+                  "after the read the key holds the older " + Printable(got);
+          } else {
+            for (const auto& [value, w] : writes) {
+              if (w.key == rc.key && w.completed != kOpen && g->second.completed != kOpen &&
+                  w.started > g->second.completed) {
+                err = "the completed Put of " + Printable(value) +
+                      " is lost: after a crash the key holds the older " + Printable(got);
+                break;
+              }
+            }
           }
-          if (!concurrent) {
-            err = "a reader returned " + Printable(rc.value) + " for " + key(rc.key) +
-                  ", but after a crash right after the read the key holds " + Printable(got);
-          }
+          if (!err.empty()) err += " (key " + key(rc.key) + ")";
         }
         if (!err.empty()) {
           std::lock_guard<std::mutex> l(failure_mu);
           if (failure.empty()) failure = err;
         }
       },
-      0, 9);
-  const int ops = static_cast<int>(300 * SoakFactor());
+      0, seed + 1);
   auto writer = [&](int t) {
-    std::mt19937_64 r(200 + t);
+    std::mt19937_64 r(seed * 100 + t);
     for (int i = 0; i < ops; ++i) {
       const int k = static_cast<int>(r() % kKeys);
       std::string v = "w" + std::to_string(t) + "-" + std::to_string(i);
       v.resize(8, '.');  // inline; long values take the other path
       if (i % 5 == 4) v += std::string(40, 'L');
-      size_t idx;
       {
         std::lock_guard<std::mutex> l(writes_mu);
-        idx = writes.size();
-        writes.push_back({k, v, UINT64_MAX});
+        writes[v] = {k, clock.fetch_add(1), kOpen};
       }
-      EXPECT_TRUE(index_->Put(key(k), v).ok());
+      Status s = si.index()->Put(key(k), v);
       std::lock_guard<std::mutex> l(writes_mu);
-      writes[idx].completed = clock.fetch_add(1);
+      writes[v].completed = clock.fetch_add(1);
+      if (!s.ok()) {
+        std::lock_guard<std::mutex> f(failure_mu);
+        if (failure.empty()) failure = "Put failed: " + s.ToString();
+      }
     }
   };
   auto reader = [&](int t) {
-    std::mt19937_64 r(300 + t);
+    std::mt19937_64 r(seed * 100 + 50 + t);
     std::string v;
     for (int i = 0; i < ops; ++i) {
       const int k = static_cast<int>(r() % kKeys);
       const uint64_t started = clock.fetch_add(1);
-      ASSERT_TRUE(index_->Get(key(k), &v).ok());
+      Status s = si.index()->Get(key(k), &v);
+      if (!s.ok()) {
+        std::lock_guard<std::mutex> f(failure_mu);
+        if (failure.empty()) failure = "Get(" + key(k) + ") failed: " + s.ToString();
+        return;
+      }
       pending_read = ReadCheck{k, v, started};
-      sim_->CrashNow();
+      si.sim().CrashNow();
       pending_read.reset();
     }
   };
@@ -208,14 +287,55 @@ TEST_P(CrashThreads, ReadsReturnOnlyDurableValues) {
   threads.emplace_back(reader, 0);
   threads.emplace_back(reader, 1);
   for (auto& th : threads) th.join();
-  WaitForBackgroundWork(index_.get());
-  sim_->SetHook({}, 0, 0);
-  EXPECT_EQ(failure, "") << "engine " << spec_.name << ", hook seed 21";
-  EXPECT_EQ(checks, 2u * ops);
+  WaitForBackgroundWork(si.index());
+  si.sim().SetHook({}, 0, 0);
+  if (failure.empty()) {
+    Status b = si.sim().FindBypass();
+    if (!b.ok()) failure = b.ToString();
+  }
+  run.failure = failure.empty() ? "" : "engine " + spec.name + ", hook seed " +
+                                           std::to_string(seed) + ": " + failure;
+  run.images = si.images();
+  run.checks = checks;
+  return run;
+}
+
+class CrashThreads : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CrashThreads, DisjointWritersSurviveCrashes) {
+  ThreadRun r = DisjointWriters(FindSpec(GetParam()), 11, static_cast<int>(300 * SoakFactor()));
+  EXPECT_EQ(r.failure, "");
+  EXPECT_GT(r.images, 0u);
+}
+
+TEST_P(CrashThreads, ReadsReturnOnlyDurableValues) {
+  const int ops = static_cast<int>(300 * SoakFactor());
+  ThreadRun r = DurableReads(FindSpec(GetParam()), 21, ops);
+  EXPECT_EQ(r.failure, "");
+  EXPECT_EQ(r.checks, 2u * ops);
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, CrashThreads, ::testing::ValuesIn(Names(CrashConsistentEngines())),
                          [](const auto& info) { return GtestName(info.param); });
+
+// Negative controls: the multi-thread tests catch the broken engines.
+TEST(CrashThreadsCatchesBugs, DisjointWritersCatchCommitBeforeData) {
+  ThreadRun r = DisjointWriters(CommitEarlyEngine(), 11, 300);
+  ASSERT_NE(r.failure, "") << "missed a commit store made before its data was durable";
+  std::printf("caught as expected: %s\n", r.failure.c_str());
+}
+
+TEST(CrashThreadsCatchesBugs, DisjointWritersCatchMissingFence) {
+  ThreadRun r = DisjointWriters(NoFenceEngine(), 11, 300);
+  ASSERT_NE(r.failure, "") << "missed acknowledged ops that were not durable";
+  std::printf("caught as expected: %s\n", r.failure.c_str());
+}
+
+TEST(CrashThreadsCatchesBugs, DurableReadsCatchMissingFence) {
+  ThreadRun r = DurableReads(NoFenceEngine(), 21, 300);
+  ASSERT_NE(r.failure, "") << "missed a read of a value that was not yet durable";
+  std::printf("caught as expected: %s\n", r.failure.c_str());
+}
 
 }  // namespace
 }  // namespace pmhash::testing

@@ -1,8 +1,17 @@
 #include "support/harness.h"
 
+#include <poll.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <random>
 
 #include "engines/engine.h"
 
@@ -128,9 +137,23 @@ std::string CheckIndex(Index* index, const Model& model, const Op* inflight) {
 }
 
 std::string CheckIndex(Index* index, const Model& model, const std::vector<Op>& inflight) {
-  Model seen;
-  std::string err = Snapshot(*index, &seen);
-  if (!err.empty()) return err;
+  // ForEach into a sorted vector (cheaper than a map: this runs for every crash image),
+  // then one merge walk against the model.
+  using Entry = std::pair<std::string, std::string>;
+  std::vector<Entry> seen;
+  seen.reserve(model.size() + 16);
+  Status fs = index->ForEach([&](std::string_view k, std::string_view v) {
+    seen.emplace_back(std::string(k), std::string(v));
+    return true;
+  });
+  if (!fs.ok()) return "ForEach failed: " + fs.ToString();
+  std::sort(seen.begin(), seen.end(),
+            [](const Entry& a, const Entry& b) { return a.first < b.first; });
+  for (size_t i = 1; i < seen.size(); ++i) {
+    if (seen[i].first == seen[i - 1].first) {
+      return "ForEach returned key " + Printable(seen[i].first) + " twice";
+    }
+  }
   if (index->Count() != seen.size()) {
     return "Count() is " + std::to_string(index->Count()) + " but ForEach returned " +
            std::to_string(seen.size()) + " keys";
@@ -155,32 +178,33 @@ std::string CheckIndex(Index* index, const Model& model, const std::vector<Op>& 
     }
     open[op.key] = a;
   }
-  auto allowed = [&](const std::string& key, const std::optional<std::string>& got) {
-    auto o = open.find(key);
-    if (o != open.end()) return got == o->second.before || got == o->second.after;
-    auto it = model.find(key);
-    return it == model.end() ? !got.has_value() : got == it->second;
-  };
   auto what = [&](const std::string& key) {
     auto o = open.find(key);
     return o == open.end() ? std::string() : " (interrupted op " + Describe(*o->second.op) + ")";
   };
-  for (const auto& [k, v] : seen) {
-    if (!allowed(k, v)) {
-      auto it = model.find(k);
-      return "key " + Printable(k) + " has value " + Printable(v) + ", expected " +
-             (it == model.end() ? std::string("absent") : Printable(it->second)) + what(k);
+  // Merge walk: a key in the index, in the model, or both.
+  auto si = seen.begin();
+  auto mi = model.begin();
+  while (si != seen.end() || mi != model.end()) {
+    const bool in_index = si != seen.end() && (mi == model.end() || si->first <= mi->first);
+    const bool in_model = mi != model.end() && (si == seen.end() || mi->first <= si->first);
+    const std::string& key = in_index ? si->first : mi->first;
+    std::optional<std::string> got;
+    if (in_index) got = si->second;
+    auto o = open.empty() ? open.end() : open.find(key);
+    bool ok;
+    if (o != open.end()) {
+      ok = got == o->second.before || got == o->second.after;
+    } else {
+      ok = in_model ? got == mi->second : !got.has_value();
     }
-  }
-  for (const auto& [k, v] : model) {
-    if (seen.count(k) == 0 && !allowed(k, std::nullopt)) {
-      return "acknowledged key " + Printable(k) + " is missing" + what(k);
+    if (!ok) {
+      if (!in_index) return "acknowledged key " + Printable(key) + " is missing" + what(key);
+      return "key " + Printable(key) + " has value " + Printable(*got) + ", expected " +
+             (in_model ? Printable(mi->second) : std::string("absent")) + what(key);
     }
-  }
-  for (const auto& [k, a] : open) {
-    if (seen.count(k) == 0 && !allowed(k, std::nullopt)) {
-      return "key " + Printable(k) + " is missing" + what(k);
-    }
+    if (in_index) ++si;
+    if (in_model) ++mi;
   }
   // Get agrees with ForEach.
   std::string value;
@@ -189,32 +213,145 @@ std::string CheckIndex(Index* index, const Model& model, const std::vector<Op>& 
     if (!s.ok()) return "ForEach returned " + Printable(k) + " but Get says " + s.ToString();
     if (value != v) return "Get(" + Printable(k) + ") disagrees with ForEach";
   }
+  si = seen.begin();
   for (const auto& [k, v] : model) {
-    if (seen.count(k) == 0 && index->Get(k, &value).ok()) {
+    while (si != seen.end() && si->first < k) ++si;
+    if ((si == seen.end() || si->first != k) && index->Get(k, &value).ok()) {
       return "Get finds " + Printable(k) + " which ForEach does not return";
     }
   }
   return "";
 }
 
-std::string CheckKeepsWorking(Index* index) {
-  const uint64_t before = index->Count();
-  for (int i = 0; i < 8; ++i) {
-    const std::string k = "__after_crash_" + std::to_string(i);
-    Status s = index->Insert(k, i % 2 ? std::string(8, 'v') : std::string(100, 'w'));
-    if (!s.ok()) return "Insert after recovery failed: " + s.ToString();
-  }
+Model Settle(Index* index, const Model& model, const Op* inflight) {
+  Model out = model;
+  if (inflight == nullptr) return out;
   std::string v;
-  for (int i = 0; i < 8; ++i) {
-    const std::string k = "__after_crash_" + std::to_string(i);
-    if (!index->Get(k, &v).ok()) return "Get after recovery lost " + k;
-    if (i % 2 == 0) {
-      Status s = index->Delete(k);
-      if (!s.ok()) return "Delete after recovery failed: " + s.ToString();
+  if (index->Get(inflight->key, &v).ok()) {
+    out[inflight->key] = v;
+  } else {
+    out.erase(inflight->key);
+  }
+  return out;
+}
+
+std::string CheckKeepsWorking(Index* index, Model* model, uint64_t seed, bool grow) {
+  std::mt19937_64 rng(seed);
+  const std::string tag = "__after_" + std::to_string(seed % 1000000) + "_";
+  auto value = [&](size_t len, size_t i) {
+    std::string v(len, '\0');
+    for (size_t j = 0; j < len; ++j) v[j] = static_cast<char>('a' + (i * 7 + j + seed) % 26);
+    return v;
+  };
+  auto apply = [&](const Op& op) -> std::string {
+    Status want = ApplyToModel(op, model);
+    Status got = ApplyToIndex(op, index);
+    if (got.code() == want.code()) return "";
+    return "after recovery, " + Describe(op) + " returned " + got.ToString() + ", expected " +
+           std::string(Status::CodeName(want.code()));
+  };
+  // Existing keys to update and delete, chosen before the inserts.
+  std::vector<std::string> existing;
+  if (!model->empty()) {
+    const size_t step = std::max<size_t>(1, model->size() / 7);
+    size_t i = rng() % step;
+    for (auto it = model->begin(); it != model->end(); ++it, ++i) {
+      if (i % step == 0) existing.push_back(it->first);
     }
   }
-  if (index->Count() != before + 4) return "Count() wrong after inserts and deletes post recovery";
-  return "";
+  // Fresh keys: 8-byte, medium and long keys; values empty, inline, small and large
+  // records (every size class a record of the scripts uses).
+  static constexpr size_t kValueLens[] = {8, 0, 24, 8, 100, 600, 40, 8};
+  std::vector<std::string> fresh;
+  for (size_t i = 0; i < 16; ++i) {
+    std::string k = tag + std::to_string(i);
+    if (i % 3 == 0) {  // an 8-byte (inline) key
+      const uint64_t x = seed * 0x9e3779b97f4a7c15ull + i;
+      k.assign(8, '~');
+      std::memcpy(k.data() + 1, &x, 7);
+    } else if (i % 3 == 2) {
+      k.resize(70, '.');
+    }
+    fresh.push_back(k);
+    std::string err = apply({Op::kInsert, k, value(kValueLens[i % 8], i)});
+    if (!err.empty()) return err;
+  }
+  for (size_t i = 0; i < existing.size(); ++i) {
+    const Op op = i % 3 == 2 ? Op{Op::kDelete, existing[i], ""}
+                             : Op{Op::kUpdate, existing[i], value(i % 2 ? 300 : 8, i + 50)};
+    std::string err = apply(op);
+    if (!err.empty()) return err;
+  }
+  for (size_t i = 0; i < fresh.size(); i += 3) {
+    std::string err = apply({Op::kDelete, fresh[i], ""});
+    if (!err.empty()) return err;
+  }
+  if (grow) {
+    const uint64_t n = std::max<uint64_t>(64, 2 * index->Count());
+    for (uint64_t i = 0; i < n; ++i) {
+      std::string err = apply({Op::kInsert, tag + "g" + std::to_string(i), value(i % 5 ? 8 : 30, i)});
+      if (!err.empty()) return err;
+    }
+  }
+  std::string err = CheckIndex(index, *model, nullptr);
+  return err.empty() ? "" : "after more writes post recovery: " + err;
+}
+
+std::string InChildProcess(const std::function<std::string()>& fn, int seconds, std::string* how) {
+  how->clear();
+  int fds[2];
+  if (pipe(fds) != 0) {
+    *how = "pipe failed";
+    return "";
+  }
+  fflush(nullptr);
+  const pid_t pid = fork();
+  if (pid < 0) {
+    *how = "fork failed";
+    return "";
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    const std::string out = fn();
+    size_t done = 0;
+    while (done < out.size()) {
+      const ssize_t n = write(fds[1], out.data() + done, out.size() - done);
+      if (n <= 0) _exit(4);
+      done += n;
+    }
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string out;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  bool hung = false;
+  for (;;) {
+    pollfd p{fds[0], POLLIN, 0};
+    const int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                          deadline - std::chrono::steady_clock::now())
+                                          .count());
+    if (left <= 0) {
+      hung = true;
+      break;
+    }
+    if (poll(&p, 1, left) <= 0) continue;
+    char buf[4096];
+    const ssize_t n = read(fds[0], buf, sizeof(buf));
+    if (n <= 0) break;  // EOF: the child is gone
+    out.append(buf, n);
+  }
+  close(fds[0]);
+  if (hung) kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (hung) {
+    *how = "hung (killed after " + std::to_string(seconds) + " s)";
+  } else if (WIFSIGNALED(status)) {
+    *how = "crashed with signal " + std::to_string(WTERMSIG(status));
+  } else if (WEXITSTATUS(status) != 0) {
+    *how = "exited with " + std::to_string(WEXITSTATUS(status));
+  }
+  return out;
 }
 
 double SoakFactor() {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -56,13 +57,25 @@ std::string Snapshot(const Index& index, Model* out);
 std::string CheckIndex(Index* index, const Model& model, const Op* inflight);
 // The same with several interrupted operations (one per thread, on distinct keys).
 std::string CheckIndex(Index* index, const Model& model, const std::vector<Op>& inflight);
-// Then keeps using it: inserts, reads and deletes fresh keys. "" or a description.
-std::string CheckKeepsWorking(Index* index);
+// The contents of an index that passed CheckIndex(model, inflight): `model` with the
+// interrupted op's outcome as the index shows it.
+Model Settle(Index* index, const Model& model, const Op* inflight);
+// Then keeps using it, the index holding exactly *model: inserts fresh keys of several
+// sizes (short and long keys, inline and out-of-line values, so that every record size
+// class hands out blocks again: a block recovery wrongly took for free is reused here),
+// updates and deletes some of the model's keys, then checks the whole index against
+// the model (CheckIndex). With `grow`, before that check it also inserts max(64,
+// 2 x Count()) keys, so the index resizes. *model follows. "" or a description.
+std::string CheckKeepsWorking(Index* index, Model* model, uint64_t seed, bool grow);
 
 // Printable form of a possibly binary key (quoted, escaped, truncated).
 std::string Printable(std::string_view s);
 
 // Soak multiplier from PMHASH_CRASH_SOAK (default 1, at least 1).
 double SoakFactor();
+
+// Runs fn in a forked child with a time limit; fn's string comes back through a pipe.
+// A signal, a hang or an exit without a result is reported in *how ("" if fn returned).
+std::string InChildProcess(const std::function<std::string()>& fn, int seconds, std::string* how);
 
 }  // namespace pmhash::testing

@@ -16,7 +16,9 @@ constexpr uint64_t kEmpty = 0, kTombstone = 1;
 
 struct TinyRoot {
   uint64_t magic;
-  uint64_t table;  // pool offset of the TinyTable block
+  uint64_t table;       // pool offset of the TinyTable block
+  uint64_t undo_slot;   // test-log-after-commit: pool offset of the slot to roll back, or 0
+  uint64_t undo_value;  // ... and the value to restore there
 };
 struct TinyTable {
   uint64_t capacity;  // power of two
@@ -31,6 +33,8 @@ struct TinyRecord {
 struct Bugs {
   bool commit_early = false;
   bool no_fence = false;
+  bool no_enumerate = false;
+  bool log_after_commit = false;
 };
 
 class TinyIndex : public engines::Engine {
@@ -61,20 +65,33 @@ class TinyIndex : public engines::Engine {
     PMHASH_RETURN_IF_ERROR(WriteRecord(key, value, &rec));
     const uint64_t old = *slot;
     Commit(slot, rec);
+    if (bugs_.log_after_commit) {
+      // The bug: the undo record goes out after the commit is durable; a crash before it
+      // is cleared rolls back an update that durable state already showed.
+      TinyRoot* r = root<TinyRoot>();
+      persister().Store(&r->undo_value, old);
+      persister().Store(&r->undo_slot, pool().ToOffset(slot));
+      persister().Persist(&r->undo_slot, 16);
+      persister().Store(&r->undo_slot, uint64_t{0});
+      persister().Persist(&r->undo_slot, 8);
+    }
     allocator().Free(old);
     return Status::OK();
   }
 
   Status Get(std::string_view key, std::string* value) override {
+    PMHASH_RETURN_IF_ERROR(CheckSizes(key, {}));
     std::shared_lock<std::shared_mutex> l(mu_);
     const uint64_t* slot = Find(key, HashKey(key));
     if (slot == nullptr) return Status::NotFound("key not present");
-    const TinyRecord* r = Rec(*slot);
+    const TinyRecord* r = Checked(*slot);
+    if (r == nullptr) return Status::Corruption("test-tiny: a slot points to an implausible record");
     value->assign(r->bytes + r->key_len, r->value_len);
     return Status::OK();
   }
 
   Status Delete(std::string_view key) override {
+    PMHASH_RETURN_IF_ERROR(CheckSizes(key, {}));
     std::unique_lock<std::shared_mutex> l(mu_);
     uint64_t* slot = Find(key, HashKey(key));
     if (slot == nullptr) return Status::NotFound("key not present");
@@ -93,7 +110,11 @@ class TinyIndex : public engines::Engine {
     for (uint64_t i = 0; i < table_->capacity; ++i) {
       const uint64_t s = table_->slots[i];
       if (s == kEmpty || s == kTombstone) continue;
-      const TinyRecord* r = Rec(s);
+      const TinyRecord* r = Checked(s);
+      if (r == nullptr) {
+        return Status::Corruption("test-tiny: slot " + std::to_string(i) +
+                                  " points to an implausible record");
+      }
       if (!fn({r->bytes, r->key_len}, {r->bytes + r->key_len, r->value_len})) break;
     }
     return Status::OK();
@@ -121,16 +142,33 @@ class TinyIndex : public engines::Engine {
   Status Recover(bool) override {
     PMHASH_RETURN_IF_ERROR(ValidateTable());
     table_ = pool().At<TinyTable>(root<TinyRoot>()->table);
+    TinyRoot* root_area = root<TinyRoot>();
+    if (root_area->undo_slot != 0) {  // test-log-after-commit's rollback
+      const uint64_t slot = root_area->undo_slot;
+      const uint64_t first = pool().ToOffset(table_->slots);
+      if (slot < first || slot >= first + table_->capacity * 8 || slot % 8 != 0) {
+        return Status::Corruption("test-tiny: undo record names no slot");
+      }
+      persister().Store(pool().At<uint64_t>(slot), root_area->undo_value);
+      persister().Persist(pool().At<uint64_t>(slot), 8);
+      persister().Store(&root_area->undo_slot, uint64_t{0});
+      persister().Persist(&root_area->undo_slot, 8);
+    }
     uint64_t live = 0;
     used_ = 0;
     for (uint64_t i = 0; i < table_->capacity; ++i) {
       const uint64_t s = table_->slots[i];
       if (s != kEmpty) ++used_;
       if (s == kEmpty || s == kTombstone) continue;
-      if (!allocator().IsAllocated(s) ||
-          allocator().UsableSize(s) < sizeof(TinyRecord) ||
-          sizeof(TinyRecord) + uint64_t{Rec(s)->key_len} + Rec(s)->value_len >
-              allocator().UsableSize(s)) {
+      // test-no-enumerate trusts its records (checking them against the allocator would
+      // catch its own bug at once): only pool bounds.
+      const bool implausible =
+          bugs_.no_enumerate
+              ? Checked(s) == nullptr
+              : !allocator().IsAllocated(s) || allocator().UsableSize(s) < sizeof(TinyRecord) ||
+                    sizeof(TinyRecord) + uint64_t{Rec(s)->key_len} + Rec(s)->value_len >
+                        allocator().UsableSize(s);
+      if (implausible) {
         return Status::Corruption("test-tiny: slot " + std::to_string(i) +
                                   " points to an implausible record");
       }
@@ -144,6 +182,14 @@ class TinyIndex : public engines::Engine {
     PMHASH_RETURN_IF_ERROR(ValidateTable());
     const uint64_t table = root<TinyRoot>()->table;
     visit(table);
+    if (bugs_.no_enumerate) return Status::OK();  // the bug: records forgotten
+    const uint64_t undo = root<TinyRoot>()->undo_slot != 0 ? root<TinyRoot>()->undo_value : 0;
+    if (undo > kTombstone) {
+      if (!pool().Contains(undo, sizeof(TinyRecord)) || undo < pool().heap_offset()) {
+        return Status::Corruption("test-tiny: undo record out of the heap");
+      }
+      visit(undo);
+    }
     const TinyTable* t = pool().At<TinyTable>(table);
     for (uint64_t i = 0; i < t->capacity; ++i) {
       const uint64_t s = t->slots[i];
@@ -159,6 +205,7 @@ class TinyIndex : public engines::Engine {
   void FillStats(IndexStats* stats) const override {
     stats->count = Count();
     stats->key_slots = table_ == nullptr ? 0 : table_->capacity;
+    stats->engine_counters["resizes"] = resizes_.load(std::memory_order_relaxed);
   }
 
  private:
@@ -186,6 +233,16 @@ class TinyIndex : public engines::Engine {
   }
 
   const TinyRecord* Rec(uint64_t off) const { return pool().At<TinyRecord>(off); }
+  // The record at `off` if it lies inside the heap, else null: a damaged or reused block
+  // (test-no-enumerate) gives an error, not a wild read.
+  const TinyRecord* Checked(uint64_t off) const {
+    if (off < pool().heap_offset() || !pool().Contains(off, sizeof(TinyRecord))) return nullptr;
+    const TinyRecord* r = Rec(off);
+    if (!pool().Contains(off, sizeof(TinyRecord) + uint64_t{r->key_len} + r->value_len)) {
+      return nullptr;
+    }
+    return r;
+  }
 
   uint64_t* Find(std::string_view key, uint64_t h) const {
     const uint64_t mask = table_->capacity - 1;
@@ -193,7 +250,8 @@ class TinyIndex : public engines::Engine {
       uint64_t& s = table_->slots[i];
       if (s == kEmpty) return nullptr;
       if (s == kTombstone) continue;
-      const TinyRecord* r = Rec(s);
+      const TinyRecord* r = Checked(s);
+      if (r == nullptr) continue;  // reported by Get / ForEach
       if (r->key_len == key.size() && std::memcmp(r->bytes, key.data(), key.size()) == 0) {
         return &s;
       }
@@ -253,7 +311,11 @@ class TinyIndex : public engines::Engine {
     for (uint64_t i = 0; i < table_->capacity; ++i) {
       const uint64_t s = table_->slots[i];
       if (s == kEmpty || s == kTombstone) continue;
-      const TinyRecord* r = Rec(s);
+      const TinyRecord* r = Checked(s);
+      if (r == nullptr) {
+        allocator().Free(off);
+        return Status::Corruption("test-tiny: a slot points to an implausible record");
+      }
       const uint64_t h = HashKey({r->bytes, r->key_len});
       for (uint64_t j = h & (cap - 1);; j = (j + 1) & (cap - 1)) {
         if (t->slots[j] == kEmpty) {
@@ -271,6 +333,7 @@ class TinyIndex : public engines::Engine {
     allocator().Free(old);
     table_ = t;
     used_ = live;
+    resizes_.fetch_add(1, std::memory_order_relaxed);
     return Status::OK();
   }
 
@@ -280,12 +343,15 @@ class TinyIndex : public engines::Engine {
   TinyTable* table_ = nullptr;
   uint64_t used_ = 0;  // slots not empty (live + tombstones)
   std::atomic<uint64_t> count_{0};
+  std::atomic<uint64_t> resizes_{0};
 };
 
 }  // namespace
 
 EngineSpec TinyEngine() {
-  return {"test-tiny", [] { return engines::MakeEngine<TinyIndex>(); }, true, true};
+  EngineSpec spec{"test-tiny", [] { return engines::MakeEngine<TinyIndex>(); }, true, true};
+  spec.growth_counters = {"resizes"};
+  return spec;
 }
 
 namespace {
@@ -297,6 +363,38 @@ class NoFence : public TinyIndex {
  public:
   NoFence() : TinyIndex(Bugs{false, true}) {}
 };
+class NoEnumerate : public TinyIndex {
+ public:
+  NoEnumerate() : TinyIndex(Bugs{false, false, true}) {}
+};
+class LogAfterCommit : public TinyIndex {
+ public:
+  LogAfterCommit() : TinyIndex(Bugs{false, false, false, true}) {}
+};
+
+// Per-engine crash-run options (see EngineSpec): every engine's growth inside the
+// scripts' few hundred keys. Names and ranges: src/engines/<name>/.
+void AddCrashRunSettings(EngineSpec* spec) {
+  if (spec->name == "group") {
+    // Groups of 8 cells (paper: 256) fill after a few dozen keys: many resizes.
+    spec->crash_options = {{"group_size", "8"}};
+    spec->growth_counters = {"resizes"};
+  } else if (spec->name == "wophi") {
+    // Few main buckets, small PAB blocks refilled early: resizes and refills.
+    spec->crash_options = {{"buckets", "8"}, {"pab_buckets", "8"}, {"pab_low", "4"}};
+    spec->growth_counters = {"resizes", "pab_refills"};
+  } else if (spec->name == "smartht") {
+    // The fewest head buckets, grown once a few buckets are chained; the DRAM filter
+    // (at least 1,024 keys, so it never outgrows itself here) rebuilt after 51 deletes.
+    spec->crash_options = {{"head_buckets", "256"},
+                           {"expected_keys", "16"},
+                           {"max_chain", "0.01"},
+                           {"rebuild_deletes", "0.05"}};
+    spec->growth_counters = {"grows", "filter_rebuilds"};
+  } else if (spec->name == "linear" || spec->name == "linear-log") {
+    spec->growth_counters = {"resizes"};  // initial_capacity 16 sizes 32 cells
+  }
+}
 }  // namespace
 
 EngineSpec CommitEarlyEngine() {
@@ -304,6 +402,13 @@ EngineSpec CommitEarlyEngine() {
 }
 EngineSpec NoFenceEngine() {
   return {"test-no-fence", [] { return engines::MakeEngine<NoFence>(); }, true, true};
+}
+EngineSpec NoEnumerateEngine() {
+  return {"test-no-enumerate", [] { return engines::MakeEngine<NoEnumerate>(); }, true, true};
+}
+EngineSpec LogAfterCommitEngine() {
+  return {"test-log-after-commit", [] { return engines::MakeEngine<LogAfterCommit>(); }, true,
+          true};
 }
 
 std::vector<EngineSpec> ConformanceEngines() {
@@ -313,6 +418,7 @@ std::vector<EngineSpec> ConformanceEngines() {
     out.push_back({d.name, reg->make, d.crash_consistent, false});
   }
   out.push_back(TinyEngine());
+  for (EngineSpec& s : out) AddCrashRunSettings(&s);
   return out;
 }
 
@@ -328,7 +434,8 @@ EngineSpec FindSpec(const std::string& name) {
   for (EngineSpec& s : ConformanceEngines()) {
     if (s.name == name) return s;
   }
-  for (EngineSpec s : {CommitEarlyEngine(), NoFenceEngine()}) {
+  for (EngineSpec s : {CommitEarlyEngine(), NoFenceEngine(), NoEnumerateEngine(),
+                       LogAfterCommitEngine()}) {
     if (s.name == name) return s;
   }
   return {};

@@ -8,14 +8,20 @@
 // pointers into a new table, persists it, then switches the root's table pointer with
 // one 8-byte store.
 //
-// Two broken variants prove the crash suite can fail:
+// Broken variants prove the suites can fail:
 //   `test-commit-early`  stores the slot before the record is durable (one fence for
 //                        both: a crash can persist the pointer and not the record);
 //   `test-no-fence`      omits the fence after the commit store, so an acknowledged
-//                        insert or update is not yet durable when the call returns.
+//                        insert or update is not yet durable when the call returns;
+//   `test-no-enumerate`  forgets its records in EnumerateBlocks (and its recovery trusts
+//                        them): after a crash the allocator hands live records out again;
+//   `test-log-after-commit`  writes an update's undo record only after the commit store
+//                        is durable, and recovery rolls back to it: an update already
+//                        visible in durable state disappears again later in the same op.
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,16 +35,25 @@ struct EngineSpec {
   std::function<std::unique_ptr<engines::Engine>()> make;
   bool crash_consistent = true;
   bool test_only = false;
+  // Engine options for the crash suite's runs: small groups, buckets and PAB blocks, so
+  // that resizes, PAB refills and filter growth happen inside its short scripts.
+  std::map<std::string, std::string> crash_options;
+  // Engine counters (IndexStats::engine_counters) counting that growth; the suite
+  // asserts each is > 0 after its scripts. Empty: any of "resizes", "grows", "splits",
+  // "doublings" the engine reports must be > 0.
+  std::vector<std::string> growth_counters;
 };
 
 // Registered engines (from RegisteredEngines()) followed by `test-tiny`.
 std::vector<EngineSpec> ConformanceEngines();
 // The crash-consistent ones among them.
 std::vector<EngineSpec> CrashConsistentEngines();
-// `test-tiny`, `test-commit-early`, `test-no-fence`.
+// `test-tiny` and its broken variants.
 EngineSpec TinyEngine();
 EngineSpec CommitEarlyEngine();
 EngineSpec NoFenceEngine();
+EngineSpec NoEnumerateEngine();
+EngineSpec LogAfterCommitEngine();
 // By name among all of the above; nullopt-like empty spec (no make) if unknown.
 EngineSpec FindSpec(const std::string& name);
 
