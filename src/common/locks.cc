@@ -26,9 +26,14 @@ bool HaveMembarrier() {
   return registered;
 }
 
+void FullFence() {
+  thread_local std::atomic<uint64_t> word{0};
+  word.fetch_add(0, std::memory_order_seq_cst);
+}
+
 void HeavyFence() {
   if (!HaveMembarrier() || syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0) {
-    std::atomic_thread_fence(std::memory_order_seq_cst);
+    FullFence();
   }
 }
 

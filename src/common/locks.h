@@ -30,15 +30,17 @@ class RwSpinLock {
 // RwSpinLock plus a version for optimistic readers (a seqlock beside the lock): a writer
 // makes the version odd when it takes the lock exclusively and even again just before it
 // lets go, so a reader that saw the same even version before and after its reads read a
-// state no writer touched meanwhile. Optimistic reads must use atomic loads (relaxed is
-// enough: ReadValidate's fence orders them) and expect anything, since a writer may be
-// half-way: bounds-check every pointer they follow.
+// state no writer touched meanwhile.
+// The contract that makes this hold without fences (which ThreadSanitizer cannot model):
+// writers store what optimistic readers read with release stores (Persister::Store),
+// which order the odd version before them; readers load it with acquire loads, which
+// order the final version load after them. On x86 both are plain moves. Readers must
+// expect anything, since a writer may be half-way: bounds-check every pointer followed.
 class VersionedRwLock {
  public:
   void lock() {
     mu_.lock();
     version_.store(version_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_release);  // odd before any data store
   }
   void unlock() {
     version_.store(version_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
@@ -50,8 +52,7 @@ class VersionedRwLock {
   // The version to validate against; odd means a writer is in (read under the lock then).
   uint64_t ReadBegin() const { return version_.load(std::memory_order_acquire); }
   bool ReadValidate(uint64_t begin) const {
-    std::atomic_thread_fence(std::memory_order_acquire);  // the reads before the check
-    return version_.load(std::memory_order_relaxed) == begin;
+    return version_.load(std::memory_order_acquire) == begin;
   }
 
  private:
@@ -65,11 +66,15 @@ class VersionedRwLock {
 // like a pair of seq_cst fences, and the reader's hot path has no locked instruction.
 // Where membarrier is unavailable both are full fences.
 bool HaveMembarrier();
+// A full fence as a locked RMW of a thread-private word (what seq_cst fences compile to
+// on x86 anyway), so that ThreadSanitizer sees an atomic operation, not a fence it
+// cannot model.
+void FullFence();
 inline void LightFence() {
   if (HaveMembarrier()) {
     std::atomic_signal_fence(std::memory_order_seq_cst);
   } else {
-    std::atomic_thread_fence(std::memory_order_seq_cst);
+    FullFence();
   }
 }
 void HeavyFence();

@@ -556,19 +556,20 @@ SmartHt::Optimistic SmartHt::FindOptimistic(std::string_view key, uint64_t hash,
   if (inline_key) std::memcpy(&key_word, key.data(), 8);
   Optimistic answer = Optimistic::kAbsent;
   const SmartBucket* b = &Heads()[head];
-  // Alg. 2 lines 4-12, every word an atomic load: a writer may be half-way through.
+  // Alg. 2 lines 4-12, every word an acquire load (VersionedRwLock's contract): a writer
+  // may be half-way through.
   for (uint64_t depth = 0; b != nullptr && depth < chain_limit_ && answer == Optimistic::kAbsent;
        ++depth, b = NextOf(b)) {
     ++*lines;
     for (int s = 0; s < kSmartHtSlots; ++s) {
-      const uint8_t t = __atomic_load_n(&b->token[s], __ATOMIC_RELAXED);
+      const uint8_t t = __atomic_load_n(&b->token[s], __ATOMIC_ACQUIRE);
       if (t == kInline && inline_key &&
-          __atomic_load_n(&b->slot[s].word0, __ATOMIC_RELAXED) == key_word) {
-        *value_word = __atomic_load_n(&b->slot[s].word1, __ATOMIC_RELAXED);
+          __atomic_load_n(&b->slot[s].word0, __ATOMIC_ACQUIRE) == key_word) {
+        *value_word = __atomic_load_n(&b->slot[s].word1, __ATOMIC_ACQUIRE);
         answer = Optimistic::kFound;
         break;
       }
-      if (t == kRecord && __atomic_load_n(&b->slot[s].word1, __ATOMIC_RELAXED) == hash) {
+      if (t == kRecord && __atomic_load_n(&b->slot[s].word1, __ATOMIC_ACQUIRE) == hash) {
         answer = Optimistic::kLocked;  // maybe the key: its record is read under the lock
         break;
       }

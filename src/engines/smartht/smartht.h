@@ -257,7 +257,7 @@ class SmartHt : public Engine {
   // The next bucket of a chain, or null at its end. A pointer that cannot be a bucket of
   // the heap (a damaged pool) also ends the chain: reads never go wild.
   SmartBucket* NextOf(const SmartBucket* b) const {
-    const uint64_t next = __atomic_load_n(&b->next, __ATOMIC_RELAXED);  // optimistic readers too
+    const uint64_t next = __atomic_load_n(&b->next, __ATOMIC_ACQUIRE);  // optimistic readers too
     if (next == 0 || next % sizeof(SmartBucket) != 0 || next < heap_begin_ ||
         next > heap_end_ - sizeof(SmartBucket)) {
       return nullptr;
