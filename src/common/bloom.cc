@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <cstring>
 #include <limits>
+#include <map>
+#include <mutex>
 #include <new>
 #include <string>
 
@@ -89,6 +91,31 @@ double BlockedRate(double lambda, uint32_t k) {
   return std::min(rate, 1.0);
 }
 
+// The largest keys-per-block whose modelled rate meets `target` (the rate grows with
+// lambda). Bisection in log space: lambda spans many orders of magnitude over k and p.
+// It depends on (target, k) only, and costs thousands of exp/lgamma calls, so the answer
+// is remembered: every open of a SmartHT index sizes a filter.
+double KeysPerBlock(double target, uint32_t k) {
+  static std::mutex mu;
+  static std::map<std::pair<double, uint32_t>, double> known;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = known.find({target, k}); it != known.end()) return it->second;
+  }
+  double lo = 1e-9, hi = 1e5;
+  for (int i = 0; i < 100; ++i) {
+    const double mid = std::sqrt(lo * hi);
+    if (BlockedRate(mid, k) <= target) {
+      lo = mid;
+    } else {
+      hi = mid;
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  known.emplace(std::make_pair(target, k), lo);
+  return lo;
+}
+
 Status CheckOptions(const BloomOptions& o) {
   if (!(o.false_positive_rate > 0 && o.false_positive_rate <= 0.5)) {
     return Status::InvalidArgument("Bloom filter false_positive_rate must be in (0, 0.5], got " +
@@ -124,18 +151,7 @@ Result<uint64_t> BloomFilter::BlocksFor(const BloomOptions& options) {
   PMHASH_RETURN_IF_ERROR(CheckOptions(options));
   const double keys = static_cast<double>(std::max<uint64_t>(options.expected_keys, 1));
   const double target = options.false_positive_rate;
-  // The largest keys-per-block whose modelled rate meets the target (the rate grows with
-  // lambda). Bisection in log space: lambda spans many orders of magnitude over k and p.
-  double lo = 1e-9, hi = 1e5;
-  for (int i = 0; i < 100; ++i) {
-    const double mid = std::sqrt(lo * hi);
-    if (BlockedRate(mid, options.num_probes) <= target) {
-      lo = mid;
-    } else {
-      hi = mid;
-    }
-  }
-  const double blocks = std::ceil(keys / lo);
+  const double blocks = std::ceil(keys / KeysPerBlock(target, options.num_probes));
   if (blocks * kBlockBytes > static_cast<double>(kMaxBytes)) {
     return Status::InvalidArgument(
         "Bloom filter for " + std::to_string(options.expected_keys) + " keys at rate " +

@@ -959,6 +959,7 @@ void Wophi::FillStats(IndexStats* stats) const {
 
 Status Wophi::CheckInvariants() const {
   std::unique_lock<std::shared_mutex> resize_lock(resize_mu_);
+  std::lock_guard<std::mutex> refill_lock(refill_mu_);  // the refill thread mutates too
   const uint64_t n = view_.buckets;
   std::unordered_set<std::string> keys;
   Walk walk;

@@ -332,7 +332,7 @@ class Wophi : public Engine {
   std::unique_ptr<Stripe[]> stripes_;
   std::unique_ptr<CountShard[]> counts_;
   mutable std::shared_mutex resize_mu_;
-  std::mutex refill_mu_;
+  mutable std::mutex refill_mu_;
   // The background refill: RequestRefill sets refill_requested_; the worker clears it,
   // refills with refill_busy_ set, and notifies waiters.
   std::mutex refill_signal_mu_;
