@@ -95,6 +95,26 @@ TEST(RwSpinLock, ReadersShare) {
   EXPECT_EQ(inside_when_writer_entered, 0) << "the writer got in beside readers";
 }
 
+TEST(VersionedRwLock, AReadOverlappingAWriterFailsValidation) {
+  VersionedRwLock mu;
+  const uint64_t quiet = mu.ReadBegin();
+  EXPECT_EQ(quiet % 2, 0u);
+  EXPECT_TRUE(mu.ReadValidate(quiet)) << "nothing happened: the read stands";
+  mu.lock_shared();  // readers under the lock do not move the version
+  mu.unlock_shared();
+  EXPECT_TRUE(mu.ReadValidate(quiet));
+  mu.lock();
+  const uint64_t during = mu.ReadBegin();
+  EXPECT_EQ(during % 2, 1u) << "a writer inside shows as an odd version";
+  EXPECT_FALSE(mu.ReadValidate(quiet)) << "a read that began before the writer must fail";
+  mu.unlock();
+  EXPECT_FALSE(mu.ReadValidate(quiet)) << "...and after it left";
+  EXPECT_FALSE(mu.ReadValidate(during));
+  const uint64_t after = mu.ReadBegin();
+  EXPECT_EQ(after % 2, 0u);
+  EXPECT_TRUE(mu.ReadValidate(after));
+}
+
 // The store-buffer litmus test: each side stores its flag, then reads the other's. With
 // LightFence on one side and HeavyFence on the other, at least one side must see the
 // other's store; with compiler barriers alone x86 lets both read 0 (stores wait in the

@@ -270,6 +270,7 @@ Status Wophi::Create() {
   p.Store(&root_->magic, kWophiRootMagic);
   p.Persist(&root_->magic, sizeof(root_->magic));
   view_ = MakeView(table, n);
+  mb_.store(view_.mb, std::memory_order_release);
   main_buckets_.store(n, std::memory_order_release);
   base_count_ = 0;
   pab_free_list_.clear();
@@ -429,6 +430,7 @@ Status Wophi::Recover(bool clean) {
                               " is not an allocated block of its size");
   }
   view_ = MakeView(table, n);
+  mb_.store(view_.mb, std::memory_order_release);
   main_buckets_.store(n, std::memory_order_release);
   PMHASH_RETURN_IF_ERROR(RebuildVolatile(clean));
   // Leave the PAB above its low-water mark, as a running index would.
@@ -591,9 +593,72 @@ Wophi::Probe Wophi::Find(std::string_view key, uint64_t hash, uint64_t home) con
   }
 }
 
+Wophi::Optimistic Wophi::FindOptimistic(std::string_view key, uint64_t hash,
+                                         uint64_t* value_word, size_t* lines) const {
+  const uint64_t n = main_buckets_.load(std::memory_order_acquire);
+  const WophiBucket* b = mb_.load(std::memory_order_acquire) + HomeBucket(hash, n);
+  const VersionedRwLock& mu = StripeOf(HomeBucket(hash, n)).mu;
+  const uint64_t version = mu.ReadBegin();
+  if (version % 2 != 0) return Optimistic::kRetry;
+  uint64_t key_word = 0;
+  const bool inline_key = key.size() == 8;
+  if (inline_key) std::memcpy(&key_word, key.data(), 8);
+  // Find's walk, every word an acquire load (VersionedRwLock's contract): a writer may be
+  // half-way, so a next pointer is followed only to a bucket inside the pool, and the
+  // walk is bounded (a garbage pointer could close a cycle).
+  Optimistic answer = Optimistic::kAbsent;
+  const uint64_t max_depth = pool().size() / kBucketBytes;
+  for (uint64_t depth = 0; answer == Optimistic::kAbsent && depth < max_depth; ++depth) {
+    *lines += 1;
+    for (size_t i = 0; i < kWophiAssoc; ++i) {
+      const uint8_t t = __atomic_load_n(&b->token[i], __ATOMIC_ACQUIRE);
+      if (t == 0) continue;
+      if (i == 3) *lines += 1;  // slot 3 sits in line 1
+      if (t == static_cast<uint8_t>(SlotForm::kInline) && inline_key &&
+          __atomic_load_n(&b->slot[i].word0, __ATOMIC_ACQUIRE) == key_word) {
+        *value_word = __atomic_load_n(&b->slot[i].word1, __ATOMIC_ACQUIRE);
+        answer = Optimistic::kFound;
+        break;
+      }
+      if (t == static_cast<uint8_t>(SlotForm::kRecord) &&
+          __atomic_load_n(&b->slot[i].word1, __ATOMIC_ACQUIRE) == hash) {
+        answer = Optimistic::kLocked;  // maybe the key: its record is read under the lock
+        break;
+      }
+    }
+    const uint64_t next = __atomic_load_n(&b->next, __ATOMIC_ACQUIRE);
+    if (next == 0 || next % pm::kCacheLine != 0 || !pool().Contains(next, kBucketBytes)) break;
+    b = pool().At<const WophiBucket>(next);
+  }
+  if (!mu.ReadValidate(version) || main_buckets_.load(std::memory_order_acquire) != n) {
+    return Optimistic::kRetry;
+  }
+  return answer;
+}
+
 Status Wophi::Get(std::string_view key, std::string* value) {
   PMHASH_RETURN_IF_ERROR(SlotCodec::CheckKey(key));
   const uint64_t hash = HashKey(key);
+  // Alg. 2's walk with no lock first (not in the paper): no locked instruction, so
+  // consecutive searches overlap their PM misses. A writer in the area makes it retry;
+  // after a few tries, or for a record, the shared lock answers.
+  size_t lines = 0;
+  for (int attempt = 0; attempt < kWophiOptimisticTries; ++attempt) {
+    uint64_t word = 0;
+    const Optimistic answer = FindOptimistic(key, hash, &word, &lines);
+    if (answer == Optimistic::kFound) {
+      persister().NoteRead(lines);
+      value->assign(reinterpret_cast<const char*>(&word), sizeof(word));
+      return Status::OK();
+    }
+    if (answer == Optimistic::kAbsent) {
+      persister().NoteRead(lines);
+      return Status::NotFound("key not found");
+    }
+    if (answer == Optimistic::kLocked) break;
+    SpinBackoff(attempt);
+  }
+  persister().NoteRead(lines);
   uint64_t home = 0, n = 0;
   Stripe& s = LockHome(hash, LockMode::kShared, &home, &n);
   HeldLock guard(s.mu, LockMode::kShared);
@@ -650,8 +715,10 @@ Status Wophi::InsertAt(const Probe& p, std::string_view key, std::string_view va
   if (p.free_bucket != nullptr) {
     WophiBucket* tb = p.free_bucket;
     const size_t i = p.free_index;
-    // Alg. 1 lines 10-11: memcpy key and value; 12-13: pflush; 14: fence.
-    ps.Copy(&tb->slot[i], &words, sizeof(words));
+    // Alg. 1 lines 10-11: memcpy key and value (as two word stores: lock-free searches
+    // read them with atomic loads); 12-13: pflush; 14: fence.
+    ps.Store(&tb->slot[i].word1, words.word1);
+    ps.Store(&tb->slot[i].word0, words.word0);
     ps.Flush(&tb->slot[i], sizeof(words));
     ps.Fence();
     // Alg. 1 lines 15-17: token = 1 (its form), pflush, fence: committed.
@@ -910,6 +977,7 @@ Status Wophi::Grow(uint64_t observed_buckets) {
   }
   allocator().Free(old.offset);
   view_ = nv;
+  mb_.store(nv.mb, std::memory_order_release);
   {
     std::lock_guard<std::mutex> g(pab_mu_);
     pab_free_list_.clear();

@@ -98,8 +98,11 @@
 // ---- Concurrency ----------------------------------------------------------------------
 //
 // Lock striping over main buckets: the chain of mb[k] is guarded by stripe k % kStripes, a
-// reader-writer spin lock (RwSpinLock, src/common/locks.h). Get takes it shared; Insert,
-// Update, Put and Delete exclusively and release it only after their change is durable.
+// reader-writer spin lock with a version (VersionedRwLock, src/common/locks.h). Get reads
+// the chain with no lock, validated by that version and the main-bucket count
+// (FindOptimistic), and takes the stripe shared only after a few failed tries or for a
+// record; Insert, Update, Put and Delete take it exclusively and release it only after
+// their change is durable, so a search never returns a value that is not durable.
 // The free PAB list is a DRAM vector under pab_mu_ (taking a bucket is a pop); refills
 // (the background thread's, or an inserter's that found the list empty) are serialized
 // by refill_mu_ and take no stripe. The table
@@ -137,6 +140,7 @@ inline constexpr uint64_t kWophiMinBuckets = 4;
 inline constexpr uint64_t kWophiDefaultBuckets = 1024;
 inline constexpr size_t kWophiStripes = 1024;  // lock stripes (power of two)
 inline constexpr size_t kWophiCountShards = 64;  // key-count shards (power of two)
+inline constexpr int kWophiOptimisticTries = 4;  // lock-free search attempts before the lock
 
 struct WophiRoot {
   uint64_t magic;
@@ -233,7 +237,7 @@ class Wophi : public Engine {
   enum class Mode : uint8_t { kInsert, kUpdate, kPut };
 
   struct alignas(64) Stripe {
-    RwSpinLock mu;
+    VersionedRwLock mu;  // the version lets searches read without taking it
   };
   // Inserts minus deletes since open, sharded by stripe: Count() sums 64 lines, cheap
   // enough for the load-factor check on every chain extension.
@@ -274,6 +278,13 @@ class Wophi : public Engine {
 
   // Walks the chain of mb[home] (Alg. 1 lines 6-26 / Alg. 2 lines 6-17).
   Probe Find(std::string_view key, uint64_t hash, uint64_t home) const;
+  // The search walk with no lock: kFound (*value_word holds an inline value) or kAbsent
+  // when the stripe's version held still and the table did not grow; kRetry when a
+  // writer was in; kLocked when only the shared lock can answer (the key or its value is
+  // a record, whose bytes are read under the lock). *lines counts the PM lines read.
+  enum class Optimistic : uint8_t { kFound, kAbsent, kRetry, kLocked };
+  Optimistic FindOptimistic(std::string_view key, uint64_t hash, uint64_t* value_word,
+                            size_t* lines) const;
   Status Write(std::string_view key, std::string_view value, Mode mode);
   // Alg. 1 lines 9-17 or 27-33. *grow is set when the table should grow afterwards.
   Status InsertAt(const Probe& p, std::string_view key, std::string_view value, uint64_t hash,
@@ -346,6 +357,9 @@ class Wophi : public Engine {
   uint64_t pab_total_ = 0;               // buckets in the live table's PAB blocks
   WophiRoot* root_ = nullptr;
   View view_;
+  // view_.mb, for searches that take no lock: stored before main_buckets_ (release), so a
+  // search that read the new count reads the new array.
+  std::atomic<const WophiBucket*> mb_{nullptr};
   std::atomic<uint64_t> main_buckets_{0};
   uint64_t base_count_ = 0;
 

@@ -437,6 +437,68 @@ TEST(WophiTest, DamagedChainPointerIsCorruptionNotACrash) {
   EXPECT_NE(s.message().find("wophi"), std::string::npos) << s.message();
 }
 
+// Searches read without the lock (FindOptimistic): while writers update values in place,
+// fill chains from the PAB and double the main buckets, a reader must never see a torn
+// value, nor miss a key that is present throughout.
+TEST(WophiTest, LockFreeSearchesSeeNoTornValueAndMissNoKey) {
+  auto index = OpenOrDie(WophiOptions({{"buckets", "8"}, {"max_load_factor", "0.5"}}));
+  ASSERT_NE(index, nullptr);
+  auto pattern = [](uint32_t v) {  // an 8-byte value whose halves check each other
+    const uint64_t w = (static_cast<uint64_t>(~v) << 32) | v;
+    return std::string(reinterpret_cast<const char*>(&w), 8);
+  };
+  auto valid = [](const std::string& got) {
+    uint64_t w = 0;
+    if (got.size() != 8) return false;
+    std::memcpy(&w, got.data(), 8);
+    return static_cast<uint32_t>(w >> 32) == static_cast<uint32_t>(~w);
+  };
+  constexpr uint64_t kStable = 500;
+  for (uint64_t i = 0; i < kStable; ++i) ASSERT_TRUE(index->Insert(Key8(i), pattern(0)).ok());
+  std::atomic<bool> done{false};
+  std::atomic<uint64_t> bad{0}, missing{0}, reads{0};
+  std::vector<std::thread> threads;
+  for (int w = 0; w < 2; ++w) {
+    threads.emplace_back([&, w] {
+      std::mt19937_64 rng(w + 10);
+      for (uint32_t n = 1; n < 10000; ++n) {
+        EXPECT_TRUE(index->Put(Key8(rng() % kStable), pattern(n)).ok());
+        const std::string churn = Key8(1'000'000 + w * 100'000 + n);  // grows the table
+        EXPECT_TRUE(index->Insert(churn, pattern(n)).ok());
+        if (n % 3 == 0) {
+          EXPECT_TRUE(index->Delete(churn).ok());
+        }
+      }
+    });
+  }
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      std::mt19937_64 rng(r + 20);
+      std::string got;
+      while (!done.load()) {
+        const Status s = index->Get(Key8(rng() % kStable), &got);
+        reads.fetch_add(1);
+        if (!s.ok()) {
+          missing.fetch_add(1);
+        } else if (!valid(got)) {
+          bad.fetch_add(1);
+        }
+      }
+    });
+  }
+  threads[0].join();
+  threads[1].join();
+  done = true;
+  threads[2].join();
+  threads[3].join();
+  EXPECT_GT(reads.load(), 1000u);
+  EXPECT_EQ(missing.load(), 0u) << "a search missed a key that was present throughout";
+  EXPECT_EQ(bad.load(), 0u) << "a search returned a torn value";
+  EXPECT_GT(AsWophi(index.get())->resizes(), 0u) << "the table never grew during the test";
+  AsWophi(index.get())->WaitForBackgroundWork();
+  EXPECT_TRUE(AsWophi(index.get())->CheckInvariants().ok());
+}
+
 TEST(WophiTest, FourThreadsWithResizes) {
   // Each thread owns a key range (exact model) and reads the others' while the table grows
   // from 4 main buckets.
