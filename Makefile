@@ -4,7 +4,7 @@
 JOBS ?= $(shell nproc)
 CMAKE_COMMON = -G Ninja -Wno-dev
 
-.PHONY: all deps build asan tsan run test test-release test-asan bench clean
+.PHONY: all deps build asan tsan run test test-release test-asan test-tsan bench clean
 
 all: build
 
@@ -34,8 +34,8 @@ run: build
 	@scripts/main-job.sh
 
 # Every suite in a release build, then the unit and conformance tests again under
-# ASan + UBSan.
-test: test-release test-asan
+# ASan + UBSan, and under ThreadSanitizer.
+test: test-release test-asan test-tsan
 
 test-release: build
 	@cd build/release && ctest --output-on-failure -j $(JOBS)
@@ -43,6 +43,10 @@ test-release: build
 test-asan: asan
 	@cd build/asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS) -L 'unit|conformance'
+
+test-tsan: tsan
+	@cd build/tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) \
+	  -L 'unit|conformance'
 
 bench: build
 	@scripts/bench-scenarios.sh
