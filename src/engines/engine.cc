@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstring>
 #include <mutex>
 
 namespace pmhash {
@@ -277,6 +278,50 @@ Status Engine::Start(std::unique_ptr<pm::Pool> pool, bool fresh, const Options& 
     recovery_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
                        .count();
   }
+  return Status::OK();
+}
+
+Status Engine::UpdateSlot(uint8_t* form, KvWords* words, std::string_view key,
+                          std::string_view value, uint64_t key_hash) {
+  pm::Persister& ps = *persister_;
+  const auto old_form = static_cast<SlotForm>(*form);
+  if (old_form == SlotForm::kInline && SlotCodec::FitsInline(key, value)) {
+    uint64_t v;
+    std::memcpy(&v, value.data(), 8);
+    ps.Store(&words->word1, v);  // one failure-atomic 8-byte store
+    ps.Persist(&words->word1, sizeof(v));
+    return Status::OK();
+  }
+  uint64_t record = 0;
+  PMHASH_RETURN_IF_ERROR(codec_->EncodeRecord(key, value, &record));  // flushed, no fence
+  if (old_form == SlotForm::kRecord) {
+    // The new record durable, then one failure-atomic 8-byte store of the pointer.
+    const uint64_t old = words->word0;
+    ps.Fence();
+    ps.Store(&words->word0, record);
+    ps.Persist(&words->word0, sizeof(record));
+    codec_->ReleaseRecord(old);
+    return Status::OK();
+  }
+  // Inline -> record changes both words and the form: all-or-nothing through the undo
+  // log (Save persists, which also makes the new record durable before the stores).
+  std::unique_ptr<pm::UndoLog::Tx> tx = undo_log_->Begin();
+  Status s = tx->Save(words, sizeof(KvWords));
+  if (s.ok()) s = tx->Save(form, 1);
+  if (!s.ok()) {
+    tx.reset();  // rolls back whatever was saved (nothing was changed yet)
+    codec_->ReleaseRecord(record);
+    return s;
+  }
+  ps.Store(&words->word0, record);
+  ps.Store(&words->word1, key_hash);
+  ps.Store(form, static_cast<uint8_t>(SlotForm::kRecord));
+  ps.Flush(words, sizeof(KvWords));  // a slot never straddles a line
+  const auto line = [](const void* p) { return reinterpret_cast<uintptr_t>(p) / pm::kCacheLine; };
+  if (line(form) != line(words)) ps.Flush(form, 1);
+  ps.Fence();
+  tx->Commit();
+  undo_txs_.fetch_add(1, std::memory_order_relaxed);
   return Status::OK();
 }
 

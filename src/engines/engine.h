@@ -15,6 +15,7 @@
 // PMHASH_REGISTER_ENGINE; the conformance and crash suites then pick it up.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -96,6 +97,16 @@ class Engine : public Index {
   // first by Close() and Abandon(), so it must be idempotent. Default: nothing.
   virtual void StopBackgroundWork() {}
 
+  // Replaces the value of the slot `words` whose form byte is `*form`, as the shared slot
+  // encoding prescribes (common/slot.h), and persists it before returning: an inline
+  // value with one 8-byte store; a record by a new record, a fence, one 8-byte store of
+  // the pointer, then the old record freed; inline -> record (words and form change
+  // together) under an UndoLog transaction. The caller holds what excludes other writers
+  // of the slot. `undo_txs()` counts the transactions.
+  Status UpdateSlot(uint8_t* form, KvWords* words, std::string_view key, std::string_view value,
+                    uint64_t key_hash);
+  uint64_t undo_txs() const { return undo_txs_.load(std::memory_order_relaxed); }
+
   pm::Allocator& allocator() const { return *allocator_; }
   pm::UndoLog& undo_log() const { return *undo_log_; }
   SlotCodec& codec() const { return *codec_; }
@@ -120,6 +131,7 @@ class Engine : public Index {
   std::string engine_name_;
   bool recovered_ = false;
   double recovery_ms_ = 0;
+  std::atomic<uint64_t> undo_txs_{0};
 };
 
 // Opens `engine` on a pool that is already mapped: the path every Open takes, and the

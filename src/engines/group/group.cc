@@ -453,46 +453,7 @@ Status GroupHash::InsertAt(const Probe& p, std::string_view key, std::string_vie
 
 Status GroupHash::UpdateAt(const Probe& p, std::string_view key, std::string_view value,
                            uint64_t hash) {
-  pm::Persister& ps = persister();
-  const auto form = static_cast<SlotForm>(*p.form);
-  if (form == SlotForm::kInline && SlotCodec::FitsInline(key, value)) {
-    // One failure-atomic 8-byte store of the value word.
-    uint64_t v;
-    std::memcpy(&v, value.data(), 8);
-    ps.Store(&p.cell->word1, v);
-    ps.Persist(&p.cell->word1, sizeof(v));
-    return Status::OK();
-  }
-  uint64_t record = 0;
-  PMHASH_RETURN_IF_ERROR(codec().EncodeRecord(key, value, &record));  // flushed, no fence
-  if (form == SlotForm::kRecord) {
-    // New record durable, then one failure-atomic 8-byte store of the pointer word.
-    const uint64_t old = p.cell->word0;
-    ps.Fence();
-    ps.Store(&p.cell->word0, record);
-    ps.Persist(&p.cell->word0, sizeof(record));
-    codec().ReleaseRecord(old);
-    return Status::OK();
-  }
-  // Inline -> record changes both words and the form: all-or-nothing through the undo
-  // log (Save persists, which also makes the new record durable before the stores).
-  std::unique_ptr<pm::UndoLog::Tx> tx = undo_log().Begin();
-  Status s = tx->Save(p.cell, sizeof(KvWords));
-  if (s.ok()) s = tx->Save(p.form, 1);
-  if (!s.ok()) {
-    tx.reset();  // rolls back whatever was saved (nothing was changed yet)
-    codec().ReleaseRecord(record);
-    return s;
-  }
-  ps.Store(&p.cell->word0, record);
-  ps.Store(&p.cell->word1, hash);
-  ps.Store(p.form, static_cast<uint8_t>(SlotForm::kRecord));
-  ps.Flush(p.cell, sizeof(KvWords));
-  ps.Flush(p.form, 1);
-  ps.Fence();
-  tx->Commit();
-  undo_txs_.fetch_add(1, std::memory_order_relaxed);
-  return Status::OK();
+  return UpdateSlot(p.form, p.cell, key, value, hash);  // the slot encoding's update
 }
 
 Status GroupHash::Delete(std::string_view key) {
@@ -655,7 +616,7 @@ void GroupHash::FillStats(IndexStats* stats) const {
   c["level_cells"] = n;
   c["resizes"] = resizes_.load(std::memory_order_relaxed);
   c["full_group_refusals"] = full_group_refusals_.load(std::memory_order_relaxed);
-  c["undo_txs"] = undo_txs_.load(std::memory_order_relaxed);
+  c["undo_txs"] = undo_txs();
   c["recovery_cells_reset"] = recovered_resets_;
   c["persist_count"] = persist_count_ ? 1 : 0;
 }

@@ -262,7 +262,6 @@ class GroupHash : public Engine {
   // Engine counters.
   std::atomic<uint64_t> resizes_{0};
   std::atomic<uint64_t> full_group_refusals_{0};
-  std::atomic<uint64_t> undo_txs_{0};
   uint64_t recovered_resets_ = 0;
 };
 

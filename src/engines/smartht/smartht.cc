@@ -720,45 +720,9 @@ Status SmartHt::InsertAt(const Probe& p, uint64_t head, std::string_view key,
 
 Status SmartHt::UpdateAt(const Probe& p, std::string_view key, std::string_view value,
                          uint64_t hash) {
-  pm::Persister& ps = persister();
-  SmartBucket* b = p.bucket;
-  const int s = p.slot;
-  const auto form = static_cast<SlotForm>(b->token[s]);
-  KvWords* slot = &b->slot[s];
-  if (form == SlotForm::kInline && SlotCodec::FitsInline(key, value)) {
-    uint64_t v;
-    std::memcpy(&v, value.data(), 8);
-    ps.Store(&slot->word1, v);  // one failure-atomic 8-byte store
-    ps.Persist(&slot->word1, sizeof(v));
-    return Status::OK();
-  }
-  uint64_t record = 0;
-  PMHASH_RETURN_IF_ERROR(codec().EncodeRecord(key, value, &record));  // flushed, no fence
-  if (form == SlotForm::kRecord) {
-    const uint64_t old = slot->word0;
-    ps.Fence();
-    ps.Store(&slot->word0, record);
-    ps.Persist(&slot->word0, sizeof(record));
-    codec().ReleaseRecord(old);
-    return Status::OK();
-  }
-  // Inline -> record changes both words and the token: all-or-nothing through the undo
-  // log (Save persists, which also makes the new record durable before the stores).
-  std::unique_ptr<pm::UndoLog::Tx> tx = undo_log().Begin();
-  Status st = tx->Save(slot, sizeof(KvWords));
-  if (st.ok()) st = tx->Save(&b->token[s], 1);
-  if (!st.ok()) {
-    tx.reset();
-    codec().ReleaseRecord(record);
-    return st;
-  }
-  ps.Store(&slot->word0, record);
-  ps.Store(&slot->word1, hash);
-  ps.Store(&b->token[s], static_cast<uint8_t>(SlotForm::kRecord));
-  ps.Persist(b, sizeof(SmartBucket));
-  tx->Commit();
-  undo_txs_.fetch_add(1, std::memory_order_relaxed);
-  return Status::OK();
+  // The slot encoding's update (not in the paper); word stores only, as searches that
+  // take no lock need.
+  return UpdateSlot(&p.bucket->token[p.slot], &p.bucket->slot[p.slot], key, value, hash);
 }
 
 Status SmartHt::Delete(std::string_view key) {
@@ -1074,7 +1038,7 @@ void SmartHt::FillStats(IndexStats* stats) const {
   c["filter_load_us"] = static_cast<uint64_t>(filter_load_ms_ * 1000);
   c["deletes_since_rebuild"] = deletes - deletes_at_rebuild_.load();
   c["grows"] = grows_.load();
-  c["undo_txs"] = undo_txs_.load();
+  c["undo_txs"] = undo_txs();
 }
 
 Status SmartHt::CheckInvariants() const {

@@ -366,7 +366,6 @@ class SmartHt : public Engine {
   // Engine counters.
   std::atomic<uint64_t> filter_rebuilds_{0};
   std::atomic<uint64_t> grows_{0};
-  std::atomic<uint64_t> undo_txs_{0};
   double filter_load_ms_ = 0;
 };
 

@@ -761,47 +761,9 @@ Status Wophi::InsertAt(const Probe& p, std::string_view key, std::string_view va
 
 Status Wophi::UpdateAt(const Probe& p, std::string_view key, std::string_view value,
                        uint64_t hash) {
-  pm::Persister& ps = persister();
-  uint8_t* token = &p.bucket->token[p.index];
-  KvWords* slot = &p.bucket->slot[p.index];
-  const auto form = static_cast<SlotForm>(*token);
-  if (form == SlotForm::kInline && SlotCodec::FitsInline(key, value)) {
-    // One failure-atomic 8-byte store of the value word.
-    uint64_t v;
-    std::memcpy(&v, value.data(), 8);
-    ps.Store(&slot->word1, v);
-    ps.Persist(&slot->word1, sizeof(v));
-    return Status::OK();
-  }
-  uint64_t record = 0;
-  PMHASH_RETURN_IF_ERROR(codec().EncodeRecord(key, value, &record));  // flushed, no fence
-  if (form == SlotForm::kRecord) {
-    const uint64_t old = slot->word0;
-    ps.Fence();
-    ps.Store(&slot->word0, record);
-    ps.Persist(&slot->word0, sizeof(record));
-    codec().ReleaseRecord(old);
-    return Status::OK();
-  }
-  // Inline -> record changes both words and the token: all-or-nothing through the undo log
-  // (Save persists, which also makes the new record durable before the stores).
-  std::unique_ptr<pm::UndoLog::Tx> tx = undo_log().Begin();
-  Status s = tx->Save(slot, sizeof(KvWords));
-  if (s.ok()) s = tx->Save(token, 1);
-  if (!s.ok()) {
-    tx.reset();
-    codec().ReleaseRecord(record);
-    return s;
-  }
-  ps.Store(&slot->word0, record);
-  ps.Store(&slot->word1, hash);
-  ps.Store(token, static_cast<uint8_t>(SlotForm::kRecord));
-  ps.Flush(slot, sizeof(KvWords));
-  ps.Flush(token, 1);
-  ps.Fence();
-  tx->Commit();
-  undo_txs_.fetch_add(1, std::memory_order_relaxed);
-  return Status::OK();
+  // The slot encoding's update (not in the paper); word stores only, as searches that
+  // take no lock need.
+  return UpdateSlot(&p.bucket->token[p.index], &p.bucket->slot[p.index], key, value, hash);
 }
 
 Status Wophi::Delete(std::string_view key) {
@@ -1021,7 +983,7 @@ void Wophi::FillStats(IndexStats* stats) const {
   c["pab_refills"] = pab_refills_.load(std::memory_order_relaxed);
   c["pab_sync_refills"] = pab_sync_refills_.load(std::memory_order_relaxed);
   c["resizes"] = resizes_.load(std::memory_order_relaxed);
-  c["undo_txs"] = undo_txs_.load(std::memory_order_relaxed);
+  c["undo_txs"] = undo_txs();
   c["recovery_unlinked_pab"] = recovered_unlinked_;
 }
 

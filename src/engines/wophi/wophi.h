@@ -368,7 +368,6 @@ class Wophi : public Engine {
   std::atomic<uint64_t> pab_refills_{0};
   std::atomic<uint64_t> pab_sync_refills_{0};  // refills an inserter had to wait for
   std::atomic<uint64_t> resizes_{0};
-  std::atomic<uint64_t> undo_txs_{0};
   uint64_t recovered_unlinked_ = 0;  // taken-but-unlinked PAB buckets found by recovery
 };
 
