@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "common/locks.h"
 #include "common/slot.h"
 #include "pm/alloc.h"
 #include "pm/persist.h"
@@ -140,6 +141,24 @@ class Engine : public Index {
 Status OpenEngine(std::unique_ptr<Engine> engine, std::unique_ptr<pm::Pool> pool, bool fresh,
                   const Options& options, pm::PersistObserver* observer,
                   std::unique_ptr<Index>* index);
+
+// The answer of a search that takes no lock (validated by a VersionedRwLock): kFound or
+// kAbsent stand; kRetry means a writer was in, try again; kLocked means only the locked
+// search can answer (e.g. the key's bytes are in a record).
+enum class Optimistic : uint8_t { kFound, kAbsent, kRetry, kLocked };
+inline constexpr int kOptimisticTries = 4;
+
+// Runs `find` (returning Optimistic) until it stands or needs the lock, backing off
+// between tries; after kOptimisticTries retries the answer is kLocked.
+template <typename Find>
+Optimistic SearchOptimistically(Find&& find) {
+  for (int attempt = 0; attempt < kOptimisticTries; ++attempt) {
+    const Optimistic answer = find();
+    if (answer != Optimistic::kRetry) return answer;
+    SpinBackoff(attempt);
+  }
+  return Optimistic::kLocked;
+}
 
 // Closes cleanly on destruction: the most-derived destructor runs while the engine is
 // still whole, so Close() may call its virtual Shutdown().

@@ -544,8 +544,8 @@ SmartHt::Probe SmartHt::Find(std::string_view key, uint64_t hash, uint64_t head,
   return p;
 }
 
-SmartHt::Optimistic SmartHt::FindOptimistic(std::string_view key, uint64_t hash,
-                                             uint64_t* value_word, size_t* lines) const {
+Optimistic SmartHt::FindOptimistic(std::string_view key, uint64_t hash, uint64_t* value_word,
+                                    size_t* lines) const {
   const uint64_t n = head_count_.load(std::memory_order_acquire);
   const uint64_t head = HomeBucket(hash, n);
   const VersionedRwLock& mu = StripeOf(head).mu;
@@ -593,23 +593,18 @@ Status SmartHt::Get(std::string_view key, std::string* value) {
   // instruction, so consecutive searches overlap their PM misses. A writer in the area
   // makes it retry; after a few tries (or for a record) the shared lock answers.
   size_t lines = 0;
-  for (int attempt = 0; attempt < kOptimisticTries; ++attempt) {
-    uint64_t word = 0;
-    const Optimistic answer = FindOptimistic(key, hash, &word, &lines);
-    if (answer == Optimistic::kFound) {
-      persister().NoteRead(lines);
-      value->assign(reinterpret_cast<const char*>(&word), sizeof(word));  // line 8
-      return Status::OK();
-    }
-    if (answer == Optimistic::kAbsent) {
-      persister().NoteRead(lines);
-      CountFalsePositive();
-      return Status::NotFound("key not found");  // line 14
-    }
-    if (answer == Optimistic::kLocked) break;
-    SpinBackoff(attempt);
-  }
+  uint64_t word = 0;
+  const Optimistic answer =
+      SearchOptimistically([&] { return FindOptimistic(key, hash, &word, &lines); });
   persister().NoteRead(lines);
+  if (answer == Optimistic::kFound) {
+    value->assign(reinterpret_cast<const char*>(&word), sizeof(word));  // line 8
+    return Status::OK();
+  }
+  if (answer == Optimistic::kAbsent) {
+    CountFalsePositive();
+    return Status::NotFound("key not found");  // line 14
+  }
   uint64_t head = 0;
   Stripe& s = LockHome(hash, /*exclusive=*/false, &head);  // line 5
   HeldLock guard(s.mu, LockMode::kShared);

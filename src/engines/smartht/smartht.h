@@ -118,7 +118,6 @@ inline constexpr uint64_t kSmartHtMinHeadBuckets = 256;                  // one 
 inline constexpr uint64_t kSmartHtMaxHeadBuckets = uint64_t{1} << 32;
 inline constexpr uint64_t kSmartHtLockArea = 256;  // head buckets per lock (Sec. III-B2)
 inline constexpr int kSmartHtSlots = 3;
-inline constexpr int kOptimisticTries = 4;  // lock-free search attempts before the lock
 // One reader slot per live thread (pm::CounterTable's recycled dense thread ids), plus
 // one shared by threads beyond that.
 inline constexpr size_t kSmartHtReaderSlots = pm::CounterTable::kMaxThreads;
@@ -286,7 +285,6 @@ class SmartHt : public Engine {
   // stripe's version held still and the head table did not grow; kRetry when a writer
   // was in; kLocked when only the shared lock can answer (the key or its value is a
   // record, whose bytes are read under the lock). *lines counts the PM lines read.
-  enum class Optimistic : uint8_t { kFound, kAbsent, kRetry, kLocked };
   Optimistic FindOptimistic(std::string_view key, uint64_t hash, uint64_t* value_word,
                             size_t* lines) const;
   bool FilterMayContain(uint64_t hash) const;

@@ -593,8 +593,8 @@ Wophi::Probe Wophi::Find(std::string_view key, uint64_t hash, uint64_t home) con
   }
 }
 
-Wophi::Optimistic Wophi::FindOptimistic(std::string_view key, uint64_t hash,
-                                         uint64_t* value_word, size_t* lines) const {
+Optimistic Wophi::FindOptimistic(std::string_view key, uint64_t hash, uint64_t* value_word,
+                                  size_t* lines) const {
   const uint64_t n = main_buckets_.load(std::memory_order_acquire);
   const WophiBucket* b = mb_.load(std::memory_order_acquire) + HomeBucket(hash, n);
   const VersionedRwLock& mu = StripeOf(HomeBucket(hash, n)).mu;
@@ -643,22 +643,15 @@ Status Wophi::Get(std::string_view key, std::string* value) {
   // consecutive searches overlap their PM misses. A writer in the area makes it retry;
   // after a few tries, or for a record, the shared lock answers.
   size_t lines = 0;
-  for (int attempt = 0; attempt < kWophiOptimisticTries; ++attempt) {
-    uint64_t word = 0;
-    const Optimistic answer = FindOptimistic(key, hash, &word, &lines);
-    if (answer == Optimistic::kFound) {
-      persister().NoteRead(lines);
-      value->assign(reinterpret_cast<const char*>(&word), sizeof(word));
-      return Status::OK();
-    }
-    if (answer == Optimistic::kAbsent) {
-      persister().NoteRead(lines);
-      return Status::NotFound("key not found");
-    }
-    if (answer == Optimistic::kLocked) break;
-    SpinBackoff(attempt);
-  }
+  uint64_t word = 0;
+  const Optimistic answer =
+      SearchOptimistically([&] { return FindOptimistic(key, hash, &word, &lines); });
   persister().NoteRead(lines);
+  if (answer == Optimistic::kFound) {
+    value->assign(reinterpret_cast<const char*>(&word), sizeof(word));
+    return Status::OK();
+  }
+  if (answer == Optimistic::kAbsent) return Status::NotFound("key not found");
   uint64_t home = 0, n = 0;
   Stripe& s = LockHome(hash, LockMode::kShared, &home, &n);
   HeldLock guard(s.mu, LockMode::kShared);

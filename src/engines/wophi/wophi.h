@@ -140,7 +140,6 @@ inline constexpr uint64_t kWophiMinBuckets = 4;
 inline constexpr uint64_t kWophiDefaultBuckets = 1024;
 inline constexpr size_t kWophiStripes = 1024;  // lock stripes (power of two)
 inline constexpr size_t kWophiCountShards = 64;  // key-count shards (power of two)
-inline constexpr int kWophiOptimisticTries = 4;  // lock-free search attempts before the lock
 
 struct WophiRoot {
   uint64_t magic;
@@ -282,7 +281,6 @@ class Wophi : public Engine {
   // when the stripe's version held still and the table did not grow; kRetry when a
   // writer was in; kLocked when only the shared lock can answer (the key or its value is
   // a record, whose bytes are read under the lock). *lines counts the PM lines read.
-  enum class Optimistic : uint8_t { kFound, kAbsent, kRetry, kLocked };
   Optimistic FindOptimistic(std::string_view key, uint64_t hash, uint64_t* value_word,
                             size_t* lines) const;
   Status Write(std::string_view key, std::string_view value, Mode mode);
