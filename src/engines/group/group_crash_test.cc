@@ -6,119 +6,23 @@
 #include <gtest/gtest.h>
 
 #include <functional>
-#include <map>
-#include <random>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "common/hash.h"
-#include "engines/engine.h"
 #include "engines/group/group.h"
-#include "pm/crashsim.h"
+#include "support/engine_tests.h"
+#include "support/op_crash.h"
 
 namespace pmhash::engines {
 namespace {
 
-using Model = std::map<std::string, std::string>;
-
-std::string Key8(uint64_t i) {
-  std::string k(8, '\0');
-  for (int b = 0; b < 8; ++b) k[b] = static_cast<char>((i >> (8 * b)) & 0xff);
-  return k;
-}
-
-Status Dump(Index* index, Model* out) {
-  out->clear();
-  return index->ForEach([&](std::string_view k, std::string_view v) {
-    (*out)[std::string(k)] = std::string(v);
-    return true;
-  });
-}
-
-// What recovering one crash image found wrong ("" if nothing).
-std::string CheckRecovered(Index* index, Model* got) {
-  if (Status d = Dump(index, got); !d.ok()) return "ForEach failed: " + d.ToString();
-  if (Status c = dynamic_cast<GroupHash*>(index)->CheckInvariants(); !c.ok()) {
-    return c.ToString();
-  }
-  if (got->size() != index->Count()) return "Count disagrees with ForEach";
-  for (const auto& [k, v] : *got) {
-    std::string value;
-    if (!index->Get(k, &value).ok() || value != v) return "Get disagrees with ForEach";
-  }
-  return "";
-}
-
-struct Outcome {
-  int crash_points = 0;
-  int images = 0;
-  int bad = 0;
-  std::string first_bad;
-};
-
-// Runs setup without crash points, then op with a crash point at every fence and after
-// every store (the operations are small); every image must recover to the state before
-// or the state after op.
-Outcome CrashDuring(const Options& options, const std::function<void(Index*, Model*)>& setup,
-                    const std::function<Status(Index*)>& op) {
-  Outcome out;
-  const EngineRegistration* reg = FindEngine("group");
-  std::unique_ptr<pm::Pool> pool;
-  EXPECT_TRUE(pm::Pool::CreateDram("group", options.pool_size, &pool).ok());
-  pm::CrashSim sim(pool->base(), pool->size(), options.persist);
-  std::unique_ptr<Index> index;
-  Status s = OpenEngine(reg->make(), std::move(pool), true, options, &sim, &index);
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  if (!s.ok()) return out;
-  Model before;
-  setup(index.get(), &before);
-  Model check;
-  EXPECT_TRUE(Dump(index.get(), &check).ok());
-  EXPECT_EQ(check, before) << "setup's model is wrong";
-
-  std::vector<Model> not_before;  // compared with the state after op once it is known
-  std::mt19937_64 rng(7);
-  sim.SetHook(
-      [&](pm::CrashSim& sim, pm::CrashSim::Event) {
-        ++out.crash_points;
-        for (auto kind : {pm::CrashSim::ImageKind::kNone, pm::CrashSim::ImageKind::kAll,
-                          pm::CrashSim::ImageKind::kRandom, pm::CrashSim::ImageKind::kRandom}) {
-          std::unique_ptr<pm::Pool> image;
-          Status st = sim.MakePool(kind, rng, "group", &image);
-          std::unique_ptr<Index> recovered;
-          if (st.ok()) {
-            st = OpenEngine(reg->make(), std::move(image), false, options, nullptr, &recovered);
-          }
-          Model got;
-          std::string why = st.ok() ? CheckRecovered(recovered.get(), &got)
-                                    : "recovery failed: " + st.ToString();
-          ++out.images;
-          if (!why.empty()) {
-            ++out.bad;
-            if (out.first_bad.empty()) {
-              out.first_bad = std::string(pm::CrashImageKindName(kind)) + " image: " + why;
-            }
-          } else if (got != before) {
-            not_before.push_back(std::move(got));
-          }
-        }
-      },
-      1.0, 11);
-  Status op_status = op(index.get());
-  sim.SetHook(nullptr, 0, 0);
-  EXPECT_TRUE(op_status.ok()) << op_status.ToString();
-  Model after;
-  EXPECT_TRUE(Dump(index.get(), &after).ok());
-  for (const Model& m : not_before) {
-    if (m != after) {
-      ++out.bad;
-      if (out.first_bad.empty()) out.first_bad = "an image is neither the old nor the new state";
-    }
-  }
-  EXPECT_TRUE(sim.FindBypass().ok()) << "a store bypassed the Persister";
-  return out;
-}
+using testing::CheckInvariantsOf;
+using testing::CrashDuringOp;
+using testing::Key8;
+using testing::Model;
+using testing::OpCrashOutcome;
 
 // One group of 4 cells per level (8 cells), so collisions reach level 2 at once.
 Options OneGroup(PersistMode mode, bool resize) {
@@ -181,7 +85,8 @@ TEST_P(GroupCrashTest, InsertsDeletesAndUpdatesAreAllOrNothing) {
   };
   for (const auto& [name, op] : ops) {
     SCOPED_TRACE(name);
-    Outcome r = CrashDuring(o, [](Index* x, Model* m) { FillGroup(x, m, 6); }, op);
+    OpCrashOutcome r = CrashDuringOp(o, [](Index* x, Model* m) { FillGroup(x, m, 6); }, op,
+                                     CheckInvariantsOf<GroupHash>);
     EXPECT_GE(r.crash_points, 2);  // at least one store and one fence
     EXPECT_EQ(r.bad, 0) << r.first_bad;
   }
@@ -189,22 +94,20 @@ TEST_P(GroupCrashTest, InsertsDeletesAndUpdatesAreAllOrNothing) {
 
 TEST_P(GroupCrashTest, ResizeIsAllOrNothing) {
   // Every cell of the one group is taken, so the next insert doubles the table first.
-  Outcome r = CrashDuring(
+  OpCrashOutcome r = CrashDuringOp(
       OneGroup(GetParam(), /*resize=*/true), [](Index* x, Model* m) { FillGroup(x, m, 8); },
       [](Index* x) {
         Status s = x->Insert(Key8(5000), Key8(5001));
         EXPECT_GT(dynamic_cast<GroupHash*>(x)->level_cells(), 4u);
         return s;
-      });
+      },
+      CheckInvariantsOf<GroupHash>);
   EXPECT_GT(r.crash_points, 20);  // zeroing, 8 migrated cells, the switch, the insert
   EXPECT_EQ(r.bad, 0) << r.first_bad;
 }
 
-INSTANTIATE_TEST_SUITE_P(Modes, GroupCrashTest,
-                         ::testing::Values(PersistMode::kAdr, PersistMode::kEadr),
-                         [](const auto& info) {
-                           return std::string(PersistModeName(info.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(Modes, GroupCrashTest, testing::PersistModes(),
+                         testing::PersistModeTestName);
 
 }  // namespace
 }  // namespace pmhash::engines

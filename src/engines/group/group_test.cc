@@ -1,10 +1,8 @@
 #include "engines/group/group.h"
 
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <cstring>
-#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -15,90 +13,32 @@
 #include <vector>
 
 #include "common/hash.h"
+#include "support/engine_tests.h"
 
 namespace pmhash::engines {
 namespace {
 
-std::string Key8(uint64_t i) {
-  std::string s(8, '\0');
-  std::memcpy(s.data(), &i, 8);
-  return s;
-}
-
-std::string Bytes(uint64_t i, size_t len, char tag) {
-  std::string s(len, tag);
-  for (size_t b = 0; b < len && b < 8; ++b) s[b] = static_cast<char>((i >> (8 * b)) & 0xff);
-  return s;
-}
+using testing::Bytes;
+using testing::Counter;
+using testing::Key8;
+using testing::Model;
+using testing::OpenOrDie;
+using testing::TempDir;
 
 GroupHash* AsGroup(Index* index) { return dynamic_cast<GroupHash*>(index); }
 
 Options GroupOptions(std::map<std::string, std::string> engine_options = {}) {
-  Options o;
-  o.engine = "group";
-  o.path = "";
-  o.pool_size = 64ull << 20;
-  o.engine_options = std::move(engine_options);
-  return o;
+  return testing::OptionsFor("group", std::move(engine_options), 64ull << 20);
 }
 
-std::unique_ptr<Index> OpenOrDie(const Options& o) {
-  std::unique_ptr<Index> index;
-  Status s = Open(o, &index);
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  return index;
-}
-
-// A temporary directory, removed with its pools at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = std::filesystem::temp_directory_path() / "pmhash-group-XXXXXX";
-    char* p = ::mkdtemp(pattern.data());
-    EXPECT_NE(p, nullptr);
-    path_ = pattern;
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
-
-// Every key of the model is in the index with its value, and nothing else is.
-void ExpectMatches(Index* index, const std::map<std::string, std::string>& model) {
-  EXPECT_EQ(index->Count(), model.size());
-  for (const auto& [k, v] : model) {
-    std::string got;
-    Status s = index->Get(k, &got);
-    ASSERT_TRUE(s.ok()) << s.ToString() << " key size " << k.size();
-    EXPECT_EQ(got, v);
-  }
-  std::map<std::string, std::string> seen;
-  ASSERT_TRUE(index
-                  ->ForEach([&](std::string_view k, std::string_view v) {
-                    EXPECT_TRUE(seen.emplace(std::string(k), std::string(v)).second)
-                        << "a key was visited twice";
-                    return true;
-                  })
-                  .ok());
-  EXPECT_EQ(seen, model);
-  if (GroupHash* g = AsGroup(index)) {
-    Status s = g->CheckInvariants();
-    EXPECT_TRUE(s.ok()) << s.ToString();
-  }
-}
+// Every key of the model is in the index with its value, nothing else is, and the
+// engine's invariants hold.
+constexpr auto ExpectMatches = testing::ExpectMatches<GroupHash>;
 
 TEST(GroupHashTest, IsRegisteredAsCrashConsistent) {
-  bool found = false;
-  for (const EngineDescription& d : RegisteredEngines()) {
-    if (d.name == "group") {
-      found = true;
-      EXPECT_TRUE(d.crash_consistent);
-      EXPECT_NE(d.paper.find("004"), std::string::npos);
-    }
-  }
-  EXPECT_TRUE(found);
+  const EngineDescription d = testing::Registration("group");
+  EXPECT_TRUE(d.crash_consistent);
+  EXPECT_NE(d.paper.find("004"), std::string::npos);
 }
 
 TEST(GroupHashTest, OperationSemanticsAndStatuses) {
@@ -167,7 +107,7 @@ TEST(GroupHashTest, CollisionsGoToTheSharedLevel2Group) {
   EXPECT_TRUE(index->Insert(extra, Key8(5)).ok());
   model[extra] = Key8(5);
   ExpectMatches(index.get(), model);
-  EXPECT_EQ(index->Stats().engine_counters["full_group_refusals"], 1u);
+  EXPECT_EQ(Counter(index.get(), "full_group_refusals"), 1u);
 }
 
 TEST(GroupHashTest, PaperItemSizes16And32Bytes) {
@@ -213,13 +153,13 @@ TEST(GroupHashTest, UpdatesSwitchBetweenInlineAndRecordForms) {
   const std::string k = Key8(42);
   ASSERT_TRUE(index->Insert(k, Key8(1)).ok());
   ASSERT_TRUE(index->Update(k, "a value that is not 8 bytes").ok());  // inline -> record
-  EXPECT_EQ(index->Stats().engine_counters["undo_txs"], 1u);
+  EXPECT_EQ(Counter(index.get(), "undo_txs"), 1u);
   ExpectMatches(index.get(), {{k, "a value that is not 8 bytes"}});
   ASSERT_TRUE(index->Update(k, Key8(2)).ok());  // a record slot stays a record slot
   ExpectMatches(index.get(), {{k, Key8(2)}});
   ASSERT_TRUE(index->Put(k, "").ok());
   ExpectMatches(index.get(), {{k, ""}});
-  EXPECT_EQ(index->Stats().engine_counters["undo_txs"], 1u);
+  EXPECT_EQ(Counter(index.get(), "undo_txs"), 1u);
 }
 
 TEST(GroupHashTest, PersistSequencesMatchThePaper) {
@@ -302,7 +242,7 @@ TEST(GroupHashTest, PoolTooSmallToGrowIsResourceExhaustedAndChangesNothing) {
     model[Key8(i)] = Key8(i + 1);
   }
   ASSERT_TRUE(s.IsResourceExhausted()) << s.ToString();
-  EXPECT_GT(index->Stats().engine_counters["resizes"], 0u);
+  EXPECT_GT(Counter(index.get(), "resizes"), 0u);
   ExpectMatches(index.get(), model);
   // Still usable: deletes, updates and inserts into groups with room work.
   ASSERT_TRUE(index->Delete(Key8(0)).ok());
@@ -415,12 +355,12 @@ TEST(GroupHashTest, FourThreadsMixedOpsOnKeyPartitions) {
   for (auto& th : threads) th.join();
   std::map<std::string, std::string> all;
   for (const auto& m : models) all.insert(m.begin(), m.end());
-  EXPECT_GT(index->Stats().engine_counters["resizes"], 0u);
+  EXPECT_GT(Counter(index.get(), "resizes"), 0u);
   ExpectMatches(index.get(), all);
 }
 
 TEST(GroupHashTest, ReopenAfterCleanCloseAndAfterAbandon) {
-  TempDir dir;
+  TempDir dir("group");
   for (const bool crash : {false, true}) {
     Options o = GroupOptions({{"group_size", "32"}, {"cells", "128"}});
     o.path = dir.File(crash ? "crash.pool" : "clean.pool");
@@ -432,7 +372,7 @@ TEST(GroupHashTest, ReopenAfterCleanCloseAndAfterAbandon) {
         ASSERT_TRUE(index->Put(Bytes(i, 16, 'p'), Bytes(i, 16, 'q')).ok());
         model[Bytes(i, 16, 'p')] = Bytes(i, 16, 'q');
       }
-      ASSERT_GT(index->Stats().engine_counters["resizes"], 0u);
+      ASSERT_GT(Counter(index.get(), "resizes"), 0u);
       if (crash) {
         dynamic_cast<Engine*>(index.get())->Abandon();
       } else {
@@ -494,7 +434,7 @@ uint64_t FirstWithForm(const uint8_t* form1, uint64_t cells, bool occupied) {
 }
 
 TEST(GroupHashTest, RecoveryAfterDamagedMetadataByteStaysSane) {
-  TempDir dir;
+  TempDir dir("group");
   constexpr uint64_t kKeys = 1000;
   std::unique_ptr<Index> index;
 
@@ -523,7 +463,7 @@ TEST(GroupHashTest, RecoveryAfterDamagedMetadataByteStaysSane) {
   for (uint64_t i = 0; i < kKeys; ++i) model[Key8(i)] = Key8(i + 1);
   ASSERT_EQ(model.erase(lost), 1u);
   ExpectMatches(index.get(), model);
-  EXPECT_EQ(index->Stats().engine_counters["recovery_cells_reset"], 1u);
+  EXPECT_EQ(Counter(index.get(), "recovery_cells_reset"), 1u);
   ASSERT_TRUE(index->Close().ok());
 
   // An empty cell marked occupied: its (zero) key is not in its home cell, so Corruption,

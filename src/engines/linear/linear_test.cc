@@ -4,10 +4,8 @@
 #include "engines/linear/linear.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <atomic>
-#include <cstdio>
 #include <map>
 #include <random>
 #include <string>
@@ -15,17 +13,14 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/hash.h"
 #include "pmhash/index.h"
+#include "support/engine_tests.h"
 
 namespace pmhash::engines {
 namespace {
 
-std::string Key8(uint64_t i) {
-  std::string k(8, '\0');
-  for (int b = 0; b < 8; ++b) k[b] = static_cast<char>((i >> (8 * b)) & 0xff);
-  return k;
-}
+using testing::Key8;
+using testing::TempDir;
 
 // A key of the given length derived from i (length 8 gives the inline form with an
 // 8-byte value).
@@ -39,26 +34,12 @@ std::string KeyOf(uint64_t i, size_t len) {
 
 class LinearTest : public ::testing::TestWithParam<std::string> {
  protected:
-  void TearDown() override {
-    index_.reset();
-    for (const std::string& p : paths_) std::remove(p.c_str());
-  }
+  void TearDown() override { index_.reset(); }
 
-  Options BaseOptions() const {
-    Options o;
-    o.engine = GetParam();
-    o.pool_size = 32ull << 20;
-    return o;
-  }
+  Options BaseOptions() const { return testing::OptionsFor(GetParam(), {}, 32ull << 20); }
 
-  std::string TempPath() {
-    static std::atomic<int> n{0};
-    std::string p = ::testing::TempDir() + "linear_test_" + std::to_string(::getpid()) + "_" +
-                    std::to_string(n++) + ".pool";
-    std::remove(p.c_str());
-    paths_.push_back(p);
-    return p;
-  }
+  // A new pool file in the test's directory (removed with it).
+  std::string TempPath() { return dir_.File("pool" + std::to_string(paths_++)); }
 
   void OpenWith(const Options& o) {
     index_.reset();
@@ -74,42 +55,22 @@ class LinearTest : public ::testing::TestWithParam<std::string> {
     EXPECT_TRUE(s.ok()) << s.ToString();
   }
 
+  // The index holds exactly the model (testing::CheckIndex).
   void ExpectEquals(const std::unordered_map<std::string, std::string>& model) {
-    EXPECT_EQ(index_->Count(), model.size());
-    for (const auto& [k, v] : model) {
-      std::string got;
-      Status s = index_->Get(k, &got);
-      ASSERT_TRUE(s.ok()) << s.ToString() << " key size " << k.size();
-      EXPECT_EQ(got, v);
-    }
-    size_t visited = 0;
-    ASSERT_TRUE(index_
-                    ->ForEach([&](std::string_view k, std::string_view v) {
-                      auto it = model.find(std::string(k));
-                      EXPECT_TRUE(it != model.end());
-                      if (it != model.end()) {
-                        EXPECT_EQ(it->second, v);
-                      }
-                      ++visited;
-                      return true;
-                    })
-                    .ok());
-    EXPECT_EQ(visited, model.size());
+    EXPECT_EQ(testing::CheckIndex(index_.get(), testing::Model(model.begin(), model.end()),
+                                  nullptr),
+              "");
   }
 
+  TempDir dir_{"linear"};
+  int paths_ = 0;
   std::unique_ptr<Index> index_;
-  std::vector<std::string> paths_;
 };
 
 TEST_P(LinearTest, RegisteredWithCrashConsistencyFlag) {
-  bool seen = false;
-  for (const EngineDescription& d : RegisteredEngines()) {
-    if (d.name != GetParam()) continue;
-    seen = true;
-    EXPECT_EQ(d.crash_consistent, GetParam() == "linear-log");
-    EXPECT_EQ(d.paper, "baseline (004)");
-  }
-  EXPECT_TRUE(seen);
+  const EngineDescription d = testing::Registration(GetParam());
+  EXPECT_EQ(d.crash_consistent, GetParam() == "linear-log");
+  EXPECT_EQ(d.paper, "baseline (004)");
 }
 
 TEST_P(LinearTest, InsertUpdatePutGetDeleteStatuses) {
@@ -186,12 +147,8 @@ TEST_P(LinearTest, ForEachStopsWhenAsked) {
 
 // Keys whose home cell is `home` in a table of `cells` cells.
 std::vector<std::string> KeysWithHome(uint64_t home, uint64_t cells, size_t n, uint64_t salt) {
-  std::vector<std::string> out;
-  for (uint64_t i = salt; out.size() < n; ++i) {
-    std::string k = Key8(i);
-    if (LinearProbing::HomeCell(HashKey(k), cells) == home) out.push_back(k);
-  }
-  return out;
+  return testing::KeysWithHome([cells](uint64_t h) { return LinearProbing::HomeCell(h, cells); },
+                               home, n, salt);
 }
 
 // Guards the backward shift across the table's end: a run that starts in the last cell

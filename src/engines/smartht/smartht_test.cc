@@ -1,11 +1,9 @@
 #include "engines/smartht/smartht.h"
 
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <atomic>
 #include <cstring>
-#include <filesystem>
 #include <map>
 #include <memory>
 #include <random>
@@ -13,92 +11,33 @@
 #include <thread>
 #include <vector>
 
-#include "common/hash.h"
+#include "support/engine_tests.h"
 
 namespace pmhash::engines {
 namespace {
 
-using Model = std::map<std::string, std::string>;
-
-std::string Key8(uint64_t i) {
-  std::string s(8, '\0');
-  std::memcpy(s.data(), &i, 8);
-  return s;
-}
-
-std::string Bytes(uint64_t i, size_t len, char tag) {
-  std::string s(len, tag);
-  for (size_t b = 0; b < len && b < 8; ++b) s[b] = static_cast<char>((i >> (8 * b)) & 0xff);
-  return s;
-}
+using testing::Bytes;
+using testing::Counter;
+using testing::Key8;
+using testing::Model;
+using testing::OpenOrDie;
+using testing::TempDir;
 
 SmartHt* AsSmart(Index* index) { return dynamic_cast<SmartHt*>(index); }
 
 Options SmartOptions(std::map<std::string, std::string> engine_options = {},
                      uint64_t pool_size = 32ull << 20) {
-  Options o;
-  o.engine = "smartht";
-  o.pool_size = pool_size;
-  o.engine_options = std::move(engine_options);
-  return o;
+  return testing::OptionsFor("smartht", std::move(engine_options), pool_size);
 }
 
-std::unique_ptr<Index> OpenOrDie(const Options& o) {
-  std::unique_ptr<Index> index;
-  Status s = Open(o, &index);
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  return index;
-}
-
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = std::filesystem::temp_directory_path() / "pmhash-smartht-XXXXXX";
-    char* p = ::mkdtemp(pattern.data());
-    EXPECT_NE(p, nullptr);
-    path_ = pattern;
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
-
-void ExpectMatches(Index* index, const Model& model) {
-  EXPECT_EQ(index->Count(), model.size());
-  for (const auto& [k, v] : model) {
-    std::string got;
-    Status s = index->Get(k, &got);
-    ASSERT_TRUE(s.ok()) << s.ToString() << " key size " << k.size();
-    EXPECT_EQ(got, v);
-  }
-  Model seen;
-  ASSERT_TRUE(index
-                  ->ForEach([&](std::string_view k, std::string_view v) {
-                    EXPECT_TRUE(seen.emplace(std::string(k), std::string(v)).second)
-                        << "ForEach saw a key twice";
-                    return true;
-                  })
-                  .ok());
-  EXPECT_EQ(seen, model);
-  Status c = AsSmart(index)->CheckInvariants();
-  EXPECT_TRUE(c.ok()) << c.ToString();
-}
-
-uint64_t Counter(Index* index, const std::string& name) {
-  return index->Stats().engine_counters.at(name);
-}
+// Every key of the model is in the index with its value, nothing else is, and the
+// engine's invariants hold.
+constexpr auto ExpectMatches = testing::ExpectMatches<SmartHt>;
 
 TEST(SmartHtTest, IsRegisteredAsCrashConsistent) {
-  bool found = false;
-  for (const EngineDescription& d : RegisteredEngines()) {
-    if (d.name != "smartht") continue;
-    found = true;
-    EXPECT_TRUE(d.crash_consistent);
-    EXPECT_EQ(d.paper, "003 SmartHT");
-  }
-  EXPECT_TRUE(found);
+  const EngineDescription d = testing::Registration("smartht");
+  EXPECT_TRUE(d.crash_consistent);
+  EXPECT_EQ(d.paper, "003 SmartHT");
 }
 
 TEST(SmartHtTest, NegativeSearchReadsNoPm) {
@@ -139,10 +78,8 @@ TEST(SmartHtTest, PersistSequencesFollowAlgorithm1) {
   ASSERT_NE(index, nullptr);
   // Keys of one head bucket: three fill the head bucket, the fourth needs a chained
   // bucket, the fifth and sixth fill it, the seventh needs a second one.
-  std::vector<std::string> keys;
-  for (uint64_t i = 0; keys.size() < 8; ++i) {
-    if (SmartHt::HomeBucket(HashKey(Key8(i)), 256) == 17) keys.push_back(Key8(i));
-  }
+  const std::vector<std::string> keys =
+      testing::KeysWithHome([](uint64_t h) { return SmartHt::HomeBucket(h, 256); }, 17, 8, 0);
   Model model;
   for (int k = 0; k < 7; ++k) {
     const PersistCounters before = index->Stats().persist;
@@ -173,7 +110,7 @@ TEST(SmartHtTest, PersistSequencesFollowAlgorithm1) {
 }
 
 TEST(SmartHtTest, FilterSavedOnCleanCloseReloadedAndRebuiltAfterAbandon) {
-  TempDir dir;
+  TempDir dir("smartht");
   Options o = SmartOptions({{"head_buckets", "512"}});
   o.path = dir.File("a.pool");
   Model model;
@@ -283,7 +220,7 @@ TEST(SmartHtTest, DeletesTriggerABackgroundRebuildThatMissesNoInsert) {
 }
 
 TEST(SmartHtTest, GrowsTheHeadTableAndTheFilter) {
-  TempDir dir;
+  TempDir dir("smartht");
   Options o = SmartOptions({{"head_buckets", "256"}, {"expected_keys", "1024"}});
   o.path = dir.File("g.pool");
   Model model;
@@ -333,69 +270,6 @@ TEST(SmartHtTest, LongKeysAndValuesAndFormChangingUpdates) {
   EXPECT_TRUE(index->Insert(std::string(kMaxKeySize + 1, 'x'), "v").IsInvalidArgument());
   EXPECT_TRUE(index->Insert("k", std::string(kMaxValueSize + 1, 'x')).IsInvalidArgument());
   ExpectMatches(index.get(), model);
-}
-
-// Searches read without the lock (FindOptimistic): while writers update values in place,
-// chain new buckets and grow the head table and the filter, a reader must never see a
-// torn value, nor miss a key that is present throughout.
-TEST(SmartHtTest, LockFreeSearchesSeeNoTornValueAndMissNoKey) {
-  auto index = OpenOrDie(SmartOptions({{"head_buckets", "256"}, {"expected_keys", "1024"},
-                                       {"max_chain", "0.01"}}));
-  ASSERT_NE(index, nullptr);
-  // An 8-byte value whose halves check each other.
-  auto pattern = [](uint32_t v) {
-    const uint64_t w = (static_cast<uint64_t>(~v) << 32) | v;
-    return std::string(reinterpret_cast<const char*>(&w), 8);
-  };
-  auto valid = [](const std::string& got) {
-    uint64_t w = 0;
-    if (got.size() != 8) return false;
-    std::memcpy(&w, got.data(), 8);
-    return static_cast<uint32_t>(w >> 32) == static_cast<uint32_t>(~w);
-  };
-  constexpr uint64_t kStable = 1000;
-  for (uint64_t i = 0; i < kStable; ++i) ASSERT_TRUE(index->Insert(Key8(i), pattern(0)).ok());
-  std::atomic<bool> done{false};
-  std::atomic<uint64_t> bad{0}, missing{0}, reads{0};
-  std::vector<std::thread> threads;
-  for (int w = 0; w < 2; ++w) {
-    threads.emplace_back([&, w] {
-      std::mt19937_64 rng(w + 10);
-      for (uint32_t n = 1; n < 12000; ++n) {
-        EXPECT_TRUE(index->Put(Key8(rng() % kStable), pattern(n)).ok());
-        const std::string churn = Key8(1'000'000 + w * 100'000 + n);  // grows the table
-        EXPECT_TRUE(index->Insert(churn, pattern(n)).ok());
-        if (n % 3 == 0) {
-          EXPECT_TRUE(index->Delete(churn).ok());
-        }
-      }
-    });
-  }
-  for (int r = 0; r < 2; ++r) {
-    threads.emplace_back([&, r] {
-      std::mt19937_64 rng(r + 20);
-      std::string got;
-      while (!done.load()) {
-        const Status s = index->Get(Key8(rng() % kStable), &got);
-        reads.fetch_add(1);
-        if (!s.ok()) {
-          missing.fetch_add(1);
-        } else if (!valid(got)) {
-          bad.fetch_add(1);
-        }
-      }
-    });
-  }
-  threads[0].join();
-  threads[1].join();
-  done = true;
-  threads[2].join();
-  threads[3].join();
-  EXPECT_GT(reads.load(), 1000u);
-  EXPECT_EQ(missing.load(), 0u) << "a search missed a key that was present throughout";
-  EXPECT_EQ(bad.load(), 0u) << "a search returned a torn value";
-  EXPECT_GT(Counter(index.get(), "grows"), 0u) << "the head table never grew during the test";
-  EXPECT_EQ(AsSmart(index.get())->CheckInvariants().ok(), true);
 }
 
 TEST(SmartHtTest, FourThreadsMixedOperations) {

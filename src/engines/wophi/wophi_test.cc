@@ -1,12 +1,10 @@
 #include "engines/wophi/wophi.h"
 
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <atomic>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <map>
 #include <memory>
 #include <random>
@@ -16,95 +14,32 @@
 #include <vector>
 
 #include "common/hash.h"
+#include "support/engine_tests.h"
 
 namespace pmhash::engines {
 namespace {
 
-using Model = std::map<std::string, std::string>;
-
-std::string Key8(uint64_t i) {
-  std::string s(8, '\0');
-  std::memcpy(s.data(), &i, 8);
-  return s;
-}
-
-std::string Bytes(uint64_t i, size_t len, char tag) {
-  std::string s(len, tag);
-  for (size_t b = 0; b < len && b < 8; ++b) s[b] = static_cast<char>((i >> (8 * b)) & 0xff);
-  return s;
-}
+using testing::Bytes;
+using testing::Counter;
+using testing::Key8;
+using testing::Model;
+using testing::OpenOrDie;
+using testing::TempDir;
 
 Wophi* AsWophi(Index* index) { return dynamic_cast<Wophi*>(index); }
 
 Options WophiOptions(std::map<std::string, std::string> engine_options = {}) {
-  Options o;
-  o.engine = "wophi";
-  o.pool_size = 64ull << 20;
-  o.engine_options = std::move(engine_options);
-  return o;
+  return testing::OptionsFor("wophi", std::move(engine_options), 64ull << 20);
 }
-
-std::unique_ptr<Index> OpenOrDie(const Options& o) {
-  std::unique_ptr<Index> index;
-  Status s = Open(o, &index);
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  return index;
-}
-
-uint64_t Counter(Index* index, const std::string& name) {
-  return index->Stats().engine_counters[name];
-}
-
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = std::filesystem::temp_directory_path() / "pmhash-wophi-XXXXXX";
-    char* p = ::mkdtemp(pattern.data());
-    EXPECT_NE(p, nullptr);
-    path_ = pattern;
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
 
 // Every key of the model is in the index with its value, nothing else is, and the
 // engine's own invariants (chains, PAB bookkeeping, counts) hold.
-void ExpectMatches(Index* index, const Model& model) {
-  EXPECT_EQ(index->Count(), model.size());
-  for (const auto& [k, v] : model) {
-    std::string got;
-    Status s = index->Get(k, &got);
-    ASSERT_TRUE(s.ok()) << s.ToString() << " key size " << k.size();
-    EXPECT_EQ(got, v);
-  }
-  Model seen;
-  ASSERT_TRUE(index
-                  ->ForEach([&](std::string_view k, std::string_view v) {
-                    EXPECT_TRUE(seen.emplace(std::string(k), std::string(v)).second)
-                        << "a key was visited twice";
-                    return true;
-                  })
-                  .ok());
-  EXPECT_EQ(seen, model);
-  if (Wophi* w = AsWophi(index)) {
-    Status s = w->CheckInvariants();
-    EXPECT_TRUE(s.ok()) << s.ToString();
-  }
-}
+constexpr auto ExpectMatches = testing::ExpectMatches<Wophi>;
 
 TEST(WophiTest, IsRegisteredAsCrashConsistent) {
-  bool found = false;
-  for (const EngineDescription& d : RegisteredEngines()) {
-    if (d.name == "wophi") {
-      found = true;
-      EXPECT_TRUE(d.crash_consistent);
-      EXPECT_NE(d.paper.find("000"), std::string::npos);
-    }
-  }
-  EXPECT_TRUE(found);
+  const EngineDescription d = testing::Registration("wophi");
+  EXPECT_TRUE(d.crash_consistent);
+  EXPECT_NE(d.paper.find("000"), std::string::npos);
 }
 
 TEST(WophiTest, BadOptionsAreInvalidArgument) {
@@ -353,7 +288,7 @@ TEST(WophiTest, LongKeysValuesAndFormChanges) {
 }
 
 TEST(WophiTest, ReopenAfterCleanCloseAndAfterAbandon) {
-  TempDir dir;
+  TempDir dir("wophi");
   for (const bool clean : {true, false}) {
     SCOPED_TRACE(clean ? "clean close" : "abandon");
     Options o = WophiOptions({{"buckets", "8"}, {"pab_buckets", "16"}});
@@ -405,7 +340,7 @@ TEST(WophiTest, ReopenAfterCleanCloseAndAfterAbandon) {
 TEST(WophiTest, DamagedChainPointerIsCorruptionNotACrash) {
   // A crashed pool whose chain links a wild offset: recovery (which walks every chain)
   // must refuse it with a clear Corruption.
-  TempDir dir;
+  TempDir dir("wophi");
   Options o = WophiOptions({{"buckets", "2"}, {"resize", "off"}, {"pab_buckets", "16"}});
   o.path = dir.File("damaged.pool");
   {
@@ -435,68 +370,6 @@ TEST(WophiTest, DamagedChainPointerIsCorruptionNotACrash) {
   Status s = Open(o, &index);
   EXPECT_TRUE(s.IsCorruption()) << s.ToString();
   EXPECT_NE(s.message().find("wophi"), std::string::npos) << s.message();
-}
-
-// Searches read without the lock (FindOptimistic): while writers update values in place,
-// fill chains from the PAB and double the main buckets, a reader must never see a torn
-// value, nor miss a key that is present throughout.
-TEST(WophiTest, LockFreeSearchesSeeNoTornValueAndMissNoKey) {
-  auto index = OpenOrDie(WophiOptions({{"buckets", "8"}, {"max_load_factor", "0.5"}}));
-  ASSERT_NE(index, nullptr);
-  auto pattern = [](uint32_t v) {  // an 8-byte value whose halves check each other
-    const uint64_t w = (static_cast<uint64_t>(~v) << 32) | v;
-    return std::string(reinterpret_cast<const char*>(&w), 8);
-  };
-  auto valid = [](const std::string& got) {
-    uint64_t w = 0;
-    if (got.size() != 8) return false;
-    std::memcpy(&w, got.data(), 8);
-    return static_cast<uint32_t>(w >> 32) == static_cast<uint32_t>(~w);
-  };
-  constexpr uint64_t kStable = 500;
-  for (uint64_t i = 0; i < kStable; ++i) ASSERT_TRUE(index->Insert(Key8(i), pattern(0)).ok());
-  std::atomic<bool> done{false};
-  std::atomic<uint64_t> bad{0}, missing{0}, reads{0};
-  std::vector<std::thread> threads;
-  for (int w = 0; w < 2; ++w) {
-    threads.emplace_back([&, w] {
-      std::mt19937_64 rng(w + 10);
-      for (uint32_t n = 1; n < 10000; ++n) {
-        EXPECT_TRUE(index->Put(Key8(rng() % kStable), pattern(n)).ok());
-        const std::string churn = Key8(1'000'000 + w * 100'000 + n);  // grows the table
-        EXPECT_TRUE(index->Insert(churn, pattern(n)).ok());
-        if (n % 3 == 0) {
-          EXPECT_TRUE(index->Delete(churn).ok());
-        }
-      }
-    });
-  }
-  for (int r = 0; r < 2; ++r) {
-    threads.emplace_back([&, r] {
-      std::mt19937_64 rng(r + 20);
-      std::string got;
-      while (!done.load()) {
-        const Status s = index->Get(Key8(rng() % kStable), &got);
-        reads.fetch_add(1);
-        if (!s.ok()) {
-          missing.fetch_add(1);
-        } else if (!valid(got)) {
-          bad.fetch_add(1);
-        }
-      }
-    });
-  }
-  threads[0].join();
-  threads[1].join();
-  done = true;
-  threads[2].join();
-  threads[3].join();
-  EXPECT_GT(reads.load(), 1000u);
-  EXPECT_EQ(missing.load(), 0u) << "a search missed a key that was present throughout";
-  EXPECT_EQ(bad.load(), 0u) << "a search returned a torn value";
-  EXPECT_GT(AsWophi(index.get())->resizes(), 0u) << "the table never grew during the test";
-  AsWophi(index.get())->WaitForBackgroundWork();
-  EXPECT_TRUE(AsWophi(index.get())->CheckInvariants().ok());
 }
 
 TEST(WophiTest, FourThreadsWithResizes) {

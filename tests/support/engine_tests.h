@@ -1,0 +1,85 @@
+// Helpers shared by the engines' own tests (src/engines/*/*_test.cc, unit and crash):
+// keys and values of a given shape, opening with an expectation instead of a Status, a
+// temporary directory, engine counters, and the model check plus the engine's
+// invariants. Engine-specific helpers (options, key placement) stay in each test.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "pmhash/index.h"
+#include "pmhash/options.h"
+#include "support/harness.h"
+
+namespace pmhash::testing {
+
+// The 8 little-endian bytes of i: an 8-byte key (the engines' inline form).
+std::string Key8(uint64_t i);
+
+// `len` bytes: the little-endian bytes of i (at most 8 of them), then `tag` repeated.
+std::string Bytes(uint64_t i, size_t len, char tag);
+
+// The first n keys among Key8(from), Key8(from + 1), ... whose home, home_of(HashKey(key))
+// (an engine's HomeCell or HomeBucket for some table size), is `home`.
+std::vector<std::string> KeysWithHome(const std::function<uint64_t(uint64_t hash)>& home_of,
+                                      uint64_t home, size_t n, uint64_t from);
+
+// Options for a DRAM pool of `pool_size` bytes holding `engine` with `engine_options`.
+Options OptionsFor(const std::string& engine,
+                   std::map<std::string, std::string> engine_options, uint64_t pool_size);
+
+// The registration of `name` among RegisteredEngines(); a failed expectation (and a
+// description with an empty name) if there is none.
+EngineDescription Registration(const std::string& name);
+
+// Open(o). A failure is a failed expectation (with the Status) and returns null.
+std::unique_ptr<Index> OpenOrDie(const Options& o);
+
+// The engine counter `name` (IndexStats::engine_counters). A counter the engine does
+// not report is a failed expectation and reads 0.
+uint64_t Counter(Index* index, const std::string& name);
+
+// A fresh directory under the system's temporary directory, named
+// pmhash-<name>-XXXXXX; removed with everything in it when the object goes away.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& name);
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  const std::string& path() const { return path_; }
+  // path()/name.
+  std::string File(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// EngineT::CheckInvariants() on `index` (which must be an EngineT): "" or what is wrong.
+template <typename EngineT>
+std::string CheckInvariantsOf(Index* index) {
+  auto* engine = dynamic_cast<EngineT*>(index);
+  if (engine == nullptr) return "the index is not of the engine under test";
+  const Status s = engine->CheckInvariants();
+  return s.ok() ? "" : s.ToString();
+}
+
+// Every key of the model is in the index with its value and nothing else is
+// (CheckIndex: also Count, no key twice in ForEach, Get agrees with ForEach), and the
+// engine's own invariants hold.
+template <typename EngineT>
+void ExpectMatches(Index* index, const Model& model) {
+  ASSERT_NE(index, nullptr);
+  EXPECT_EQ(CheckIndex(index, model, nullptr), "");
+  EXPECT_EQ(CheckInvariantsOf<EngineT>(index), "");
+}
+
+}  // namespace pmhash::testing

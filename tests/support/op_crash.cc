@@ -1,0 +1,97 @@
+#include "support/op_crash.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <random>
+#include <utility>
+#include <vector>
+
+#include "pm/crashsim.h"
+#include "pm/pool.h"
+#include "support/test_engines.h"
+
+namespace pmhash::testing {
+namespace {
+
+// What is wrong with one recovered image ("" if nothing); its contents go to *got.
+std::string CheckRecovered(Index* index, const OpCrashCheck& check, Model* got) {
+  if (std::string why = Snapshot(*index, got); !why.empty()) return why;
+  if (std::string why = CheckIndex(index, *got, nullptr); !why.empty()) return why;
+  return check ? check(index) : "";
+}
+
+void NoteBad(OpCrashOutcome* out, const std::string& why) {
+  ++out->bad;
+  if (out->first_bad.empty()) out->first_bad = why;
+}
+
+}  // namespace
+
+OpCrashOutcome CrashDuringOp(const Options& options, const OpCrashSetup& setup,
+                             const OpCrashOp& op, const OpCrashCheck& check,
+                             double store_rate) {
+  OpCrashOutcome out;
+  const EngineSpec spec = FindSpec(options.engine);
+  EXPECT_TRUE(spec.make) << "no engine " << options.engine;
+  if (!spec.make) return out;
+  std::unique_ptr<pm::Pool> pool;
+  Status s = NewDramPool(spec, options.pool_size, &pool);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  if (!s.ok()) return out;
+  pm::CrashSim sim(pool->base(), pool->size(), options.persist);
+  std::unique_ptr<Index> index;
+  s = OpenOnPool(spec, std::move(pool), /*fresh=*/true, options, &sim, &index);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  if (!s.ok()) return out;
+  Model before;
+  setup(index.get(), &before);
+  WaitForBackgroundWork(index.get());
+  Model check_setup;
+  EXPECT_EQ(Snapshot(*index, &check_setup), "");
+  EXPECT_EQ(check_setup, before) << "setup's model is wrong";
+
+  std::vector<Model> not_before;  // compared with the state after op once it is known
+  std::mt19937_64 rng(7);
+  sim.SetHook(
+      [&](pm::CrashSim& at, pm::CrashSim::Event) {
+        ++out.crash_points;
+        for (auto kind : {pm::CrashSim::ImageKind::kNone, pm::CrashSim::ImageKind::kAll,
+                          pm::CrashSim::ImageKind::kRandom, pm::CrashSim::ImageKind::kRandom}) {
+          std::unique_ptr<pm::Pool> image;
+          Status st = at.MakePool(kind, rng, options.engine, &image);
+          std::unique_ptr<Index> recovered;
+          if (st.ok()) {
+            st = OpenOnPool(spec, std::move(image), /*fresh=*/false, options, nullptr,
+                            &recovered);
+          }
+          Model got;
+          const std::string why = st.ok() ? CheckRecovered(recovered.get(), check, &got)
+                                          : "recovery failed: " + st.ToString();
+          ++out.images;
+          if (!why.empty()) {
+            NoteBad(&out, std::string(pm::CrashImageKindName(kind)) + " image: " + why);
+          } else if (got != before) {
+            not_before.push_back(std::move(got));
+          }
+        }
+      },
+      store_rate, 11);
+  const Status op_status = op(index.get());
+  WaitForBackgroundWork(index.get());  // background work op started, its crash points too
+  sim.SetHook(nullptr, 0, 0);
+  EXPECT_TRUE(op_status.ok()) << op_status.ToString();
+  Model after;
+  EXPECT_EQ(Snapshot(*index, &after), "");
+  for (const Model& m : not_before) {
+    if (m != after) NoteBad(&out, "an image is neither the old nor the new state");
+  }
+  EXPECT_TRUE(sim.FindBypass().ok()) << "a store bypassed the Persister";
+  return out;
+}
+
+std::string PersistModeTestName(const ::testing::TestParamInfo<PersistMode>& info) {
+  return PersistModeName(info.param);
+}
+
+}  // namespace pmhash::testing
