@@ -60,6 +60,28 @@ class VersionedRwLock {
   std::atomic<uint64_t> version_{0};
 };
 
+// Marks an optimistic read for ThreadSanitizer, whose model has no seqlocks: the reads in
+// scope may touch memory a writer is changing or has freed and reused (a stale pointer
+// followed before the validation fails), which is harmless because the version check
+// discards them, but which TSan would report as a race with that writer's plain copy.
+// Synchronization (the acquire loads) is still seen. Nothing in other builds.
+#if defined(__SANITIZE_THREAD__)
+extern "C" void AnnotateIgnoreReadsBegin(const char* file, int line);
+extern "C" void AnnotateIgnoreReadsEnd(const char* file, int line);
+class OptimisticReadScope {
+ public:
+  OptimisticReadScope() { AnnotateIgnoreReadsBegin(__FILE__, __LINE__); }
+  ~OptimisticReadScope() { AnnotateIgnoreReadsEnd(__FILE__, __LINE__); }
+  OptimisticReadScope(const OptimisticReadScope&) = delete;
+  OptimisticReadScope& operator=(const OptimisticReadScope&) = delete;
+};
+#else
+class OptimisticReadScope {
+ public:
+  OptimisticReadScope() {}  // user-provided: a scope object, not an unused variable
+};
+#endif
+
 // Asymmetric fences (Linux membarrier): a frequent reader orders its store before a later
 // load with LightFence, a compiler barrier only; a rare writer calls HeavyFence, which
 // makes every running thread of the process execute a full fence. Together they order

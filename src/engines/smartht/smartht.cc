@@ -546,6 +546,7 @@ SmartHt::Probe SmartHt::Find(std::string_view key, uint64_t hash, uint64_t head,
 
 Optimistic SmartHt::FindOptimistic(std::string_view key, uint64_t hash, uint64_t* value_word,
                                     size_t* lines) const {
+  const OptimisticReadScope unchecked_by_tsan;  // validated below instead
   const uint64_t n = head_count_.load(std::memory_order_acquire);
   const uint64_t head = HomeBucket(hash, n);
   const VersionedRwLock& mu = StripeOf(head).mu;

@@ -595,6 +595,7 @@ Wophi::Probe Wophi::Find(std::string_view key, uint64_t hash, uint64_t home) con
 
 Optimistic Wophi::FindOptimistic(std::string_view key, uint64_t hash, uint64_t* value_word,
                                   size_t* lines) const {
+  const OptimisticReadScope unchecked_by_tsan;  // validated below instead
   const uint64_t n = main_buckets_.load(std::memory_order_acquire);
   const WophiBucket* b = mb_.load(std::memory_order_acquire) + HomeBucket(hash, n);
   const VersionedRwLock& mu = StripeOf(HomeBucket(hash, n)).mu;
