@@ -49,6 +49,39 @@ Op ToOp(const Record& r) {
           std::string(r.value, r.value_len)};
 }
 
+// The i-th random op of a child's stream: a key of 300, a value of 8 or 10-47 bytes.
+Record RandomRecord(std::mt19937_64& rng, uint64_t seed, uint64_t i) {
+  Record r{};
+  r.kind = static_cast<uint8_t>(rng() % 4);
+  const std::string key = "key-" + std::to_string(rng() % 300);
+  const size_t vlen = rng() % 4 ? 8 : 10 + rng() % 38;
+  r.key_len = static_cast<uint8_t>(key.size());
+  std::memcpy(r.key, key.data(), key.size());
+  r.value_len = static_cast<uint8_t>(vlen);
+  for (size_t j = 0; j < vlen; ++j) r.value[j] = static_cast<char>('a' + (seed + i + j) % 26);
+  return r;
+}
+
+// A fresh, cleanly closed pool of `spec` in a temporary directory named for `what`.
+struct TestPool {
+  std::string dir, path;
+  Options options;
+};
+TestPool NewTestPool(const EngineSpec& spec, const std::string& what) {
+  TestPool t;
+  t.dir = TempDir(what);
+  t.path = t.dir + "/" + GtestName(spec.name) + ".pool";
+  fs::remove(t.path);
+  t.options.pool_size = 8ull << 20;
+  t.options.initial_capacity = 16;
+  std::unique_ptr<Index> index;
+  EXPECT_TRUE(OpenFile(spec, t.path, t.options, &index).ok());
+  if (index != nullptr) {
+    EXPECT_TRUE(index->Close().ok());
+  }
+  return t;
+}
+
 // Runs random ops on the pool forever, reporting each through `fd`.
 [[noreturn]] void ChildLoop(const EngineSpec& spec, const std::string& path, const Options& o,
                             int fd, uint64_t seed) {
@@ -56,14 +89,7 @@ Op ToOp(const Record& r) {
   if (!OpenFile(spec, path, o, &index).ok()) _exit(3);
   std::mt19937_64 rng(seed);
   for (uint64_t i = 0;; ++i) {
-    Record r{};
-    r.kind = static_cast<uint8_t>(rng() % 4);
-    const std::string key = "key-" + std::to_string(rng() % 300);
-    const size_t vlen = rng() % 4 ? 8 : 10 + rng() % 38;
-    r.key_len = static_cast<uint8_t>(key.size());
-    std::memcpy(r.key, key.data(), key.size());
-    r.value_len = static_cast<uint8_t>(vlen);
-    for (size_t j = 0; j < vlen; ++j) r.value[j] = static_cast<char>('a' + (seed + i + j) % 26);
+    Record r = RandomRecord(rng, seed, i);
     if (write(fd, &r, sizeof(r)) != sizeof(r)) _exit(4);
     Status s = ApplyToIndex(ToOp(r), index.get());
     r.ack = 1;
@@ -76,17 +102,10 @@ class ProcessCrash : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ProcessCrash, AcknowledgedOpsSurviveSigkill) {
   const EngineSpec spec = FindSpec(GetParam());
-  const std::string dir = TempDir("kill");
-  const std::string path = dir + "/" + GtestName(spec.name) + ".pool";
-  fs::remove(path);
-  Options o;
-  o.pool_size = 8ull << 20;
-  o.initial_capacity = 16;
-  {
-    std::unique_ptr<Index> index;
-    ASSERT_TRUE(OpenFile(spec, path, o, &index).ok());
-    ASSERT_TRUE(index->Close().ok());
-  }
+  const TestPool pool = NewTestPool(spec, "kill");
+  const std::string& dir = pool.dir;
+  const std::string& path = pool.path;
+  const Options& o = pool.options;
   Model model;
   std::mt19937_64 rng(77);
   const int rounds = static_cast<int>(6 * SoakFactor());
@@ -165,15 +184,8 @@ INSTANTIATE_TEST_SUITE_P(Engines, ProcessCrash, ::testing::ValuesIn(Names(CrashC
   if (!OpenFile(spec, path, o, &index).ok()) _exit(3);
   std::mt19937_64 rng(seed);
   for (uint64_t i = 0;; ++i) {
-    Record r{};
+    Record r = RandomRecord(rng, seed, i);
     r.ack = 1;
-    r.kind = static_cast<uint8_t>(rng() % 4);
-    const std::string key = "key-" + std::to_string(rng() % 300);
-    const size_t vlen = rng() % 4 ? 8 : 10 + rng() % 38;
-    r.key_len = static_cast<uint8_t>(key.size());
-    std::memcpy(r.key, key.data(), key.size());
-    r.value_len = static_cast<uint8_t>(vlen);
-    for (size_t j = 0; j < vlen; ++j) r.value[j] = static_cast<char>('a' + (seed + i + j) % 26);
     r.code = static_cast<uint8_t>(ApplyToIndex(ToOp(r), index.get()).code());
     if (write(fd, &r, sizeof(r)) != sizeof(r)) _exit(4);
     if (rng() % 30 == 0) raise(SIGSTOP);  // between ops: the parent may kill us here
@@ -188,17 +200,10 @@ class ProcessKill : public ::testing::TestWithParam<std::string> {};
 // the parent kills it while stopped (or lets it go on), reopens and checks.
 TEST_P(ProcessKill, ReopensAfterAKillBetweenOps) {
   const EngineSpec spec = FindSpec(GetParam());
-  const std::string dir = TempDir("stop");
-  const std::string path = dir + "/" + GtestName(spec.name) + ".pool";
-  fs::remove(path);
-  Options o;
-  o.pool_size = 8ull << 20;
-  o.initial_capacity = 16;
-  {
-    std::unique_ptr<Index> index;
-    ASSERT_TRUE(OpenFile(spec, path, o, &index).ok());
-    ASSERT_TRUE(index->Close().ok());
-  }
+  const TestPool pool = NewTestPool(spec, "stop");
+  const std::string& dir = pool.dir;
+  const std::string& path = pool.path;
+  const Options& o = pool.options;
   Model model;
   std::mt19937_64 rng(78);
   const int rounds = static_cast<int>(4 * SoakFactor());
