@@ -160,6 +160,33 @@ Optimistic SearchOptimistically(Find&& find) {
   return Optimistic::kLocked;
 }
 
+// Takes, in `mode`, the lock of the stripe that guards a key's home in a table whose size
+// only changes while every stripe is held (a resize): reads the size, locks the stripe
+// `locate(size, &home)` names, and retries if the size moved in between. Returns the
+// stripe (its `mu` is held) and sets *home and *size for the size it holds.
+template <typename Stripe, typename Locate>
+Stripe& LockHomeStripe(const std::atomic<uint64_t>& table_size, LockMode mode, Locate&& locate,
+                       uint64_t* home, uint64_t* size) {
+  for (;;) {
+    const uint64_t n = table_size.load(std::memory_order_acquire);
+    Stripe& s = locate(n, home);
+    if (mode == LockMode::kExclusive) {
+      s.mu.lock();
+    } else {
+      s.mu.lock_shared();
+    }
+    if (table_size.load(std::memory_order_acquire) == n) {
+      *size = n;
+      return s;
+    }
+    if (mode == LockMode::kExclusive) {  // a resize came between the read and the lock
+      s.mu.unlock();
+    } else {
+      s.mu.unlock_shared();
+    }
+  }
+}
+
 // Closes cleanly on destruction: the most-derived destructor runs while the engine is
 // still whole, so Close() may call its virtual Shutdown().
 template <typename E>

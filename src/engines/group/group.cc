@@ -279,29 +279,12 @@ Status GroupHash::Shutdown() {
 
 // ---- Locking ------------------------------------------------------------------------
 
-GroupHash::Stripe& GroupHash::LockHome(uint64_t hash, bool exclusive, uint64_t* home,
+GroupHash::Stripe& GroupHash::LockHome(uint64_t hash, LockMode mode, uint64_t* home,
                                        uint64_t* cells) const {
-  for (;;) {
-    const uint64_t n = level_cells_.load(std::memory_order_acquire);
-    const uint64_t k = HomeCell(hash, n);
-    Stripe& s = StripeOf(k);
-    if (exclusive) {
-      s.mu.lock();
-    } else {
-      s.mu.lock_shared();
-    }
-    if (level_cells_.load(std::memory_order_acquire) == n) {
-      *home = k;
-      *cells = n;
-      return s;
-    }
-    // A resize switched the table between the read and the lock: recompute.
-    if (exclusive) {
-      s.mu.unlock();
-    } else {
-      s.mu.unlock_shared();
-    }
-  }
+  return LockHomeStripe<Stripe>(level_cells_, mode, [&](uint64_t n, uint64_t* k) -> Stripe& {
+    *k = HomeCell(hash, n);
+    return StripeOf(*k);
+  }, home, cells);
 }
 
 // ---- Operations ---------------------------------------------------------------------
@@ -372,7 +355,7 @@ Status GroupHash::Get(std::string_view key, std::string* value) {
   PMHASH_RETURN_IF_ERROR(SlotCodec::CheckKey(key));
   const uint64_t hash = HashKey(key);
   uint64_t home = 0, cells = 0;
-  Stripe& s = LockHome(hash, /*exclusive=*/false, &home, &cells);
+  Stripe& s = LockHome(hash, LockMode::kShared, &home, &cells);
   HeldLock<RwSpinLock> guard(s.mu, LockMode::kShared);
   const Probe p = Find(key, hash, home);
   persister().NoteRead(p.lines);
@@ -397,7 +380,7 @@ Status GroupHash::Write(std::string_view key, std::string_view value, Mode mode)
   for (;;) {
     uint64_t home = 0, cells = 0;
     {
-      Stripe& s = LockHome(hash, /*exclusive=*/true, &home, &cells);
+      Stripe& s = LockHome(hash, LockMode::kExclusive, &home, &cells);
       HeldLock<RwSpinLock> guard(s.mu, LockMode::kExclusive);
       const Probe p = Find(key, hash, home);
       persister().NoteRead(p.lines);
@@ -460,7 +443,7 @@ Status GroupHash::Delete(std::string_view key) {
   PMHASH_RETURN_IF_ERROR(SlotCodec::CheckKey(key));
   const uint64_t hash = HashKey(key);
   uint64_t home = 0, cells = 0;
-  Stripe& s = LockHome(hash, /*exclusive=*/true, &home, &cells);
+  Stripe& s = LockHome(hash, LockMode::kExclusive, &home, &cells);
   HeldLock<RwSpinLock> guard(s.mu, LockMode::kExclusive);
   const Probe p = Find(key, hash, home);
   persister().NoteRead(p.lines);

@@ -218,7 +218,7 @@ class GroupHash : public Engine {
   }
   // Locks the stripe of the key's group in the live table (retrying across a resize);
   // *home gets the key's level-1 cell, *cells the table size it belongs to.
-  Stripe& LockHome(uint64_t hash, bool exclusive, uint64_t* home, uint64_t* cells) const;
+  Stripe& LockHome(uint64_t hash, LockMode mode, uint64_t* home, uint64_t* cells) const;
 
   // Alg. 2 (query) over level 1 and the group's level 2; also finds the first empty cell.
   Probe Find(std::string_view key, uint64_t hash, uint64_t home) const;

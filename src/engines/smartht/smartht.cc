@@ -456,26 +456,12 @@ Status SmartHt::Shutdown() {
 
 // ---- Locking and the filter ---------------------------------------------------------
 
-SmartHt::Stripe& SmartHt::LockHome(uint64_t hash, bool exclusive, uint64_t* head) const {
-  for (;;) {
-    const uint64_t n = head_count_.load(std::memory_order_acquire);
-    const uint64_t h = HomeBucket(hash, n);
-    Stripe& s = StripeOf(h);
-    if (exclusive) {
-      s.mu.lock();
-    } else {
-      s.mu.lock_shared();
-    }
-    if (head_count_.load(std::memory_order_acquire) == n) {
-      *head = h;
-      return s;
-    }
-    if (exclusive) {  // the head table grew between the read and the lock
-      s.mu.unlock();
-    } else {
-      s.mu.unlock_shared();
-    }
-  }
+SmartHt::Stripe& SmartHt::LockHome(uint64_t hash, LockMode mode, uint64_t* head) const {
+  uint64_t n = 0;
+  return LockHomeStripe<Stripe>(head_count_, mode, [&](uint64_t size, uint64_t* h) -> Stripe& {
+    *h = HomeBucket(hash, size);
+    return StripeOf(*h);
+  }, head, &n);
 }
 
 bool SmartHt::FilterMayContain(uint64_t hash) const {
@@ -607,7 +593,7 @@ Status SmartHt::Get(std::string_view key, std::string* value) {
     return Status::NotFound("key not found");  // line 14
   }
   uint64_t head = 0;
-  Stripe& s = LockHome(hash, /*exclusive=*/false, &head);  // line 5
+  Stripe& s = LockHome(hash, LockMode::kShared, &head);  // line 5
   HeldLock guard(s.mu, LockMode::kShared);
   const Probe p = Find(key, hash, head, /*full_scan=*/true);
   persister().NoteRead(p.lines);
@@ -643,7 +629,7 @@ Status SmartHt::Write(std::string_view key, std::string_view value, Mode mode) {
   bool new_bucket = false;
   {
     uint64_t head = 0;
-    Stripe& s = LockHome(hash, /*exclusive=*/true, &head);  // line 8 (taken before line 3
+    Stripe& s = LockHome(hash, LockMode::kExclusive, &head);  // line 8 (taken before line 3
     HeldLock guard(s.mu, LockMode::kExclusive);  // so the check cannot race)
     // Line 3: Is_Existed_in_SmartHT: the filter first; the chain only if it may be there.
     const bool maybe = FilterMayContain(hash);
@@ -732,7 +718,7 @@ Status SmartHt::Delete(std::string_view key) {
   uint64_t deletes = 0;
   {
     uint64_t head = 0;
-    Stripe& s = LockHome(hash, /*exclusive=*/true, &head);
+    Stripe& s = LockHome(hash, LockMode::kExclusive, &head);
     HeldLock guard(s.mu, LockMode::kExclusive);
     const Probe p = Find(key, hash, head, /*full_scan=*/true);
     persister().NoteRead(p.lines);

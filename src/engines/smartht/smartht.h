@@ -249,7 +249,7 @@ class SmartHt : public Engine {
     return stripes_[(head / kSmartHtLockArea) & (num_stripes_ - 1)];
   }
   // Locks the stripe of the key's head bucket in the live table (retrying across a growth).
-  Stripe& LockHome(uint64_t hash, bool exclusive, uint64_t* head) const;
+  Stripe& LockHome(uint64_t hash, LockMode mode, uint64_t* head) const;
   ReaderSlot& MySlot() const;
 
   SmartBucket* BucketAt(uint64_t offset) const { return pool().At<SmartBucket>(offset); }

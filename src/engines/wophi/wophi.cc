@@ -535,27 +535,10 @@ Status Wophi::Shutdown() {
 
 Wophi::Stripe& Wophi::LockHome(uint64_t hash, LockMode mode, uint64_t* home,
                                uint64_t* buckets) const {
-  for (;;) {
-    const uint64_t n = main_buckets_.load(std::memory_order_acquire);
-    const uint64_t k = HomeBucket(hash, n);
-    Stripe& s = StripeOf(k);
-    if (mode == LockMode::kExclusive) {
-      s.mu.lock();
-    } else {
-      s.mu.lock_shared();
-    }
-    if (main_buckets_.load(std::memory_order_acquire) == n) {
-      *home = k;
-      *buckets = n;
-      return s;
-    }
-    // A resize switched the table between the read and the lock: recompute.
-    if (mode == LockMode::kExclusive) {
-      s.mu.unlock();
-    } else {
-      s.mu.unlock_shared();
-    }
-  }
+  return LockHomeStripe<Stripe>(main_buckets_, mode, [&](uint64_t n, uint64_t* k) -> Stripe& {
+    *k = HomeBucket(hash, n);
+    return StripeOf(*k);
+  }, home, buckets);
 }
 
 
