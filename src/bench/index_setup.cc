@@ -1,0 +1,53 @@
+#include "bench/index_setup.h"
+
+#include "engines/engine.h"
+#include "pm/pool.h"
+
+namespace pmhash::bench {
+
+engines::Engine* AsEngine(Index* index) { return dynamic_cast<engines::Engine*>(index); }
+
+void Quiesce(Index* index) {
+  if (engines::Engine* eng = AsEngine(index)) eng->WaitForBackgroundWork();
+}
+
+Options BaseOptions(const BenchConfig& config, const std::string& engine) {
+  Options o;
+  o.engine = engine;
+  o.persist = config.persist;
+  o.flush = config.flush;
+  o.write_latency_ns = config.write_latency_ns;
+  o.initial_capacity = config.records;
+  o.count_stats = true;
+  o.create_if_missing = true;
+  o.error_if_exists = true;
+  // "engine:name=value" applies to that engine only; "name=value" to every engine.
+  for (const auto& [name, value] : config.engine_options) {
+    const size_t colon = name.find(':');
+    if (colon == std::string::npos) {
+      o.engine_options[name] = value;
+    } else if (name.compare(0, colon, engine) == 0 && colon == engine.size()) {
+      o.engine_options[name.substr(colon + 1)] = value;
+    }
+  }
+  return o;
+}
+
+Status OpenFresh(const BenchConfig& config, const BenchEnv& env, const Options& o,
+                 OpenedIndex* out) {
+  if (!config.redundancy) return env.open(o, &out->index);
+  if (!env.open_on_pool) return Status::InvalidArgument("--redundancy is not available here");
+  std::unique_ptr<pm::Pool> pool;
+  PMHASH_RETURN_IF_ERROR(pm::Pool::CreateDram(o.engine, o.pool_size, &pool));
+  out->sim = std::make_unique<pm::CrashSim>(pool->base(), pool->size(), config.persist);
+  PMHASH_RETURN_IF_ERROR(env.open_on_pool(o, std::move(pool), out->sim.get(), &out->index));
+  engines::Engine* eng = AsEngine(out->index.get());
+  if (eng == nullptr) {
+    return Status::InvalidArgument("--redundancy: engine " + o.engine +
+                                   " is not an engines::Engine");
+  }
+  out->sim->ReportTo(&eng->persister());
+  return Status::OK();
+}
+
+}  // namespace pmhash::bench

@@ -1,0 +1,51 @@
+// Opening the indexes a run measures. AsEngine is the one place the runner looks past the
+// Index interface (background work, the crash simulator's counters, Abandon).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "bench/config.h"
+#include "bench/runner.h"
+#include "pm/crashsim.h"
+#include "pmhash/index.h"
+
+namespace pmhash::engines {
+class Engine;
+}  // namespace pmhash::engines
+
+namespace pmhash::bench {
+
+// The engine behind `index`, or nullptr when it is not an engines::Engine (an index
+// opened some other way).
+engines::Engine* AsEngine(Index* index);
+
+// Background work an operation started (wophi's PAB refill, smartht's filter rebuild)
+// finishes before the phase's counters are read, outside the timed part.
+void Quiesce(Index* index);
+
+// The Options every index of the run gets for `engine`: persistence from the config,
+// counters on, sized for --records, --opt applied ("engine:name=value" to that engine
+// only). Creates a fresh pool (error_if_exists); the caller sets path and pool_size.
+Options BaseOptions(const BenchConfig& config, const std::string& engine);
+
+// An index, and under --redundancy the crash simulator observing its pool. The simulator
+// must outlive the index (the index's persister calls it until the index is gone).
+struct OpenedIndex {
+  std::unique_ptr<pm::CrashSim> sim;
+  std::unique_ptr<Index> index;
+
+  OpenedIndex() = default;
+  OpenedIndex(const OpenedIndex&) = delete;
+  OpenedIndex& operator=(const OpenedIndex&) = delete;
+  ~OpenedIndex() { index.reset(); }
+  Index* get() const { return index.get(); }
+};
+
+// Opens a fresh index with options `o` (o.path set, or empty for DRAM). Under
+// --redundancy: a DRAM pool with a CrashSim attached that reports redundant flushes and
+// fences to the engine's counters (no crash hook).
+Status OpenFresh(const BenchConfig& config, const BenchEnv& env, const Options& o,
+                 OpenedIndex* out);
+
+}  // namespace pmhash::bench

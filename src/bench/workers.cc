@@ -1,0 +1,215 @@
+#include "bench/workers.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+namespace pmhash::bench {
+
+uint32_t SampleEvery(const BenchConfig& config, uint64_t total_ops) {
+  if (config.sample_every != 0) return config.sample_every;
+  return total_ops <= kTimeEveryOpUpTo ? 1 : kSampleStride;
+}
+
+double MeasureTimerOverheadNs() {
+  constexpr int kRounds = 101, kPerRound = 1000;
+  std::vector<double> rounds;
+  rounds.reserve(kRounds);
+  const double ticks_per_ns = TicksPerNs();
+  for (int r = 0; r < kRounds; ++r) {
+    uint64_t sum = 0;
+    for (int i = 0; i < kPerRound; ++i) {
+      const uint64_t t0 = Ticks();
+      sum += Ticks() - t0;
+    }
+    rounds.push_back(static_cast<double>(sum) / kPerRound / ticks_per_ns);
+  }
+  std::nth_element(rounds.begin(), rounds.begin() + kRounds / 2, rounds.end());
+  return rounds[kRounds / 2];
+}
+
+namespace {
+
+struct alignas(64) ThreadOutcome {
+  std::atomic<uint64_t> done{0};  // progress, updated every 1024 operations
+  Latencies lat;
+  uint64_t errors = 0, checksum = 0, attempted = 0;
+  std::string first_error;
+  bool refused = false;
+  std::chrono::steady_clock::time_point end;
+};
+
+struct WorkerContext {
+  Index* index;
+  const ValuePool* values;
+  size_t key_size;
+  size_t fixed_value;  // 0: sizes vary
+  bool stop_on_refusal;
+  std::atomic<bool>* stop;
+  std::atomic<int>* ready;
+  std::atomic<bool>* go;
+  double ticks_per_ns;
+  uint32_t sample_every;  // time 1 operation in this many (1: all)
+};
+
+void Worker(const WorkerContext& ctx, const ThreadPlan& plan, ThreadOutcome* out) {
+  const uint64_t n = plan.n;
+  // Sampling (runner.h): operations next_sample, next_sample + every, ... are timed.
+  const uint64_t every = ctx.sample_every;
+  uint64_t next_sample = plan.sample_offset % every;
+  std::string value;
+  value.reserve(1024);
+  uint64_t checksum = 0, errors = 0;
+  const char* keys = plan.keys.data();
+  const bool mixed = !plan.kinds.empty();
+  const bool fixed = ctx.fixed_value != 0;
+
+  ctx.ready->fetch_add(1);
+  while (!ctx.go->load(std::memory_order_acquire)) {
+  }
+  uint64_t i = 0;
+  for (; i < n; ++i) {
+    if (ctx.stop_on_refusal && ctx.stop->load(std::memory_order_relaxed)) break;
+    const std::string_view key(keys + i * ctx.key_size, ctx.key_size);
+    const OpKind kind = mixed ? static_cast<OpKind>(plan.kinds[i]) : plan.kind;
+    const bool sample = i == next_sample;
+    const uint64_t t0 = sample ? Ticks() : 0;
+    Status s;
+    bool ok = false;
+    switch (kind) {
+      case OpKind::kInsert:
+      case OpKind::kUpdate: {
+        const std::string_view v(ctx.values->data() + plan.voff[i],
+                                 fixed ? ctx.fixed_value : plan.vsize[i]);
+        s = kind == OpKind::kInsert ? ctx.index->Insert(key, v) : ctx.index->Update(key, v);
+        ok = s.ok();
+        break;
+      }
+      case OpKind::kSearch:
+      case OpKind::kNegative: {
+        s = ctx.index->Get(key, &value);
+        if (s.ok()) {
+          uint64_t w = 0;
+          std::memcpy(&w, value.data(), value.size() < 8 ? value.size() : 8);
+          checksum += w ^ value.size();
+        }
+        ok = kind == OpKind::kSearch ? s.ok() : s.IsNotFound();
+        if (kind == OpKind::kNegative && s.ok()) {
+          s = Status::Corruption("a key that was never inserted was found");
+        }
+        break;
+      }
+      case OpKind::kDelete:
+        s = ctx.index->Delete(key);
+        ok = s.ok();
+        break;
+    }
+    if (sample) {
+      out->lat.Record(static_cast<uint64_t>(static_cast<double>(Ticks() - t0) / ctx.ticks_per_ns));
+      next_sample += every;
+    }
+    if (!ok) {
+      if (ctx.stop_on_refusal && kind == OpKind::kInsert && s.IsResourceExhausted()) {
+        out->refused = true;
+        out->first_error = s.ToString();
+        ctx.stop->store(true, std::memory_order_relaxed);
+        ++i;
+        break;
+      }
+      if (errors++ == 0) out->first_error = s.ToString();
+    }
+    if ((i & 1023) == 0) out->done.store(i, std::memory_order_relaxed);
+  }
+  out->end = std::chrono::steady_clock::now();
+  out->attempted = i;
+  out->done.store(i, std::memory_order_relaxed);
+  out->errors = errors;
+  out->checksum = checksum;
+}
+
+}  // namespace
+
+Measured RunWorkers(Index* index, const ValuePool& values, const BenchConfig& config,
+                    std::vector<ThreadPlan>& plans, bool stop_on_refusal,
+                    const BenchEnv& env, const std::string& label, uint32_t every) {
+  const size_t t = plans.size();
+  uint64_t total = 0;
+  for (const ThreadPlan& p : plans) total += p.n;
+  if (every == 0) every = SampleEvery(config, total);
+  for (size_t i = 0; i < t; ++i) {
+    // A seeded random start per thread, so that the timed operations are not always the
+    // same positions of every thread's stream.
+    plans[i].sample_offset =
+        static_cast<uint32_t>(Mix64(config.seed ^ (total * 0x9e3779b97f4a7c15ull) ^ (i + 1)) % every);
+  }
+  std::vector<ThreadOutcome> outcomes(t);
+  std::atomic<bool> stop{false}, go{false};
+  std::atomic<int> ready{0};
+  WorkerContext ctx{index,
+                    &values,
+                    config.key_size,
+                    config.value_size.fixed() ? config.value_size.min : 0,
+                    stop_on_refusal,
+                    &stop,
+                    &ready,
+                    &go,
+                    TicksPerNs(),
+                    every};
+  // A fixed value size of 0 bytes would read as "varies": keep the sizes array then.
+  if (config.value_size.fixed() && config.value_size.min == 0) ctx.fixed_value = 0;
+  std::vector<std::thread> threads;
+  threads.reserve(t);
+  for (size_t i = 0; i < t; ++i) {
+    threads.emplace_back(Worker, std::cref(ctx), std::cref(plans[i]), &outcomes[i]);
+  }
+  while (ready.load() < static_cast<int>(t)) std::this_thread::yield();
+  const auto start = std::chrono::steady_clock::now();
+  go.store(true, std::memory_order_release);
+  // Report progress until every thread has finished.
+  while (env.progress) {
+    uint64_t done = 0;
+    for (const ThreadOutcome& o : outcomes) done += o.done.load(std::memory_order_relaxed);
+    env.progress(label, done, total);
+    if (done >= total || stop.load()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  for (auto& th : threads) th.join();
+  Measured m;
+  m.sample_every = every;
+  auto end = start;
+  for (ThreadOutcome& o : outcomes) {
+    end = std::max(end, o.end);
+    m.lat.Merge(o.lat);
+    m.ops += o.attempted;
+    m.errors += o.errors;
+    m.checksum += o.checksum;
+    if (o.refused && !m.refused) {
+      m.refused = true;
+      m.refusal = o.first_error;
+    } else if (!o.first_error.empty() && m.first_error.empty() && !o.refused) {
+      m.first_error = o.first_error;
+    }
+  }
+  m.seconds = std::chrono::duration<double>(end - start).count();
+  if (env.progress) env.progress(label, total, total);
+  return m;
+}
+
+void Accumulate(const Measured& more, Measured* m) {
+  m->ops += more.ops;
+  m->seconds += more.seconds;
+  m->lat.Merge(more.lat);
+  m->errors += more.errors;
+  m->checksum += more.checksum;
+  if (m->first_error.empty()) m->first_error = more.first_error;
+  m->refused = more.refused;
+  m->refusal = more.refusal;
+}
+
+std::string Describe(const std::string& engine, int threads, const char* what) {
+  return engine + " t" + std::to_string(threads) + " " + what;
+}
+
+}  // namespace pmhash::bench
