@@ -49,12 +49,15 @@ def engines_in_order(results):
 
 
 def key_of(r):
-    # phase_index tells repeated phases apart; older files lack it (one per phase then).
-    return (r.get("run", ""), r["threads"], r.get("phase_index", r["phase"]), r["phase"])
+    # phase_index tells repeated phases apart, batch a MultiGet row from its Get row;
+    # older files lack them (one row per phase then).
+    return (r.get("run", ""), r["threads"], r.get("phase_index", r["phase"]), r["phase"],
+            r.get("batch", 1))
 
 
 def categories(results):
-    """(run, threads, phase_index, phase) keys in first-seen order, with short labels."""
+    """(run, threads, phase_index, phase, batch) keys in first-seen order, with short
+    labels."""
     keys = []
     for r in results:
         k = key_of(r)
@@ -66,13 +69,15 @@ def categories(results):
     for k in keys:
         repeated.setdefault((k[0], k[1], k[3]), set()).add(k[2])
     labels = []
-    for run, t, index, phase in keys:
+    for run, t, index, phase, batch in keys:
         parts = []
         if len(runs) > 1:
             parts.append(run)
         name = phase
         if len(repeated[(run, t, phase)]) > 1 and isinstance(index, int):
             name += f" #{index + 1}"
+        if batch > 1:
+            name += f" (batch {batch})"
         parts.append(name)
         if len(threads) > 1:
             parts.append(f"t{t}")

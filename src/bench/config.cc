@@ -118,6 +118,7 @@ Json BenchConfig::ToJson() const {
   j.Set("clean_reopen", clean_reopen);
   j.Set("latency_sampling", sample_every == 0 ? Json("auto") : Json(uint64_t{sample_every}));
   j.Set("redundancy", redundancy);
+  j.Set("batch", uint64_t{batch});
   return j;
 }
 
@@ -161,7 +162,7 @@ Status ParseBenchArgs(const std::vector<std::string>& args, BenchConfig* config,
   std::string engines, threads, phases, mix, dist, value_size, load_factor, pool_size;
   std::string persist, flush;
   std::vector<std::string> opts;
-  std::string recovery, seed, key_size, write_latency, sampling;
+  std::string recovery, seed, key_size, write_latency, sampling, batch;
   bool redundancy = config->redundancy;
   auto last = [](CLI::Option* o) {
     return o->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
@@ -214,6 +215,11 @@ Status ParseBenchArgs(const std::vector<std::string>& args, BenchConfig* config,
                       "auto | all | N: time every operation (all), 1 in N, or auto: every "
                       "operation in phases of at most 4096 operations, else 1 in 64 "
                       "(default auto)"));
+  last(app.add_option("--batch", batch,
+                      "N > 1: every search and negative phase also runs through MultiGet, N "
+                      "keys a call, as a row of its own ('search (batch N)'); latency per "
+                      "operation = time per call / N; 1..4096 (default 1: Gets only)")
+           ->type_name("UINT"));
   app.add_flag("--redundancy,!--no-redundancy", redundancy,
                "Run on a DRAM pool under the crash simulator and report redundant flushes "
                "(a line flushed with nothing pending) and fences (nothing flushed) per "
@@ -274,6 +280,14 @@ Status ParseBenchArgs(const std::vector<std::string>& args, BenchConfig* config,
       return Status::InvalidArgument("--latency-sample '" + sampling +
                                      "': expected auto, all or a whole number 1..2^30");
     }
+  }
+  if (!batch.empty()) {
+    uint64_t b = 0;
+    if (!ParseUint(batch, &b) || b == 0 || b > kMaxBatch) {
+      return Status::InvalidArgument("--batch '" + batch + "': expected a whole number 1.." +
+                                     std::to_string(kMaxBatch));
+    }
+    config->batch = static_cast<uint32_t>(b);
   }
   if (!records.empty() && !ParseUint(records, &config->records)) {
     return Status::InvalidArgument("--records '" + records + "': expected a whole number");

@@ -56,6 +56,9 @@ struct BenchConfig {
   // Run on a DRAM pool under the crash simulator to count redundant flushes and fences
   // (throughput and latency are then meaningless).
   bool redundancy = false;
+  // > 1: every search and negative phase also runs through Index::MultiGet, this many
+  // keys a call, as a row of its own (PhaseResult::batch); 1: Gets only.
+  uint32_t batch = 1;
   std::string label = "main";         // names the run in a scenario
 
   uint64_t measured_ops() const { return ops == 0 ? records : ops; }
@@ -66,6 +69,8 @@ struct BenchConfig {
 // default cap when the pool is sized from --records.
 inline constexpr uint64_t kMaxRedundancyPool = 2ull << 30;
 inline constexpr uint64_t kDefaultRedundancyPool = 512ull << 20;
+// --batch: the most keys one MultiGet call is given.
+inline constexpr uint32_t kMaxBatch = 4096;
 
 // Options that apply to the whole invocation, not to one run.
 struct GlobalOptions {

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <fstream>
 #include <mutex>
+#include <span>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -94,6 +95,15 @@ class TestEngine : public engines::Engine {
     value->assign(table()[at].value, table()[at].vlen);
     return Status::OK();
   }
+  // The base class's loop of Get, counted (--batch must issue lookups through it).
+  void MultiGet(std::span<const std::string_view> keys, std::span<std::string> values,
+                std::span<Status> statuses) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++multiget_calls_;
+    }
+    Index::MultiGet(keys, values, statuses);
+  }
   Status Delete(std::string_view key) override {
     std::lock_guard<std::mutex> lock(mu_);
     uint64_t unused = 0;
@@ -150,6 +160,7 @@ class TestEngine : public engines::Engine {
     // Growing: slots "allocated on demand", as a chained table reports them.
     stats->key_slots = mode_.grows ? slots_ / 2 + count_ : slots_;
     stats->dram_bytes = 0;
+    stats->engine_counters["multiget_calls"] = multiget_calls_;
     if (mode_.filter) {
       stats->engine_counters["filter_negatives"] = negatives_;
       stats->engine_counters["filter_false_positives"] = false_positives_;
@@ -202,6 +213,7 @@ class TestEngine : public engines::Engine {
   uint64_t count_ = 0;
   uint64_t pending_ = 0;
   uint64_t negatives_ = 0, false_positives_ = 0;
+  uint64_t multiget_calls_ = 0;
 };
 
 Status TestOpen(const Options& o, std::unique_ptr<Index>* index, EngineMode mode) {
@@ -263,13 +275,14 @@ Json RunJson(std::vector<std::string> args, Captured* cap, int* code, EngineMode
   return doc;
 }
 
+// The row of (engine, phase, threads, batch) in `doc`, or nullptr.
 const Json* Result(const Json& doc, const std::string& engine, const std::string& phase,
-                   int threads = 1) {
+                   int threads = 1, uint64_t batch = 1) {
   const Json* rs = doc.Find("results");
   if (rs == nullptr) return nullptr;
   for (const Json& r : rs->items()) {
     if (r.Find("engine")->string() == engine && r.Find("phase")->string() == phase &&
-        r.Find("threads")->number() == threads) {
+        r.Find("threads")->number() == threads && r.Find("batch")->uint() == batch) {
       return &r;
     }
   }
@@ -298,6 +311,9 @@ TEST(BenchArgs, RejectsBadFlagsWithOneLineNamingTheFlag) {
       {{"--opt", "novalue"}, "--opt"},
       {{"--records", "abc"}, "--records"},
       {{"--pool-size", "12Q"}, "--pool-size"},
+      {{"--batch", "0"}, "--batch"},
+      {{"--batch", "x"}, "--batch"},
+      {{"--batch", "4097"}, "--batch"},
       {{"--records", "10", "--ops", "20", "--phases", "load,delete"}, "delete"},
       {{"--scenario", "no-such-scenario", "--scenario-dir", "/nonexistent"}, "no-such-scenario"},
   };
@@ -864,6 +880,44 @@ TEST(BenchDriver, RecoveryBothTimesUncleanAndCleanReopen) {
   EXPECT_TRUE(Result(clean, "bench-test", "load")->Find("recovery_ms")->is_null());
   EXPECT_TRUE(Result(clean, "bench-test", "load")->Find("reopen_ms")->is_number());
   ::rmdir(dir.c_str());
+}
+
+// --batch N: each search and negative phase also runs through MultiGet, N keys a call,
+// as a row of its own; the plain rows still use Get.
+TEST(BenchDriver, BatchRunsLookupsThroughMultiGetAsRowsOfTheirOwn) {
+  Captured cap;
+  int code = -1;
+  Json doc = RunJson({"--engine", "bench-test", "--records", "2000", "--ops", "1000",
+                      "--phases", "load,search,negative,update", "--pool", "dram",
+                      "--pool-size", "8M", "--batch", "7"},
+                     &cap, &code);
+  ASSERT_EQ(code, 0) << cap.err;
+  EXPECT_EQ(doc.Find("config")->Find("batch")->uint(), 7u);
+  ASSERT_EQ(doc.Find("results")->items().size(), 6u);  // load, 2 x search, 2 x negative, update
+  auto calls = [](const Json* row) {
+    return row->Find("engine_counters")->Find("multiget_calls")->uint();
+  };
+  const Json* search = Result(doc, "bench-test", "search");
+  const Json* search7 = Result(doc, "bench-test", "search", 1, 7);
+  const Json* negative = Result(doc, "bench-test", "negative");
+  const Json* negative7 = Result(doc, "bench-test", "negative", 1, 7);
+  ASSERT_TRUE(search && search7 && negative && negative7);
+  EXPECT_EQ(calls(search), 0u);  // Gets only
+  // 1000 keys in calls of 7: 142 full calls and one of 6.
+  EXPECT_EQ(calls(search7) - calls(search), 143u);
+  EXPECT_EQ(calls(negative7) - calls(negative), 143u);
+  EXPECT_EQ(calls(Result(doc, "bench-test", "update")), calls(negative7));  // no batching
+  for (const Json* row : {search7, negative7}) {
+    EXPECT_EQ(row->Find("ops")->uint(), 1000u);
+    EXPECT_EQ(row->Find("errors")->uint(), 0u) << row->Find("first_error")->Dump(-1);
+    EXPECT_EQ(row->Find("phase_index")->uint(), row == search7 ? 1u : 2u);
+    // A short phase times every call; one sample per call.
+    EXPECT_EQ(row->Find("latency_ns")->Find("samples")->uint(), 143u);
+  }
+  EXPECT_NE(search7->Find("checksum")->uint(), 0u);  // values were read
+  EXPECT_EQ(negative7->Find("checksum")->uint(), 0u);
+  EXPECT_NE(cap.out.find("== search (batch 7)"), std::string::npos) << cap.out;
+  EXPECT_NE(cap.out.find("== negative (batch 7)"), std::string::npos) << cap.out;
 }
 
 }  // namespace

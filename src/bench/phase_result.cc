@@ -12,6 +12,7 @@ Json PhaseResult::ToJson() const {
   j.Set("threads", threads);
   j.Set("phase", phase);
   j.Set("phase_index", phase_index);
+  j.Set("batch", uint64_t{batch});
   j.Set("ops", ops);
   j.Set("seconds", seconds);
   j.Set("mops", mops());

@@ -208,13 +208,16 @@ std::string PhaseTables(const std::vector<PhaseResult>& results,
   struct Key {
     int threads;
     int index;
+    uint32_t batch;
     std::string phase;
-    bool operator==(const Key& o) const { return threads == o.threads && index == o.index; }
+    bool operator==(const Key& o) const {
+      return threads == o.threads && index == o.index && batch == o.batch;
+    }
   };
   std::vector<Key> keys;
   std::map<std::string, std::set<int>> positions;  // phase -> positions it occupies
   for (const PhaseResult& r : results) {
-    const Key k{r.threads, r.phase_index, r.phase};
+    const Key k{r.threads, r.phase_index, r.batch, r.phase};
     if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
     positions[r.phase].insert(r.phase_index);
   }
@@ -224,12 +227,13 @@ std::string PhaseTables(const std::vector<PhaseResult>& results,
     for (const std::string& e : engines) {
       const PhaseResult* found = nullptr;
       for (const PhaseResult& r : results) {
-        if (r.engine == e && r.threads == key.threads && r.phase_index == key.index) found = &r;
+        if (r.engine == e && Key{r.threads, r.phase_index, r.batch, r.phase} == key) found = &r;
       }
       if (found != nullptr) cols.push_back(found);
     }
     if (cols.empty()) continue;
     out += "\n== " + key.phase;
+    if (key.batch > 1) out += " (batch " + std::to_string(key.batch) + ")";
     if (positions[key.phase].size() > 1) {
       out += " (phase " + std::to_string(key.index + 1) + " of --phases)";
     }

@@ -16,6 +16,10 @@
 //    costs about 2 x `machine.timer_overhead_ns` plus a histogram update, spread over
 //    kSampleStride operations. Percentiles come from those samples (p99.99 needs at
 //    least 10^4 of them: 640,000 operations; `latency_ns.samples` says how many).
+//  * a batched row (--batch N: lookups through MultiGet, N keys a call) times whole
+//    calls: a call is timed when it holds an operation the rule above would time, and
+//    its time / N is recorded once, as one sample of the per-operation latency. Such a
+//    row's percentiles are of per-call averages, and `samples` counts timed calls.
 #pragma once
 
 #include <atomic>
@@ -54,6 +58,7 @@ struct PhaseResult {
   int threads = 1;
   std::string phase;
   int phase_index = 0;   // position in --phases (a phase may repeat)
+  uint32_t batch = 1;    // > 1: lookups through MultiGet, this many keys a call (--batch)
   uint64_t ops = 0;
   double seconds = 0;
   uint64_t samples = 0;  // latency samples taken

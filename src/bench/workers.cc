@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <span>
 #include <thread>
 
 namespace pmhash::bench {
@@ -54,6 +55,62 @@ struct WorkerContext {
   uint32_t sample_every;  // time 1 operation in this many (1: all)
 };
 
+// A lookup's outcome: folds a found value into the checksum; true when the status is
+// the expected one (found for a search, NotFound for a negative search; a negative
+// search that finds its key becomes Corruption in *s).
+bool CheckLookup(OpKind kind, const std::string& value, Status* s, uint64_t* checksum) {
+  if (s->ok()) {
+    uint64_t w = 0;
+    std::memcpy(&w, value.data(), value.size() < 8 ? value.size() : 8);
+    *checksum += w ^ value.size();
+  }
+  const bool ok = kind == OpKind::kSearch ? s->ok() : s->IsNotFound();
+  if (kind == OpKind::kNegative && s->ok()) {
+    *s = Status::Corruption("a key that was never inserted was found");
+  }
+  return ok;
+}
+
+// A lookup phase issued through MultiGet, plan.batch keys per call. A batch is timed
+// when it holds the next operation due for sampling; its time divided by its keys is
+// recorded once, as the per-operation latency (runner.h, "Latency sampling").
+void LookupBatches(const WorkerContext& ctx, const ThreadPlan& plan, ThreadOutcome* out) {
+  const uint64_t n = plan.n, batch = plan.batch, every = ctx.sample_every;
+  uint64_t next_sample = plan.sample_offset % every;
+  std::vector<std::string_view> keys(batch);
+  std::vector<std::string> values(batch);
+  std::vector<Status> statuses(batch);
+  for (std::string& v : values) v.reserve(1024);
+  uint64_t checksum = 0, errors = 0, i = 0;
+  while (i < n) {
+    const uint64_t m = std::min(batch, n - i);
+    for (uint64_t j = 0; j < m; ++j) {
+      keys[j] = std::string_view(plan.keys.data() + (i + j) * ctx.key_size, ctx.key_size);
+    }
+    const bool sample = next_sample < i + m;
+    const uint64_t t0 = sample ? Ticks() : 0;
+    ctx.index->MultiGet(std::span(keys.data(), m), std::span(values.data(), m),
+                        std::span(statuses.data(), m));
+    if (sample) {
+      out->lat.Record(
+          static_cast<uint64_t>(static_cast<double>(Ticks() - t0) / ctx.ticks_per_ns / m));
+      while (next_sample < i + m) next_sample += every;
+    }
+    for (uint64_t j = 0; j < m; ++j) {
+      if (!CheckLookup(plan.kind, values[j], &statuses[j], &checksum) && errors++ == 0) {
+        out->first_error = statuses[j].ToString();
+      }
+    }
+    if (((i + m) >> 10) != (i >> 10)) out->done.store(i + m, std::memory_order_relaxed);
+    i += m;
+  }
+  out->end = std::chrono::steady_clock::now();
+  out->attempted = n;
+  out->done.store(n, std::memory_order_relaxed);
+  out->errors = errors;
+  out->checksum = checksum;
+}
+
 void Worker(const WorkerContext& ctx, const ThreadPlan& plan, ThreadOutcome* out) {
   const uint64_t n = plan.n;
   // Sampling (runner.h): operations next_sample, next_sample + every, ... are timed.
@@ -69,6 +126,7 @@ void Worker(const WorkerContext& ctx, const ThreadPlan& plan, ThreadOutcome* out
   ctx.ready->fetch_add(1);
   while (!ctx.go->load(std::memory_order_acquire)) {
   }
+  if (plan.batch > 1) return LookupBatches(ctx, plan, out);
   uint64_t i = 0;
   for (; i < n; ++i) {
     if (ctx.stop_on_refusal && ctx.stop->load(std::memory_order_relaxed)) break;
@@ -88,19 +146,10 @@ void Worker(const WorkerContext& ctx, const ThreadPlan& plan, ThreadOutcome* out
         break;
       }
       case OpKind::kSearch:
-      case OpKind::kNegative: {
+      case OpKind::kNegative:
         s = ctx.index->Get(key, &value);
-        if (s.ok()) {
-          uint64_t w = 0;
-          std::memcpy(&w, value.data(), value.size() < 8 ? value.size() : 8);
-          checksum += w ^ value.size();
-        }
-        ok = kind == OpKind::kSearch ? s.ok() : s.IsNotFound();
-        if (kind == OpKind::kNegative && s.ok()) {
-          s = Status::Corruption("a key that was never inserted was found");
-        }
+        ok = CheckLookup(kind, value, &s, &checksum);
         break;
-      }
       case OpKind::kDelete:
         s = ctx.index->Delete(key);
         ok = s.ok();
