@@ -119,6 +119,7 @@ Json BenchConfig::ToJson() const {
   j.Set("latency_sampling", sample_every == 0 ? Json("auto") : Json(uint64_t{sample_every}));
   j.Set("redundancy", redundancy);
   j.Set("batch", uint64_t{batch});
+  j.Set("pin", pin);
   return j;
 }
 
@@ -164,6 +165,7 @@ Status ParseBenchArgs(const std::vector<std::string>& args, BenchConfig* config,
   std::vector<std::string> opts;
   std::string recovery, seed, key_size, write_latency, sampling, batch;
   bool redundancy = config->redundancy;
+  bool pin = config->pin;
   auto last = [](CLI::Option* o) {
     return o->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   };
@@ -220,6 +222,9 @@ Status ParseBenchArgs(const std::vector<std::string>& args, BenchConfig* config,
                       "keys a call, as a row of its own ('search (batch N)'); latency per "
                       "operation = time per call / N; 1..4096 (default 1: Gets only)")
            ->type_name("UINT"));
+  app.add_flag("--pin,!--no-pin", pin,
+               "Pin worker thread i to the i-th CPU this process may run on (in turn); each "
+               "row's pinned_cpus says where its threads ran (default off)");
   app.add_flag("--redundancy,!--no-redundancy", redundancy,
                "Run on a DRAM pool under the crash simulator and report redundant flushes "
                "(a line flushed with nothing pending) and fences (nothing flushed) per "
@@ -248,6 +253,7 @@ Status ParseBenchArgs(const std::vector<std::string>& args, BenchConfig* config,
   }
 
   config->redundancy = redundancy;
+  config->pin = pin;
   if (seed_opt->count() > 0 && !ParseUint(seed, &config->seed)) {
     return Status::InvalidArgument("--seed '" + seed + "': expected a whole number 0.." +
                                    std::to_string(~0ull));

@@ -59,6 +59,7 @@ struct BenchConfig {
   // > 1: every search and negative phase also runs through Index::MultiGet, this many
   // keys a call, as a row of its own (PhaseResult::batch); 1: Gets only.
   uint32_t batch = 1;
+  bool pin = false;  // pin each worker thread to a CPU (threads.h)
   std::string label = "main";         // names the run in a scenario
 
   uint64_t measured_ops() const { return ops == 0 ? records : ops; }

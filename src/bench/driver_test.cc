@@ -20,6 +20,7 @@
 #include "bench/json.h"
 #include "bench/runner.h"
 #include "bench/scenario.h"
+#include "bench/threads.h"
 #include "common/hash.h"
 #include "engines/engine.h"
 
@@ -918,6 +919,33 @@ TEST(BenchDriver, BatchRunsLookupsThroughMultiGetAsRowsOfTheirOwn) {
   EXPECT_EQ(negative7->Find("checksum")->uint(), 0u);
   EXPECT_NE(cap.out.find("== search (batch 7)"), std::string::npos) << cap.out;
   EXPECT_NE(cap.out.find("== negative (batch 7)"), std::string::npos) << cap.out;
+}
+
+// --pin: each worker thread is pinned, and every row says to which CPU; without it, null.
+TEST(BenchDriver, PinSaysWhereEachThreadRan) {
+  Captured cap;
+  int code = -1;
+  Json doc = RunJson({"--engine", "bench-test", "--records", "500", "--phases", "load,search",
+                      "--pool", "dram", "--pool-size", "8M", "--threads", "3", "--pin"},
+                     &cap, &code);
+  ASSERT_EQ(code, 0) << cap.err;
+  EXPECT_TRUE(cap.warn.empty()) << cap.warn;
+  EXPECT_TRUE(doc.Find("config")->Find("pin")->boolean());
+  const std::vector<int> expected = PinCpus(true, 3);
+  ASSERT_EQ(expected.size(), 3u);
+  for (const Json& r : doc.Find("results")->items()) {
+    const Json* cpus = r.Find("pinned_cpus");
+    ASSERT_TRUE(cpus->is_array()) << r.Dump(-1);
+    ASSERT_EQ(cpus->items().size(), 3u);
+    for (size_t i = 0; i < 3; ++i) EXPECT_EQ(cpus->items()[i].number(), expected[i]);
+  }
+  Captured cap2;
+  Json plain = RunJson({"--engine", "bench-test", "--records", "500", "--phases", "load",
+                        "--pool", "dram", "--pool-size", "8M"},
+                       &cap2, &code);
+  ASSERT_EQ(code, 0) << cap2.err;
+  EXPECT_FALSE(plain.Find("config")->Find("pin")->boolean());
+  EXPECT_TRUE(Result(plain, "bench-test", "load")->Find("pinned_cpus")->is_null());
 }
 
 }  // namespace

@@ -71,6 +71,9 @@ Json PhaseResult::ToJson() const {
   j.Set("first_error", first_error.empty() ? Json() : Json(first_error));
   j.Set("checksum", checksum);
   j.Set("mapping", mapping);
+  Json cpus = Json::Array();
+  for (int c : pinned_cpus) cpus.Push(c);
+  j.Set("pinned_cpus", pinned_cpus.empty() ? Json() : cpus);
   j.Set("note", note.empty() ? Json() : Json(note));
   return j;
 }

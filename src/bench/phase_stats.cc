@@ -39,6 +39,7 @@ void FillFromMeasured(const Measured& m, PhaseResult* r) {
   r->errors = m.errors;
   r->first_error = m.first_error;
   r->checksum = m.checksum;
+  r->pinned_cpus = m.pinned;
 }
 
 void FillFromStats(const BenchConfig& config, const IndexStats& before, const IndexStats& after,

@@ -83,6 +83,7 @@ struct PhaseResult {
   std::string first_error;
   uint64_t checksum = 0;    // of the values read
   std::string mapping;      // dax / shared / dram
+  std::vector<int> pinned_cpus;  // --pin: the CPU each thread ran on (empty: unpinned)
   std::string note;
 
   double mops() const { return seconds > 0 ? ops / seconds / 1e6 : 0; }

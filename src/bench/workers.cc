@@ -2,10 +2,11 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cstring>
+#include <functional>
 #include <span>
-#include <thread>
+
+#include "bench/threads.h"
 
 namespace pmhash::bench {
 
@@ -39,7 +40,6 @@ struct alignas(64) ThreadOutcome {
   uint64_t errors = 0, checksum = 0, attempted = 0;
   std::string first_error;
   bool refused = false;
-  std::chrono::steady_clock::time_point end;
 };
 
 struct WorkerContext {
@@ -49,8 +49,6 @@ struct WorkerContext {
   size_t fixed_value;  // 0: sizes vary
   bool stop_on_refusal;
   std::atomic<bool>* stop;
-  std::atomic<int>* ready;
-  std::atomic<bool>* go;
   double ticks_per_ns;
   uint32_t sample_every;  // time 1 operation in this many (1: all)
 };
@@ -104,7 +102,6 @@ void LookupBatches(const WorkerContext& ctx, const ThreadPlan& plan, ThreadOutco
     if (((i + m) >> 10) != (i >> 10)) out->done.store(i + m, std::memory_order_relaxed);
     i += m;
   }
-  out->end = std::chrono::steady_clock::now();
   out->attempted = n;
   out->done.store(n, std::memory_order_relaxed);
   out->errors = errors;
@@ -123,9 +120,6 @@ void Worker(const WorkerContext& ctx, const ThreadPlan& plan, ThreadOutcome* out
   const bool mixed = !plan.kinds.empty();
   const bool fixed = ctx.fixed_value != 0;
 
-  ctx.ready->fetch_add(1);
-  while (!ctx.go->load(std::memory_order_acquire)) {
-  }
   if (plan.batch > 1) return LookupBatches(ctx, plan, out);
   uint64_t i = 0;
   for (; i < n; ++i) {
@@ -171,7 +165,6 @@ void Worker(const WorkerContext& ctx, const ThreadPlan& plan, ThreadOutcome* out
     }
     if ((i & 1023) == 0) out->done.store(i, std::memory_order_relaxed);
   }
-  out->end = std::chrono::steady_clock::now();
   out->attempted = i;
   out->done.store(i, std::memory_order_relaxed);
   out->errors = errors;
@@ -194,42 +187,34 @@ Measured RunWorkers(Index* index, const ValuePool& values, const BenchConfig& co
         static_cast<uint32_t>(Mix64(config.seed ^ (total * 0x9e3779b97f4a7c15ull) ^ (i + 1)) % every);
   }
   std::vector<ThreadOutcome> outcomes(t);
-  std::atomic<bool> stop{false}, go{false};
-  std::atomic<int> ready{0};
+  std::atomic<bool> stop{false};
   WorkerContext ctx{index,
                     &values,
                     config.key_size,
                     config.value_size.fixed() ? config.value_size.min : 0,
                     stop_on_refusal,
                     &stop,
-                    &ready,
-                    &go,
                     TicksPerNs(),
                     every};
   // A fixed value size of 0 bytes would read as "varies": keep the sizes array then.
   if (config.value_size.fixed() && config.value_size.min == 0) ctx.fixed_value = 0;
-  std::vector<std::thread> threads;
-  threads.reserve(t);
-  for (size_t i = 0; i < t; ++i) {
-    threads.emplace_back(Worker, std::cref(ctx), std::cref(plans[i]), &outcomes[i]);
+  // Progress until every thread has finished (or a refusal stopped them).
+  std::function<bool()> poll;
+  if (env.progress) {
+    poll = [&] {
+      uint64_t done = 0;
+      for (const ThreadOutcome& o : outcomes) done += o.done.load(std::memory_order_relaxed);
+      env.progress(label, done, total);
+      return done < total && !stop.load();
+    };
   }
-  while (ready.load() < static_cast<int>(t)) std::this_thread::yield();
-  const auto start = std::chrono::steady_clock::now();
-  go.store(true, std::memory_order_release);
-  // Report progress until every thread has finished.
-  while (env.progress) {
-    uint64_t done = 0;
-    for (const ThreadOutcome& o : outcomes) done += o.done.load(std::memory_order_relaxed);
-    env.progress(label, done, total);
-    if (done >= total || stop.load()) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  for (auto& th : threads) th.join();
+  const TogetherRun run = RunTogether(
+      t, PinCpus(config.pin, t), [&](size_t i) { Worker(ctx, plans[i], &outcomes[i]); }, poll);
   Measured m;
   m.sample_every = every;
-  auto end = start;
+  m.pinned = run.pinned;
+  if (!run.pin_error.empty() && env.warn) env.warn("--pin: " + run.pin_error);
   for (ThreadOutcome& o : outcomes) {
-    end = std::max(end, o.end);
     m.lat.Merge(o.lat);
     m.ops += o.attempted;
     m.errors += o.errors;
@@ -241,7 +226,7 @@ Measured RunWorkers(Index* index, const ValuePool& values, const BenchConfig& co
       m.first_error = o.first_error;
     }
   }
-  m.seconds = std::chrono::duration<double>(end - start).count();
+  m.seconds = run.seconds;
   if (env.progress) env.progress(label, total, total);
   return m;
 }

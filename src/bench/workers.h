@@ -40,9 +40,11 @@ struct Measured {
   std::string first_error;
   bool refused = false;   // an insert was refused (stop_on_refusal)
   std::string refusal;    // its status
+  std::vector<int> pinned;  // --pin: the CPU of each thread (empty: unpinned)
 };
 
-// Runs the plans on plans.size() threads from a common start; returns the merged figures.
+// Runs the plans on plans.size() threads from a common start (pinned under --pin; a
+// failure to pin is a warning through env.warn); returns the merged figures.
 // stop_on_refusal: the first ResourceExhausted insert stops every thread (fill).
 // `every`: the sampling rate; 0 = SampleEvery(config, operations in the plans).
 Measured RunWorkers(Index* index, const ValuePool& values, const BenchConfig& config,
