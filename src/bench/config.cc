@@ -120,6 +120,10 @@ Json BenchConfig::ToJson() const {
   j.Set("redundancy", redundancy);
   j.Set("batch", uint64_t{batch});
   j.Set("pin", pin);
+  j.Set("floor", floor);
+  j.Set("floor_prefetch", uint64_t{floor_prefetch});
+  j.Set("repeat", repeat);
+  j.Set("max_spread", max_spread);
   return j;
 }
 
@@ -166,6 +170,8 @@ Status ParseBenchArgs(const std::vector<std::string>& args, BenchConfig* config,
   std::string recovery, seed, key_size, write_latency, sampling, batch;
   bool redundancy = config->redundancy;
   bool pin = config->pin;
+  bool floor = config->floor;
+  std::string floor_prefetch, repeat, max_spread;
   auto last = [](CLI::Option* o) {
     return o->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   };
@@ -222,9 +228,27 @@ Status ParseBenchArgs(const std::vector<std::string>& args, BenchConfig* config,
                       "keys a call, as a row of its own ('search (batch N)'); latency per "
                       "operation = time per call / N; 1..4096 (default 1: Gets only)")
            ->type_name("UINT"));
+  last(app.add_option("--repeat", repeat,
+                      "Rounds of the whole engine x thread-count matrix, each in a new "
+                      "order (seeded); figures are the median with min and max, ratios "
+                      "between engines are taken within each round, 1..1000 (default 1; "
+                      "use 3 or more before claiming a difference)")
+           ->type_name("UINT"));
+  last(app.add_option("--max-spread", max_spread,
+                      "Flag a throughput whose max/min over the rounds exceeds this as "
+                      "unstable, >= 1 (default 1.25)")
+           ->type_name("X"));
   app.add_flag("--pin,!--no-pin", pin,
                "Pin worker thread i to the i-th CPU this process may run on (in turn); each "
                "row's pinned_cpus says where its threads ran (default off)");
+  app.add_flag("--floor,!--no-floor", floor,
+               "Also time plain loops over a table of 64-byte buckets as large as the run's "
+               "pool, on the same pool kind and persistence (insert-like, delete-like, "
+               "lookups, prefetched lookups, dependent lookups), and show each engine's "
+               "throughput as a percentage of the matching loop (default off)");
+  last(app.add_option("--floor-prefetch", floor_prefetch,
+                      "Lookups ahead the floor's prefetch loop prefetches, 1..1024 (default 16)")
+           ->type_name("UINT"));
   app.add_flag("--redundancy,!--no-redundancy", redundancy,
                "Run on a DRAM pool under the crash simulator and report redundant flushes "
                "(a line flushed with nothing pending) and fences (nothing flushed) per "
@@ -254,6 +278,34 @@ Status ParseBenchArgs(const std::vector<std::string>& args, BenchConfig* config,
 
   config->redundancy = redundancy;
   config->pin = pin;
+  config->floor = floor;
+  if (!repeat.empty()) {
+    uint64_t n = 0;
+    if (!ParseUint(repeat, &n) || n == 0 || n > static_cast<uint64_t>(kMaxRepeat)) {
+      return Status::InvalidArgument("--repeat '" + repeat + "': expected a whole number 1.." +
+                                     std::to_string(kMaxRepeat));
+    }
+    config->repeat = static_cast<int>(n);
+  }
+  if (!max_spread.empty()) {
+    double x = 0;
+    auto [end, ec] =
+        std::from_chars(max_spread.data(), max_spread.data() + max_spread.size(), x);
+    if (ec != std::errc() || end != max_spread.data() + max_spread.size() || !(x >= 1) ||
+        x > 1000) {
+      return Status::InvalidArgument("--max-spread '" + max_spread +
+                                     "': expected a ratio max/min of at least 1, e.g. 1.25");
+    }
+    config->max_spread = x;
+  }
+  if (!floor_prefetch.empty()) {
+    uint64_t d = 0;
+    if (!ParseUint(floor_prefetch, &d) || d == 0 || d > 1024) {
+      return Status::InvalidArgument("--floor-prefetch '" + floor_prefetch +
+                                     "': expected a whole number 1..1024");
+    }
+    config->floor_prefetch = static_cast<uint32_t>(d);
+  }
   if (seed_opt->count() > 0 && !ParseUint(seed, &config->seed)) {
     return Status::InvalidArgument("--seed '" + seed + "': expected a whole number 0.." +
                                    std::to_string(~0ull));
@@ -396,6 +448,10 @@ Status ParseBenchArgs(const std::vector<std::string>& args, BenchConfig* config,
     return Status::InvalidArgument("--redundancy runs on a DRAM pool under the crash "
                                    "simulator: it cannot be combined with --pool " +
                                    config->pool);
+  }
+  if (config->redundancy && config->floor) {
+    return Status::InvalidArgument("--floor cannot be combined with --redundancy (under the "
+                                   "crash simulator no timing means anything)");
   }
   if (config->redundancy && config->pool_size > kMaxRedundancyPool) {
     return Status::InvalidArgument("--redundancy: --pool-size at most 2G (the crash simulator "

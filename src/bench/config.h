@@ -60,6 +60,14 @@ struct BenchConfig {
   // keys a call, as a row of its own (PhaseResult::batch); 1: Gets only.
   uint32_t batch = 1;
   bool pin = false;  // pin each worker thread to a CPU (threads.h)
+  // Measure the machine's floor beside the engines (floor.h), prefetching this many
+  // lookups ahead in its prefetch loop.
+  bool floor = false;
+  uint32_t floor_prefetch = 16;
+  // Rounds of the whole matrix (rounds.h), and the max/min of a figure over them above
+  // which it is flagged unstable.
+  int repeat = 1;
+  double max_spread = 1.25;
   std::string label = "main";         // names the run in a scenario
 
   uint64_t measured_ops() const { return ops == 0 ? records : ops; }
@@ -72,6 +80,8 @@ inline constexpr uint64_t kMaxRedundancyPool = 2ull << 30;
 inline constexpr uint64_t kDefaultRedundancyPool = 512ull << 20;
 // --batch: the most keys one MultiGet call is given.
 inline constexpr uint32_t kMaxBatch = 4096;
+// --repeat: the most rounds.
+inline constexpr int kMaxRepeat = 1000;
 
 // Options that apply to the whole invocation, not to one run.
 struct GlobalOptions {

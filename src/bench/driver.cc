@@ -11,9 +11,13 @@
 #include <fstream>
 
 #include "bench/config.h"
+#include "bench/pool_files.h"
 #include "bench/report.h"
+#include "bench/rounds.h"
 #include "bench/runner.h"
 #include "bench/scenario.h"
+#include "bench/summary.h"
+#include "bench/tables.h"
 
 namespace pmhash::bench {
 
@@ -151,7 +155,7 @@ int RunBenchArgs(const std::vector<std::string>& args, const BenchEnv& env) {
     ::close(fd);
   }
 
-  const Json machine = MachineJson();
+  Json machine = MachineJson();
   if (!global.quiet) {
     env.out(HeaderText(machine, runs[0]));
     if (is_scenario) {
@@ -159,27 +163,22 @@ int RunBenchArgs(const std::vector<std::string>& args, const BenchEnv& env) {
     }
   }
 
-  std::vector<PhaseResult> all;
+  std::vector<RunSummary> summaries;
   int exit_code = kExitOk;
   uint64_t checksum = 0;
   for (const BenchConfig& config : runs) {
     if (!global.quiet && (runs.size() > 1 || is_scenario)) {
       env.out("\n### run " + config.label + "\n");
     }
-    std::vector<PhaseResult> results;
-    for (const std::string& engine : config.engines) {
-      for (int threads : config.threads) {
-        s = RunEngine(config, env, engine, threads, &results);
-        if (!s.ok()) {
-          env.err("pmhash bench: " + engine + " (" + std::to_string(threads) + " thread" +
-                  (threads == 1 ? "" : "s") + ", run " + config.label + "): " + s.ToString());
-          exit_code = kExitFailure;
-        }
-      }
+    const RunOutcome outcome = RunRounds(config, env);
+    if (outcome.failures > 0) exit_code = kExitFailure;
+    for (const PhaseResult& r : outcome.rows) checksum += r.checksum;
+    RunSummary summary = Summarize(config, outcome);
+    if (!global.quiet) {
+      env.out(PhaseTables(summary, config.engines) + FloorTable(summary) +
+              SetupLine(summary));
     }
-    for (const PhaseResult& r : results) checksum += r.checksum;
-    if (!global.quiet) env.out(PhaseTables(results, config.engines));
-    all.insert(all.end(), results.begin(), results.end());
+    summaries.push_back(std::move(summary));
   }
   if (!global.quiet) {
     if (is_scenario && !scenario.paper.empty()) {
@@ -189,7 +188,17 @@ int RunBenchArgs(const std::vector<std::string>& args, const BenchEnv& env) {
     char buf[64];
     std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(checksum));
     env.out(std::string("\nchecksum of the values read: ") + buf + "\n");
+    env.out(StabilityText(summaries));
   }
+
+  // What the pools were (a DAX mapping shows only once opened), and the load now.
+  std::string mapping;
+  for (const RunSummary& run : summaries) {
+    if (mapping.empty() && !run.rows.empty()) mapping = run.rows[0].median.mapping;
+    if (mapping.empty() && !run.floors.empty()) mapping = run.floors[0].rounds[0].mapping;
+  }
+  machine.Set("pool_kind", PoolKind(runs[0], mapping));
+  machine.Set("load_average_end", LoadAverage());
 
   if (!global.json_path.empty()) {
     Json config = runs[0].ToJson();
@@ -203,7 +212,7 @@ int RunBenchArgs(const std::vector<std::string>& args, const BenchEnv& env) {
       for (const BenchConfig& c : runs) rs.Push(c.ToJson());
       config.Set("runs", rs);
     }
-    const std::string text = ResultsJson(config, machine, all).Dump(2);
+    const std::string text = ResultsJson(config, machine, summaries).Dump(2);
     std::ofstream out(global.json_path, std::ios::trunc);
     out << text;
     out.close();

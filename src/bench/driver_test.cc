@@ -315,6 +315,14 @@ TEST(BenchArgs, RejectsBadFlagsWithOneLineNamingTheFlag) {
       {{"--batch", "0"}, "--batch"},
       {{"--batch", "x"}, "--batch"},
       {{"--batch", "4097"}, "--batch"},
+      {{"--repeat", "0"}, "--repeat"},
+      {{"--repeat", "three"}, "--repeat"},
+      {{"--repeat", "-1"}, "--repeat"},
+      {{"--max-spread", "0.9"}, "--max-spread"},
+      {{"--max-spread", "wide"}, "--max-spread"},
+      {{"--max-spread", "nan"}, "--max-spread"},
+      {{"--floor-prefetch", "0"}, "--floor-prefetch"},
+      {{"--floor", "--redundancy"}, "--floor"},
       {{"--records", "10", "--ops", "20", "--phases", "load,delete"}, "delete"},
       {{"--scenario", "no-such-scenario", "--scenario-dir", "/nonexistent"}, "no-such-scenario"},
   };
@@ -946,6 +954,154 @@ TEST(BenchDriver, PinSaysWhereEachThreadRan) {
   ASSERT_EQ(code, 0) << cap2.err;
   EXPECT_FALSE(plain.Find("config")->Find("pin")->boolean());
   EXPECT_TRUE(Result(plain, "bench-test", "load")->Find("pinned_cpus")->is_null());
+}
+
+// --repeat 3 --floor: every round's row is kept, each figure is the median with its
+// range, ratios and floor shares are taken within each round, and the order changes.
+TEST(BenchRepeat, KeepsEverySampleWithMediansRangesRatiosFloorAndOrder) {
+  Captured cap;
+  int code = -1;
+  Json doc = RunJson({"--engine", "bench-test,bench-test2", "--records", "1000", "--ops", "500",
+                      "--phases", "load,search,delete", "--pool", "dram", "--pool-size", "8M",
+                      "--repeat", "3", "--floor", "--seed", "7"},
+                     &cap, &code);
+  ASSERT_EQ(code, 0) << cap.err;
+  EXPECT_EQ(doc.Find("config")->Find("repeat")->uint(), 3u);
+  // The order of each round: a permutation of the three cells, never the previous one.
+  const auto& rounds = doc.Find("rounds")->items();
+  ASSERT_EQ(rounds.size(), 3u);
+  std::vector<std::vector<std::string>> orders;
+  for (const Json& r : rounds) {
+    std::vector<std::string> order;
+    for (const Json& c : r.Find("order")->items()) order.push_back(c.string());
+    orders.push_back(order);
+  }
+  EXPECT_EQ(orders[0], (std::vector<std::string>{"bench-test t1", "bench-test2 t1", "floor t1"}));
+  for (size_t r = 1; r < 3; ++r) {
+    EXPECT_NE(orders[r], orders[r - 1]);
+    std::vector<std::string> sorted = orders[r];
+    std::sort(sorted.begin(), sorted.end());
+    EXPECT_EQ(sorted, (std::vector<std::string>{"bench-test t1", "bench-test2 t1", "floor t1"}));
+  }
+  // The floor: five loops, three samples each.
+  const auto& floors = doc.Find("floor")->items();
+  ASSERT_EQ(floors.size(), 1u);
+  const Json& floor = floors[0];
+  for (const char* kind : {"insert", "delete", "lookup", "prefetch", "dependent"}) {
+    const Json* loop = floor.Find("loops")->Find(kind);
+    ASSERT_NE(loop, nullptr) << kind;
+    EXPECT_GT(loop->Find("mops")->number(), 0) << kind;
+    EXPECT_EQ(loop->Find("mops_range")->Find("samples")->items().size(), 3u) << kind;
+  }
+  auto floor_mops = [&](int round, const char* kind) {
+    return floor.Find("samples")->items()[round].Find("mops")->Find(kind)->number();
+  };
+
+  const auto& results = doc.Find("results")->items();
+  ASSERT_EQ(results.size(), 6u);  // 2 engines x 3 phases, one row each
+  for (const Json& row : results) {
+    const std::string what = row.Find("engine")->string() + " " + row.Find("phase")->string();
+    const auto& samples = row.Find("samples")->items();
+    ASSERT_EQ(samples.size(), 3u) << what;
+    ASSERT_EQ(row.Find("rounds")->uint(), 3u);
+    std::vector<double> mops;
+    for (size_t r = 0; r < 3; ++r) {
+      EXPECT_EQ(samples[r].Find("round")->uint(), r);
+      // Its position is where its cell ran in that round.
+      const std::string cell = row.Find("engine")->string() + " t1";
+      const uint64_t position = samples[r].Find("position")->uint();
+      ASSERT_LT(position, 3u);
+      EXPECT_EQ(orders[r][position], cell) << what;
+      mops.push_back(samples[r].Find("mops")->number());
+      // Each round's row is a full row of the contract.
+      for (const char* field : kResultFields) EXPECT_TRUE(samples[r].Has(field)) << field;
+      EXPECT_EQ(samples[r].Find("ops")->uint(), row.Find("ops")->uint());
+    }
+    const Json* range = row.Find("mops_range");
+    std::vector<double> sorted = mops;
+    std::sort(sorted.begin(), sorted.end());
+    for (size_t r = 0; r < 3; ++r) EXPECT_EQ(range->Find("samples")->items()[r].number(), mops[r]);
+    EXPECT_EQ(range->Find("median")->number(), sorted[1]) << what;
+    EXPECT_EQ(range->Find("min")->number(), sorted[0]);
+    EXPECT_EQ(range->Find("max")->number(), sorted[2]);
+    EXPECT_EQ(row.Find("mops")->number(), sorted[1]);
+    EXPECT_EQ(row.Find("stable")->boolean(), sorted[2] / sorted[0] <= 1.25) << what;
+    EXPECT_EQ(samples[row.Find("median_round")->uint()].Find("mops")->number(), sorted[1]);
+    // Share of the matching floor loop, in the same round.
+    const std::string phase = row.Find("phase")->string();
+    const char* kind = phase == "load" ? "insert" : phase == "search" ? "lookup" : "delete";
+    const Json* pct = row.Find("pct_of_floor");
+    ASSERT_TRUE(pct->is_object()) << what;
+    EXPECT_EQ(pct->Find("floor")->string(), kind);
+    for (int r = 0; r < 3; ++r) {
+      EXPECT_NEAR(pct->Find("samples")->items()[r].number(), 100 * mops[r] / floor_mops(r, kind),
+                  1e-9 * pct->Find("samples")->items()[r].number());
+    }
+  }
+  // Ratios within each round: bench-test2 over bench-test.
+  for (const char* phase : {"load", "search", "delete"}) {
+    const Json* a = Result(doc, "bench-test", phase);
+    const Json* b = Result(doc, "bench-test2", phase);
+    EXPECT_TRUE(a->Find("ratio_to_first")->is_null());
+    const Json* ratio = b->Find("ratio_to_first");
+    ASSERT_TRUE(ratio->is_object());
+    EXPECT_EQ(ratio->Find("engine")->string(), "bench-test");
+    for (int r = 0; r < 3; ++r) {
+      const double expected = b->Find("samples")->items()[r].Find("mops")->number() /
+                              a->Find("samples")->items()[r].Find("mops")->number();
+      EXPECT_NEAR(ratio->Find("samples")->items()[r].number(), expected, 1e-12 * expected);
+    }
+  }
+  // Setup times of every cell, the floor's populate among them.
+  const auto& setup = doc.Find("setup")->items();
+  ASSERT_EQ(setup.size(), 3u);
+  EXPECT_TRUE(setup[2].Find("populate_ms")->is_number());
+  EXPECT_EQ(doc.Find("stability")->Find("rounds")->uint(), 3u);
+  // The tables say all of it.
+  EXPECT_NE(cap.out.find("median of 3 rounds (min-max)"), std::string::npos) << cap.out;
+  EXPECT_NE(cap.out.find("ratio, per round"), std::string::npos);
+  EXPECT_NE(cap.out.find("% of lookup floor"), std::string::npos);
+  EXPECT_NE(cap.out.find("== floor"), std::string::npos);
+  EXPECT_NE(cap.out.find("pool setup"), std::string::npos);
+  EXPECT_TRUE(cap.out.find("\nstable: ") != std::string::npos ||
+              cap.out.find("\nunstable (") != std::string::npos) << cap.out;
+}
+
+// One round is never presented silently as a trustworthy figure.
+TEST(BenchRepeat, OneRoundSaysNoSpreadWasMeasured) {
+  Captured cap;
+  int code = -1;
+  Json doc = RunJson({"--engine", "bench-test", "--records", "500", "--phases", "load",
+                      "--pool", "dram", "--pool-size", "8M"},
+                     &cap, &code);
+  ASSERT_EQ(code, 0) << cap.err;
+  const Json* load = Result(doc, "bench-test", "load");
+  EXPECT_EQ(load->Find("rounds")->uint(), 1u);
+  EXPECT_EQ(load->Find("samples")->items().size(), 1u);
+  EXPECT_TRUE(load->Find("pct_of_floor")->is_null());  // no --floor
+  EXPECT_TRUE(doc.Find("floor")->items().empty());
+  EXPECT_NE(cap.out.find("one round: no figure's spread was measured"), std::string::npos)
+      << cap.out;
+}
+
+// The machine block records what makes two runs comparable.
+TEST(BenchRepeat, MachineBlockRecordsWhatMakesRunsComparable) {
+  Captured cap;
+  int code = -1;
+  Json doc = RunJson({"--engine", "bench-test", "--records", "500", "--phases", "load",
+                      "--pool", "dram", "--pool-size", "8M"},
+                     &cap, &code);
+  ASSERT_EQ(code, 0) << cap.err;
+  const Json* m = doc.Find("machine");
+  for (const char* field : {"cpu", "cores", "kernel", "build_type", "cmake_build_type",
+                            "commit", "load_average_start", "load_average_end", "pool_kind"}) {
+    EXPECT_TRUE(m->Has(field)) << field;
+  }
+  for (const char* f : {"clwb", "clflushopt", "clflush", "avx2", "avx512bw"}) {
+    EXPECT_TRUE(m->Find("cpu_features")->Find(f)->is_bool()) << f;
+  }
+  EXPECT_EQ(m->Find("pool_kind")->string(), "DRAM");
+  EXPECT_FALSE(m->Find("commit")->string().empty());
 }
 
 }  // namespace

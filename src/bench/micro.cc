@@ -9,19 +9,13 @@
 #include <memory>
 #include <random>
 
+#include "bench/summary.h"
 #include "pm/persist.h"
 #include "pm/pool.h"
 
 namespace pmhash::bench {
 
 namespace {
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 // The measured loop. noinline so that both configurations run the same machine code.
 __attribute__((noinline)) void StoreAndPersist(pm::Persister& p, char* base,

@@ -2,8 +2,6 @@
 
 namespace pmhash::bench {
 
-namespace {
-
 PersistCounters Minus(const PersistCounters& a, const PersistCounters& b) {
   PersistCounters d;
   d.flushes = a.flushes - b.flushes;
@@ -15,6 +13,8 @@ PersistCounters Minus(const PersistCounters& a, const PersistCounters& b) {
   d.redundant_fences = a.redundant_fences - b.redundant_fences;
   return d;
 }
+
+namespace {
 
 uint64_t CounterOr0(const IndexStats& s, const char* name) {
   const auto it = s.engine_counters.find(name);

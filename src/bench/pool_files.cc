@@ -1,7 +1,9 @@
 #include "bench/pool_files.h"
 
+#include <linux/magic.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -54,6 +56,21 @@ bool Exists(const std::string& path) {
 }
 
 }  // namespace
+
+std::string PoolKind(const BenchConfig& config, const std::string& mapping) {
+  if (config.pool == "dram" || config.redundancy || mapping == "dram") return "DRAM";
+  if (mapping == "dax") return "DAX file";
+  std::string dir = config.pool;
+  if (dir.empty()) {
+    dir = IsDirectory("/dev/shm") ? "/dev/shm" : "/tmp";
+  } else if (!IsDirectory(dir)) {
+    const size_t slash = dir.rfind('/');
+    dir = slash == std::string::npos ? "." : slash == 0 ? "/" : dir.substr(0, slash);
+  }
+  struct statfs fs;
+  if (::statfs(dir.c_str(), &fs) == 0 && fs.f_type == TMPFS_MAGIC) return "tmpfs file";
+  return "file on a non-DAX file system";
+}
 
 Status PoolPath(const BenchConfig& config, const std::string& suffix, std::string* path) {
   static std::atomic<int> counter{0};

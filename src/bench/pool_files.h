@@ -15,6 +15,11 @@ namespace pmhash::bench {
 // file exists (the benchmark never measures on an old pool).
 Status PoolPath(const BenchConfig& config, const std::string& suffix, std::string* path);
 
+// What the run's pools are, for the machine block: "DRAM", "DAX file" (`mapping` of an
+// opened pool is "dax"), "tmpfs file", or "file on a non-DAX file system" (page cache).
+// `mapping` may be empty (nothing was opened): the file system decides.
+std::string PoolKind(const BenchConfig& config, const std::string& mapping);
+
 // The pool size for `keys` keys: --pool-size, else EstimatePoolSize (runner.h); under
 // --redundancy capped at kDefaultRedundancyPool (the crash simulator shadows it).
 uint64_t PoolSizeFor(const BenchConfig& config, uint64_t keys);

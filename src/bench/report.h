@@ -1,5 +1,5 @@
-// What the driver prints: the environment header and one table per phase with engines
-// side by side and ratios to the first engine; and the JSON document of the contract.
+// What the driver reports about the run as a whole: the machine and the environment
+// header, and the JSON document of the contract (the tables: tables.h).
 #pragma once
 
 #include <string>
@@ -8,11 +8,18 @@
 #include "bench/config.h"
 #include "bench/json.h"
 #include "bench/runner.h"
+#include "bench/summary.h"
 
 namespace pmhash::bench {
 
-// CPU, cores, kernel, compiler, build type, flush instructions available.
+// CPU (model, cores, the features cpuid reports), kernel, compiler, build type (and
+// CMake's), the commit built (`git describe --always --dirty` when the build tree was
+// configured; "unknown" outside a git checkout), flush instructions available, the load
+// average (1, 5, 15 min) now as load_average_start, the timer's cost, the date. The
+// driver adds pool_kind and load_average_end after the runs.
 Json MachineJson();
+// The 1, 5 and 15-minute load averages, or null.
+Json LoadAverage();
 // True for an optimised build without assertions (no sanitizers).
 bool IsReleaseBuild();
 
@@ -20,13 +27,9 @@ bool IsReleaseBuild();
 // builds), persistence mode, pool, sizes.
 std::string HeaderText(const Json& machine, const BenchConfig& config);
 
-// One table per (thread count, phase) of `results` (one run), engines in `engines`
-// order as columns, ratios to the first engine.
-std::string PhaseTables(const std::vector<PhaseResult>& results,
-                        const std::vector<std::string>& engines);
-
-// {"config": ..., "machine": ..., "results": [...]}.
-Json ResultsJson(const Json& config, const Json& machine,
-                 const std::vector<PhaseResult>& results);
+// {"config": ..., "machine": ..., "results": [...], "floor": [...], "rounds": [...],
+// "setup": [...], "stability": {...}}: every run's rows (summary.h), its floor, the
+// order of each round, the setup times and the unstable figures.
+Json ResultsJson(const Json& config, const Json& machine, const std::vector<RunSummary>& runs);
 
 }  // namespace pmhash::bench

@@ -3,8 +3,8 @@
 // (the row's figures), fill.h, recovery.h, index_setup.h and pool_files.h.
 #include "bench/runner.h"
 
+#include <chrono>
 #include <cmath>
-#include <cstdio>
 
 #include "bench/fill.h"
 #include "bench/index_setup.h"
@@ -12,6 +12,7 @@
 #include "bench/plans.h"
 #include "bench/pool_files.h"
 #include "bench/recovery.h"
+#include "bench/tables.h"
 #include "bench/workers.h"
 
 namespace pmhash::bench {
@@ -21,16 +22,16 @@ namespace {
 // The seed stream of a batched lookup row: its phase position + this (plans.h).
 constexpr size_t kBatchedStream = 2000;
 
-std::string Fixed(double v, int digits) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
-  return buf;
+double MsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+      .count();
 }
+
 
 }  // namespace
 
 Status RunEngine(const BenchConfig& config, const BenchEnv& env, const std::string& engine,
-                 int threads, std::vector<PhaseResult>* results) {
+                 int threads, std::vector<PhaseResult>* results, EngineSetup* setup) {
   PMHASH_RETURN_IF_ERROR(ValidateConfig(config));
   const bool sequential = config.dist.kind == DistSpec::Kind::kSequential;
   const KeySpace keys(config.key_size, sequential);
@@ -59,8 +60,11 @@ Status RunEngine(const BenchConfig& config, const BenchEnv& env, const std::stri
   }
   options.pool_size = PoolSizeFor(config, 2 * config.records + 2 * ops);
   PoolGuard guard(path);
+  EngineSetup times;
   if (needs_main) {
+    const auto t0 = std::chrono::steady_clock::now();
     PMHASH_RETURN_IF_ERROR(OpenFresh(config, env, options, &opened));
+    times.create_ms = MsSince(t0);
   }
 
   KeyState state;
@@ -82,23 +86,25 @@ Status RunEngine(const BenchConfig& config, const BenchEnv& env, const std::stri
         static_cast<uint64_t>(std::ceil(f * static_cast<double>(created.key_slots)));
     const uint64_t need = target > created.count ? target - created.count : 0;
     std::vector<ThreadPlan> plans = planner.Inserts(0, need, threads, 100000);
+    const auto t0 = std::chrono::steady_clock::now();
     Measured m = RunWorkers(opened.get(), values, config, plans, false, env,
                             Describe(engine, threads, "prefill"));
     plans.clear();
     Quiesce(opened.get());
+    times.populate_ms = MsSince(t0);
     const IndexStats filled = opened.get()->Stats();
     if (m.errors > 0) {
       return Status::ResourceExhausted("engine " + engine + " refused an insert while "
-                                       "filling to load factor " + Fixed(f, 2) + ": " +
+                                       "filling to load factor " + Format("%.2f", f) + ": " +
                                        m.first_error);
     }
     state.hi = need;
     if (filled.key_slots != created.key_slots) {
-      lf_note = "--load-factor " + Fixed(f, 2) + ": filled to " + std::to_string(need) + " keys = " +
-                Fixed(f, 2) + " x the " + std::to_string(created.key_slots) +
+      lf_note = "--load-factor " + Format("%.2f", f) + ": filled to " + std::to_string(need) +
+                " keys = " + Format("%.2f", f) + " x the " + std::to_string(created.key_slots) +
                 " key slots of the index as created; its key slots grew to " +
                 std::to_string(filled.key_slots) + " meanwhile, so the load factor reached is " +
-                Fixed(filled.load_factor, 3);
+                Format("%.3f", filled.load_factor);
     }
     if (!config.phases.empty() && config.phases[0] == Phase::kPrefill) {
       PhaseResult r;
@@ -211,6 +217,7 @@ Status RunEngine(const BenchConfig& config, const BenchEnv& env, const std::stri
     state = next;
   }
 
+  if (setup != nullptr) *setup = times;
   if (!needs_main) return Status::OK();
 
   const RecoveryTimes rec = TimeRecovery(config, env, engine, threads, options, path, &opened);

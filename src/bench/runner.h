@@ -58,6 +58,8 @@ struct PhaseResult {
   int threads = 1;
   std::string phase;
   int phase_index = 0;   // position in --phases (a phase may repeat)
+  int round = 0;         // --repeat: the round (from 0) and the cell's position in it
+  int position = 0;
   uint32_t batch = 1;    // > 1: lookups through MultiGet, this many keys a call (--batch)
   uint64_t ops = 0;
   double seconds = 0;
@@ -114,11 +116,20 @@ BenchEnv DefaultEnv();
 // Checks what can be checked before any index is opened (phase order, delete counts).
 Status ValidateConfig(const BenchConfig& config);
 
+// What an engine's run spent outside its phases, in wall ms: creating its main index
+// (the fresh Open: pool file, mapping, the engine's empty table) and, with --load-factor,
+// the untimed fill to that load factor (otherwise the load phase populates it).
+struct EngineSetup {
+  double create_ms = 0;
+  std::optional<double> populate_ms;
+};
+
 // Runs every phase of `config` for one engine and thread count; appends one result per
-// phase. A failed operation is counted in the result; a setup failure (open, pool) is a
-// Status.
+// phase (two for a batched lookup phase). A failed operation is counted in the result; a
+// setup failure (open, pool) is a Status. `setup`, if given, receives the setup times.
 Status RunEngine(const BenchConfig& config, const BenchEnv& env, const std::string& engine,
-                 int threads, std::vector<PhaseResult>* results);
+                 int threads, std::vector<PhaseResult>* results,
+                 EngineSetup* setup = nullptr);
 
 // The pool size the driver creates for `keys` keys of this configuration.
 uint64_t EstimatePoolSize(const BenchConfig& config, uint64_t keys);

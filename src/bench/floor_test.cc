@@ -1,0 +1,107 @@
+// Tests of the machine's floor: each loop does the work it claims (checked through the
+// Persister's counters and the words it reads), on the pool kind and persistence mode of
+// the run. Nothing here is timed.
+#include "bench/floor.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+namespace pmhash::bench {
+namespace {
+
+BenchConfig TinyConfig() {
+  BenchConfig config;
+  config.records = 1000;
+  config.ops = 3000;
+  config.pool = "dram";
+  config.pool_size = 8ull << 20;
+  return config;
+}
+
+const PersistCounters& Counters(const FloorResult& r, FloorKind kind) {
+  return r.persist[static_cast<size_t>(kind)];
+}
+
+TEST(Floor, EachLoopDoesItsWorkOnThePoolOfTheRun) {
+  BenchConfig config = TinyConfig();
+  FloorResult r;
+  ASSERT_TRUE(MeasureFloor(config, BenchEnv{}, 2, &r).ok());
+  EXPECT_EQ(r.threads, 2);
+  EXPECT_EQ(r.ops, 3000u);
+  EXPECT_EQ(r.mapping, "dram");
+  EXPECT_EQ(r.prefetch_distance, 16u);
+  // The buckets fill the pool's heap: most of the 8 MiB.
+  EXPECT_GT(r.table_bytes, 6ull << 20);
+  EXPECT_LE(r.table_bytes, 8ull << 20);
+  EXPECT_NE(r.checksum, 0u);
+  for (FloorKind kind : kAllFloorKinds) {
+    EXPECT_GT(r.seconds[static_cast<size_t>(kind)], 0) << FloorKindName(kind);
+    EXPECT_GT(r.mops(kind), 0) << FloorKindName(kind);
+  }
+  // adr: an insert-like op stores 16 bytes and persists one line; a delete-like op
+  // stores 8; lookups store and flush nothing.
+  const PersistCounters& ins = Counters(r, FloorKind::kInsert);
+  EXPECT_EQ(ins.flushes, 3000u);
+  EXPECT_EQ(ins.fences, 3000u);
+  EXPECT_EQ(ins.bytes_stored, 16u * 3000);
+  const PersistCounters& del = Counters(r, FloorKind::kDelete);
+  EXPECT_EQ(del.flushes, 3000u);
+  EXPECT_EQ(del.bytes_stored, 8u * 3000);
+  for (FloorKind kind : {FloorKind::kLookup, FloorKind::kPrefetch, FloorKind::kDependent}) {
+    EXPECT_EQ(Counters(r, kind).flushes, 0u) << FloorKindName(kind);
+    EXPECT_EQ(Counters(r, kind).bytes_stored, 0u) << FloorKindName(kind);
+  }
+}
+
+TEST(Floor, UsesThePersistenceModeOfTheRun) {
+  BenchConfig config = TinyConfig();
+  config.persist = PersistMode::kNone;
+  FloorResult r;
+  ASSERT_TRUE(MeasureFloor(config, BenchEnv{}, 1, &r).ok());
+  EXPECT_EQ(Counters(r, FloorKind::kInsert).flushes, 0u);
+  EXPECT_EQ(Counters(r, FloorKind::kInsert).fences, 0u);
+  EXPECT_EQ(Counters(r, FloorKind::kInsert).bytes_stored, 16u * 3000);
+}
+
+TEST(Floor, FilePoolIsOfTheRunsKindAndRemoved) {
+  const std::string dir = std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") +
+                          "/pmhash-floor-test-" + std::to_string(::getpid());
+  ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+  BenchConfig config = TinyConfig();
+  config.pool = dir;
+  FloorResult r;
+  ASSERT_TRUE(MeasureFloor(config, BenchEnv{}, 1, &r).ok());
+  EXPECT_EQ(r.mapping, "shared");
+  EXPECT_GT(r.table_bytes, 0u);
+  DIR* d = ::opendir(dir.c_str());
+  ASSERT_NE(d, nullptr);
+  int entries = 0;
+  while (dirent* e = ::readdir(d)) entries += e->d_name[0] != '.';
+  ::closedir(d);
+  EXPECT_EQ(entries, 0);
+  ::rmdir(dir.c_str());
+}
+
+TEST(Floor, EachPhaseIsReadAgainstItsMatchingLoop) {
+  PhaseResult row;
+  const std::pair<const char*, std::optional<FloorKind>> cases[] = {
+      {"load", FloorKind::kInsert},   {"prefill", FloorKind::kInsert},
+      {"fill", FloorKind::kInsert},   {"delete", FloorKind::kDelete},
+      {"search", FloorKind::kLookup}, {"negative", FloorKind::kLookup},
+      {"update", std::nullopt},       {"mixed", std::nullopt}};
+  for (const auto& [phase, kind] : cases) {
+    row.phase = phase;
+    EXPECT_EQ(FloorFor(row), kind) << phase;
+  }
+  row.batch = 8;
+  row.phase = "search";
+  EXPECT_EQ(FloorFor(row), FloorKind::kPrefetch);
+  row.phase = "negative";
+  EXPECT_EQ(FloorFor(row), FloorKind::kPrefetch);
+}
+
+}  // namespace
+}  // namespace pmhash::bench
