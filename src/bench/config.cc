@@ -162,6 +162,11 @@ Status ParseBenchArgs(const std::vector<std::string>& args, BenchConfig* config,
       "persistence cost per operation, load factor, recovery time)",
       "pmhash bench"};
   app.set_help_flag("-h,--help", "Print this help and exit");
+  app.footer(
+      "Compare two result files (e.g. before and after a change): pmhash bench compare "
+      "OLD.json NEW.json (Mops/s median (min-max) per engine, phase and thread count; "
+      "faster / slower only when both have 2+ rounds and their [min, max] ranges do not "
+      "overlap).");
   app.allow_extras(false);
 
   std::string engines, threads, phases, mix, dist, value_size, load_factor, pool_size;

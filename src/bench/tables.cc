@@ -15,6 +15,35 @@ std::string Format(const char* fmt, double v) {
   return buf;
 }
 
+std::string Ranged(const char* fmt, const Spread& s, const char* unit) {
+  std::string cell = Format(fmt, s.median) + unit;
+  if (s.samples.size() > 1) cell += " (" + Format(fmt, s.min) + "-" + Format(fmt, s.max) + ")";
+  return cell;
+}
+
+std::string Grid(const std::vector<std::vector<std::string>>& cells) {
+  auto pad = [](const std::string& s, size_t width, bool left) {
+    if (s.size() >= width) return s;
+    return left ? s + std::string(width - s.size(), ' ')
+                : std::string(width - s.size(), ' ') + s;
+  };
+  size_t columns = 0;
+  for (const auto& row : cells) columns = std::max(columns, row.size());
+  std::vector<size_t> width(columns, 0);
+  for (const auto& row : cells) {
+    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+  }
+  std::string out;
+  for (const auto& row : cells) {
+    std::string line;
+    for (size_t i = 0; i < row.size(); ++i) {
+      line += (i == 0 ? "" : "  ") + pad(row[i], width[i], i == 0);
+    }
+    out += line + "\n";
+  }
+  return out;
+}
+
 namespace {
 
 struct Metric {
@@ -78,37 +107,6 @@ std::vector<Metric> Metrics() {
        "%.2f", true, true},
       {"Open ms, clean", [](R r) { return r.reopen_ms; }, "%.2f", true, true},
   };
-}
-
-std::string Pad(const std::string& s, size_t width, bool left) {
-  if (s.size() >= width) return s;
-  return left ? s + std::string(width - s.size(), ' ') : std::string(width - s.size(), ' ') + s;
-}
-
-// "median (min-max)" of a figure over rounds, in `fmt`; the median alone for one round.
-std::string Ranged(const char* fmt, const Spread& s, const char* unit = "") {
-  std::string cell = Format(fmt, s.median) + unit;
-  if (s.samples.size() > 1) cell += " (" + Format(fmt, s.min) + "-" + Format(fmt, s.max) + ")";
-  return cell;
-}
-
-// Rows of cells, first column left-aligned, the others right-aligned.
-std::string Grid(const std::vector<std::vector<std::string>>& cells) {
-  size_t columns = 0;
-  for (const auto& row : cells) columns = std::max(columns, row.size());
-  std::vector<size_t> width(columns, 0);
-  for (const auto& row : cells) {
-    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
-  }
-  std::string out;
-  for (const auto& row : cells) {
-    std::string line;
-    for (size_t i = 0; i < row.size(); ++i) {
-      line += (i == 0 ? "" : "  ") + Pad(row[i], width[i], i == 0);
-    }
-    out += line + "\n";
-  }
-  return out;
 }
 
 std::string Rounds(size_t n) {

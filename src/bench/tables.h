@@ -11,6 +11,11 @@ namespace pmhash::bench {
 
 // One number through a printf format ("%.3f").
 std::string Format(const char* fmt, double v);
+// "median (min-max)" of a figure over rounds in `fmt`, `unit` after the median; the
+// median alone for one round.
+std::string Ranged(const char* fmt, const Spread& s, const char* unit = "");
+// Rows of cells as aligned text: the first column left-aligned, the others right-aligned.
+std::string Grid(const std::vector<std::vector<std::string>>& cells);
 
 // One table per (thread count, phase occurrence, batch) of `run`, engines in `engines`
 // order as columns. Each cell is the median over the rounds; with more than one round

@@ -1,16 +1,23 @@
-// `pmhash bench`: the persistence micro-benchmark (src/bench/micro.h) or the benchmark
-// driver (src/bench/driver.h), which parses its own arguments.
+// `pmhash bench`: the persistence micro-benchmark (src/bench/micro.h), `pmhash bench
+// compare` (src/bench/compare.h), or the benchmark driver (src/bench/driver.h), which
+// parses its own arguments.
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "bench/compare.h"
 #include "bench/driver.h"
 #include "bench/micro.h"
+#include "bench/runner.h"
 #include "tools/commands.h"
 
 namespace pmhash::tools {
 
 int CmdBench(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "compare") == 0) {
+    return bench::RunCompareArgs(std::vector<std::string>(argv + 2, argv + argc),
+                                 bench::DefaultEnv());
+  }
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--micro") == 0 || std::strncmp(argv[i], "--micro=", 8) == 0) {
       return bench::RunPersistMicroBench(argc, argv);

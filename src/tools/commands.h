@@ -57,9 +57,10 @@ struct DataArgs {
 // stdin (binary-safe; hex digits with --hex).
 int CmdData(const DataArgs& args);
 
-// `pmhash bench ...`: argv[0] is "bench". `--micro persist` runs the persistence
-// micro-benchmark (src/bench/micro.h); anything else goes to the benchmark driver
-// (src/bench/driver.h) unparsed.
+// `pmhash bench ...`: argv[0] is "bench". `compare OLD NEW` compares two result files
+// (src/bench/compare.h); `--micro persist` runs the persistence micro-benchmark
+// (src/bench/micro.h); anything else goes to the benchmark driver (src/bench/driver.h)
+// unparsed.
 int CmdBench(int argc, char** argv);
 
 }  // namespace pmhash::tools

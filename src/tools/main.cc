@@ -100,7 +100,8 @@ int Main(int argc, char** argv) {
 
   app.add_subcommand(
       "bench",
-      "Run benchmarks: `pmhash bench --help` for the driver; `pmhash bench --micro persist "
+      "Run benchmarks: `pmhash bench --help` for the driver; `pmhash bench compare OLD.json "
+      "NEW.json` to set two result files side by side; `pmhash bench --micro persist "
       "[--iterations N] [--write-latency-ns N] [--json FILE]` for the counter-cost "
       "micro-benchmark");
 
