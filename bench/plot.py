@@ -3,7 +3,8 @@
 
     /usr/bin/python3 bench/plot.py results/main.json -o results/main.png
 
-Panels: throughput per engine and phase; mean latency per engine and phase (the papers'
+Panels: throughput per engine and phase (the median over --repeat rounds, with min-max
+error bars); mean latency per engine and phase (the papers'
 "average latency of requesting an item"); latency CDF per engine for the papers' request
 types (insert, search, negative search, delete; tail on a "nines" scale, from the
 `latency_cdf` field, else the p50..p99.99 points); flushes per operation; fences per
@@ -92,21 +93,35 @@ def lookup(results, engine, key):
     return None
 
 
+def mops_range(r):
+    """(min, max) of Mops/s over the rounds (--repeat), or None for one round / old files."""
+    rng = r.get("mops_range")
+    if not rng or len(rng.get("samples") or []) < 2:
+        return None
+    return rng["min"], rng["max"]
+
+
 def grouped_bars(ax, results, engines, keys, labels, value, title, ylabel, log=False,
-                 annotate=False):
+                 annotate=False, spread=None):
+    """spread(r) -> (min, max) or None: drawn as an error bar around the bar's value."""
     n = len(engines)
     width = 0.8 / max(n, 1)
     drawn = False
     for i, engine in enumerate(engines):
-        xs, ys = [], []
+        xs, ys, lo, hi = [], [], [], []
         for j, key in enumerate(keys):
             r = lookup(results, engine, key)
             v = value(r) if r is not None else None
             if v is not None and (not log or v > 0):
                 xs.append(j - 0.4 + width * (i + 0.5))
                 ys.append(v)
+                rng = spread(r) if spread else None
+                lo.append(v - rng[0] if rng else 0)
+                hi.append(rng[1] - v if rng else 0)
         if xs:
-            bars = ax.bar(xs, ys, width, label=engine)
+            err = [lo, hi] if any(lo) or any(hi) else None
+            bars = ax.bar(xs, ys, width, label=engine, yerr=err, capsize=2 if err else 0,
+                          error_kw={"elinewidth": 0.8})
             if annotate:
                 ax.bar_label(bars, labels=[f"{y:.2f}" for y in ys], fontsize=6)
             drawn = True
@@ -243,8 +258,10 @@ def main():
     title = cfg.get("scenario") or "pmhash bench"
     fig.suptitle(f"{title}\n{subtitle(doc)}", fontsize=10)
 
+    rounds = max((r.get("rounds") or 1) for r in results)
     grouped_bars(axes[0][0], results, engines, mkeys, mlabels, field("mops"),
-                 "Throughput", "Mops/s")
+                 "Throughput" + (f" (median of {rounds} rounds, bars: min-max)"
+                                 if rounds > 1 else ""), "Mops/s", spread=mops_range)
     grouped_bars(axes[0][1], results, engines, mkeys, mlabels,
                  lambda r: (r.get("latency_ns") or {}).get("mean"),
                  "Average latency per request", "ns", log=True)

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `make bench`: runs the paper scenarios of bench/scenarios/ (every one but `main`, which
 # is `make run`), or those named as arguments, writing results/NAME.json and
-# results/NAME.png for each. Scenarios take up to a few minutes each on a 2-core machine
-# (bench/README.md lists the estimates; the whole set about 20 minutes).
+# results/NAME.png for each. Scenarios take up to several minutes each on a 2-core machine
+# (bench/README.md lists the estimates; those with a timing claim run 3 rounds, so the
+# whole set takes about 35 minutes, estimated from single-round times).
 #   scripts/bench-scenarios.sh                 # all paper scenarios
 #   scripts/bench-scenarios.sh group-fig7      # one
 set -euo pipefail

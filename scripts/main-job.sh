@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job (`make run`, after the release build): every registered engine side by side
-# on emulated PM (bench/scenarios/main.json: a fresh pool under /dev/shm, adr persistence),
-# tables on stdout, JSON in results/main.json and a PNG summary in results/main.png.
+# on emulated PM (bench/scenarios/main.json: a fresh pool under /dev/shm, adr persistence,
+# 3 interleaved rounds beside the machine's floor), tables on stdout, JSON in
+# results/main.json and a PNG summary in results/main.png.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -141,6 +141,7 @@ Status MeasureFloor(const BenchConfig& config, const BenchEnv& env, int threads,
                                       : pm::Pool::Create(path, "floor", size, &pool));
   r.create_ms = MsSince(t0);
   r.mapping = pm::MappingName(pool->mapping());
+  r.pool_kind = PoolKind(config, r.mapping);
   pm::PersistConfig pc;
   pc.mode = config.persist;
   pc.flush = config.flush;

@@ -49,6 +49,7 @@ struct FloorResult {
   uint64_t table_bytes = 0;   // the buckets (the pool's heap)
   uint32_t prefetch_distance = 0;
   std::string mapping;        // dax / shared / dram
+  std::string pool_kind;      // PoolKind (pool_files.h): DRAM, tmpfs file, DAX file, ...
   double create_ms = 0, populate_ms = 0;
   std::array<double, kFloorKinds> seconds{};
   std::array<PersistCounters, kFloorKinds> persist{};  // counters over each loop

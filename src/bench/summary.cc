@@ -88,6 +88,7 @@ Json FloorSummary::ToJson() const {
   j.Set("ops", first.ops);
   j.Set("table_bytes", first.table_bytes);
   j.Set("mapping", first.mapping);
+  j.Set("pool_kind", first.pool_kind);
   j.Set("prefetch_distance", uint64_t{first.prefetch_distance});
   j.Set("rounds", static_cast<uint64_t>(rounds.size()));
   Json loops = Json::Object();

@@ -235,7 +235,7 @@ std::string FloorTable(const RunSummary& run) {
   if (run.floors.empty()) return "";
   const FloorResult& any = run.floors[0].rounds[0];
   std::string out = "\n== floor: plain loops over 64-byte buckets, " +
-                    Format("%.1f", any.table_bytes / 1048576.0) + " MiB on " + any.mapping +
+                    Format("%.1f", any.table_bytes / 1048576.0) + " MiB, " + any.pool_kind +
                     ", Mops/s";
   if (!run.run.empty() && run.run != "main") out += " · run " + run.run;
   size_t rounds = 0;
@@ -298,7 +298,13 @@ std::string StabilityText(const std::vector<RunSummary>& runs) {
   }
   std::string out = "\nunstable (max/min of Mops/s over the rounds above " +
                     Format("%.2f", limit) + "x, marked !): ";
-  for (size_t i = 0; i < unstable.size(); ++i) out += (i == 0 ? "" : "; ") + unstable[i];
+  constexpr size_t kNamed = 12;  // the rest are in the JSON's stability.unstable
+  for (size_t i = 0; i < unstable.size() && i < kNamed; ++i) {
+    out += (i == 0 ? "" : "; ") + unstable[i];
+  }
+  if (unstable.size() > kNamed) {
+    out += "; and " + std::to_string(unstable.size() - kNamed) + " more";
+  }
   return out + "\nrun more rounds (--repeat " + std::to_string(std::max(5, 2 * fewest)) +
          ") or at a quieter time before relying on them\n";
 }

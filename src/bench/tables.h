@@ -32,7 +32,8 @@ std::string SetupLine(const RunSummary& run);
 
 // What the figures of every run can be trusted for: with one round, that no spread was
 // measured; else the unstable figures (max/min of Mops/s over the rounds above
-// --max-spread) and the advice to run more rounds, or that every figure was stable.
+// --max-spread; the first 12 by name, then how many more) and the advice to run more
+// rounds, or that every figure was stable.
 std::string StabilityText(const std::vector<RunSummary>& runs);
 
 }  // namespace pmhash::bench
