@@ -341,6 +341,10 @@ TEST(BenchArgs, HelpAndListsSucceed) {
   Captured cap;
   EXPECT_EQ(RunBenchArgs({"--help"}, TestEnv(&cap)), 0);
   EXPECT_NE(cap.out.find("--write-latency-ns"), std::string::npos);
+  for (const char* flag : {"--repeat", "--max-spread", "--floor", "--floor-prefetch", "--pin",
+                           "--batch", "pmhash bench compare"}) {
+    EXPECT_NE(cap.out.find(flag), std::string::npos) << flag;
+  }
   Captured cap2;
   EXPECT_EQ(RunBenchArgs({"--list-engines"}, TestEnv(&cap2)), 0);
   EXPECT_EQ(cap2.out, "bench-test\nbench-test2\n");

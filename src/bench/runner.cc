@@ -1,6 +1,5 @@
-// RunEngine: one engine at one thread count through every phase. The parts live beside
-// it: plans.h (what each thread runs), workers.h (running and timing it), phase_stats.h
-// (the row's figures), fill.h, recovery.h, index_setup.h and pool_files.h.
+// RunEngine: one engine at one thread count through every phase (runner.h names the
+// parts it uses).
 #include "bench/runner.h"
 
 #include <chrono>

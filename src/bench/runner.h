@@ -1,4 +1,8 @@
 // Runs one engine at one thread count through the configured phases and measures each.
+// The parts: plans.h (what each thread runs), workers.h and threads.h (running and
+// timing it), phase_stats.h (a row's figures), fill.h, recovery.h, index_setup.h,
+// pool_files.h. Around it: rounds.h repeats the whole matrix (--repeat), floor.h times
+// the machine's floor, summary.h and tables.h summarise and print.
 //
 // Per phase: every thread's keys, values and operation kinds are generated first
 // (untimed); the threads then start together at a barrier, and the phase lasts from the

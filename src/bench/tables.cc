@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <string_view>
 
 namespace pmhash::bench {
 
@@ -169,7 +170,7 @@ std::string PhaseTables(const RunSummary& run, const std::vector<std::string>& e
       if (metric.optional && !any) continue;
       std::vector<std::string> row{metric.name};
       const std::optional<double> base = metric.value(first);
-      const bool ranged = metric.name == kThroughput && rounds > 1;
+      const bool ranged = std::string_view(metric.name) == kThroughput && rounds > 1;
       for (size_t i = 0; i < cols.size(); ++i) {
         const std::optional<double> v = metric.value(cols[i]->median);
         std::string cell = v ? Format(metric.format, *v) : "-";
@@ -181,7 +182,7 @@ std::string PhaseTables(const RunSummary& run, const std::vector<std::string>& e
         row.push_back(cell);
       }
       cells.push_back(std::move(row));
-      if (metric.name != kThroughput) continue;
+      if (std::string_view(metric.name) != kThroughput) continue;
       // Beside throughput: the per-round ratio to the first engine, and the floor.
       if (rounds > 1 && cols.size() > 1) {
         std::vector<std::string> ratio{"ratio, per round"};
