@@ -19,7 +19,7 @@
 #include "bench/json.h"
 #include "bench/runner.h"
 #include "bench/scenario.h"
-#include "common/hash.h"
+#include "util/hash.h"
 #include "engines/engine.h"
 
 namespace pmhash::bench {

@@ -38,7 +38,7 @@
 #include <string_view>
 #include <vector>
 
-#include "common/hash.h"
+#include "util/hash.h"
 #include "pmhash/status.h"
 
 namespace pmhash {

@@ -10,65 +10,6 @@
 
 namespace pmhash {
 
-// ---- Status and options -------------------------------------------------------------
-
-std::string_view Status::CodeName(Code code) {
-  switch (code) {
-    case Code::kOk: return "OK";
-    case Code::kNotFound: return "NotFound";
-    case Code::kAlreadyExists: return "AlreadyExists";
-    case Code::kInvalidArgument: return "InvalidArgument";
-    case Code::kCorruption: return "Corruption";
-    case Code::kIOError: return "IOError";
-    case Code::kResourceExhausted: return "ResourceExhausted";
-    case Code::kBusy: return "Busy";
-  }
-  return "Unknown";
-}
-
-std::string Status::ToString() const {
-  if (ok()) return "OK";
-  std::string s(CodeName(code_));
-  if (!message_.empty()) s += ": " + message_;
-  return s;
-}
-
-bool ParsePersistMode(const std::string& text, PersistMode* mode) {
-  if (text == "adr") *mode = PersistMode::kAdr;
-  else if (text == "eadr") *mode = PersistMode::kEadr;
-  else if (text == "none") *mode = PersistMode::kNone;
-  else return false;
-  return true;
-}
-
-bool ParseFlushInstruction(const std::string& text, FlushInstruction* flush) {
-  if (text == "auto") *flush = FlushInstruction::kAuto;
-  else if (text == "clwb") *flush = FlushInstruction::kClwb;
-  else if (text == "clflushopt") *flush = FlushInstruction::kClflushopt;
-  else if (text == "clflush") *flush = FlushInstruction::kClflush;
-  else return false;
-  return true;
-}
-
-const char* PersistModeName(PersistMode mode) {
-  switch (mode) {
-    case PersistMode::kAdr: return "adr";
-    case PersistMode::kEadr: return "eadr";
-    case PersistMode::kNone: return "none";
-  }
-  return "?";
-}
-
-const char* FlushInstructionName(FlushInstruction flush) {
-  switch (flush) {
-    case FlushInstruction::kAuto: return "auto";
-    case FlushInstruction::kClwb: return "clwb";
-    case FlushInstruction::kClflushopt: return "clflushopt";
-    case FlushInstruction::kClflush: return "clflush";
-  }
-  return "?";
-}
-
 // ---- Index defaults -----------------------------------------------------------------
 
 Status Index::Put(std::string_view key, std::string_view value) {

@@ -23,6 +23,7 @@
 #include <type_traits>
 
 #include "pm/stats.h"
+#include "util/cpu.h"
 #include "pmhash/index.h"
 #include "pmhash/options.h"
 
@@ -79,12 +80,6 @@ struct PersistConfig {
   uint32_t write_latency_ns = 0;
   bool count = true;
   PersistObserver* observer = nullptr;  // not owned; must outlive the Persister
-};
-
-// What the CPU offers, by cpuid.
-struct CpuFeatures {
-  bool clflush = false, clflushopt = false, clwb = false, avx2 = false, avx512bw = false;
-  static const CpuFeatures& Get();
 };
 
 class Persister {

@@ -62,7 +62,7 @@ int CmdPoolCreate(const std::string& path, const std::string& engine, const std:
   if (!s.ok()) return Fail(kExitFailure, s.message());
   const IndexStats stats = index->Stats();
   s = index->Close();
-  if (!s.ok()) return Fail(kExitFailure, "closing " + path + ": " + s.message());
+  if (!s.ok()) return Fail(kExitFailure, "closing " + path + ": " + std::string(s.message()));
   std::printf("created %s: engine %s, %llu bytes (%s), mapping %s\n", path.c_str(),
               engine.c_str(), static_cast<unsigned long long>(stats.pool_bytes),
               HumanBytes(stats.pool_bytes).c_str(), stats.mapping.c_str());
@@ -172,7 +172,7 @@ int CmdPoolCheck(const std::string& path, const std::string& engine,
   options.create_if_missing = false;
   std::unique_ptr<Index> index;
   s = Open(options, &index);
-  if (!s.ok()) return Fail(kExitFailure, "opening " + path + ": " + s.message());
+  if (!s.ok()) return Fail(kExitFailure, "opening " + path + ": " + std::string(s.message()));
   const IndexStats stats = index->Stats();
   if (stats.recovered) std::printf("recovery        done in %.3f ms\n", stats.recovery_ms);
   uint64_t seen = 0;
@@ -183,13 +183,13 @@ int CmdPoolCheck(const std::string& path, const std::string& engine,
   if (!s.ok()) {
     Status c = index->Close();
     (void)c;
-    return Fail(kExitFailure, "iterating " + path + ": " + s.message());
+    return Fail(kExitFailure, "iterating " + path + ": " + std::string(s.message()));
   }
   const uint64_t count = index->Count();
   std::printf("keys            %llu by iteration, Count() = %llu\n",
               static_cast<unsigned long long>(seen), static_cast<unsigned long long>(count));
   s = index->Close();
-  if (!s.ok()) return Fail(kExitFailure, "closing " + path + ": " + s.message());
+  if (!s.ok()) return Fail(kExitFailure, "closing " + path + ": " + std::string(s.message()));
   if (seen != count) {
     std::printf("verdict         INCONSISTENT\n");
     return Fail(kExitFailure, path + " is inconsistent: iteration found " +

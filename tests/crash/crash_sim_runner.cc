@@ -5,7 +5,7 @@
 #include <optional>
 #include <random>
 
-#include "common/hash.h"
+#include "util/hash.h"
 #include "pm/crashsim.h"
 
 namespace pmhash::testing {

@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <utility>
 
-#include "common/hash.h"
+#include "util/hash.h"
 
 namespace pmhash::testing {
 

@@ -6,7 +6,7 @@
 #include <mutex>
 #include <shared_mutex>
 
-#include "common/hash.h"
+#include "util/hash.h"
 
 namespace pmhash::testing {
 namespace {

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/hash.h"
+#include "util/hash.h"
 
 namespace pmhash::engines {
 namespace {
@@ -88,7 +88,7 @@ Status GroupHash::NewTable(uint64_t cells, uint64_t* offset) {
     return Status::ResourceExhausted("group: cannot allocate a table of " +
                                      std::to_string(2 * cells) + " cells (" +
                                      std::to_string(bytes) + " bytes): " +
-                                     block.status().message());
+                                     std::string(block.status().message()));
   }
   char* table = pool().At<char>(*block);
   pm::Persister& p = persister();

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "common/hash.h"
+#include "util/hash.h"
 #include "engines/group/group.h"
 #include "support/engine_tests.h"
 #include "support/op_crash.h"

@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/hash.h"
+#include "util/hash.h"
 #include "support/engine_tests.h"
 
 namespace pmhash::engines {

@@ -7,7 +7,7 @@
 #include <mutex>
 #include <set>
 
-#include "common/hash.h"
+#include "util/hash.h"
 
 namespace pmhash::engines {
 
@@ -57,7 +57,7 @@ Status LinearProbing::NewTable(uint64_t num_lines, uint64_t* offset) {
   if (!block.ok()) {
     return Status::ResourceExhausted(Prefix() + "cannot allocate a table of " +
                                      std::to_string(bytes) + " bytes: " +
-                                     block.status().message());
+                                     std::string(block.status().message()));
   }
   auto* t = pool().At<LinearTable>(*block);
   p.Zero(t, bytes);
@@ -433,7 +433,7 @@ Status LinearProbing::DeleteAt(uint64_t cell) {
       if (s.IsResourceExhausted()) {
         return Status::ResourceExhausted(
             Prefix() + "deleting needs a backward shift over cells " + std::to_string(cell) +
-            ".." + std::to_string(hole) + ", more than one undo-log lane holds: " + s.message());
+            ".." + std::to_string(hole) + ", more than one undo-log lane holds: " + std::string(s.message()));
       }
       return s;
     }

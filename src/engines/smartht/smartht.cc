@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/hash.h"
+#include "util/hash.h"
 
 namespace pmhash::engines {
 namespace {
@@ -135,7 +135,7 @@ Status SmartHt::NewTable(uint64_t n, uint64_t* offset) {
   if (!block.ok()) {
     return Status::ResourceExhausted("smartht: cannot allocate a head table of " +
                                      std::to_string(n) + " buckets (" + std::to_string(bytes) +
-                                     " bytes): " + block.status().message());
+                                     " bytes): " + std::string(block.status().message()));
   }
   char* t = pool().At<char>(*block);
   pm::Persister& p = persister();
@@ -685,7 +685,7 @@ Status SmartHt::InsertAt(const Probe& p, uint64_t head, std::string_view key,
   if (!block.ok()) {
     codec().Release(form, words);
     return Status::ResourceExhausted("smartht: cannot allocate a chained bucket: " +
-                                     block.status().message());  // lines 18-19
+                                     std::string(block.status().message()));  // lines 18-19
   }
   SmartBucket image{};  // every byte zero: tokens, padding, words
   image.slot[0] = words;                       // lines 21-22

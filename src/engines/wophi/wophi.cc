@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/hash.h"
+#include "util/hash.h"
 
 namespace pmhash::engines {
 namespace {
@@ -99,7 +99,7 @@ Status Wophi::NewTable(uint64_t buckets, uint64_t* offset) {
   if (!block.ok()) {
     return Status::ResourceExhausted("wophi: cannot allocate " + std::to_string(buckets) +
                                      " main buckets (" + std::to_string(bytes) +
-                                     " bytes): " + block.status().message());
+                                     " bytes): " + std::string(block.status().message()));
   }
   // Unreachable until the root links it: zeroed here, flushed by the caller with the rest.
   pm::Persister& p = persister();
@@ -148,7 +148,7 @@ Status Wophi::NewPabBlock(uint64_t buckets, uint64_t next, uint64_t* offset, uin
     return Status::OK();
   }
   return Status::ResourceExhausted("wophi: no room for another pre-allocated bucket: " +
-                                   last.message());
+                                   std::string(last.message()));
 }
 
 Status Wophi::RefillPab(bool locked) {

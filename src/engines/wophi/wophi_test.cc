@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/hash.h"
+#include "util/hash.h"
 #include "support/engine_tests.h"
 
 namespace pmhash::engines {
