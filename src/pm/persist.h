@@ -117,6 +117,16 @@ class Persister {
     }
     Count(sizeof(T));
   }
+  // The commit of a persist sequence: a fence, so that everything stored and flushed
+  // before it is durable (adr) or ordered (eadr) ahead of the commit word; one
+  // failure-atomic store of the word; and its persist, so it is durable on return.
+  template <typename T>
+  void Publish(T* word, T value) {
+    Fence();
+    Store(word, value);
+    Persist(word, sizeof(T));
+  }
+
   // Acquire load of a scalar that another thread may Store concurrently.
   template <typename T>
   static T Load(const T* src) {
