@@ -221,6 +221,10 @@ bool BloomFilter::MayContainHash(uint64_t hash) const {
   return true;
 }
 
+void BloomFilter::PrefetchHash(uint64_t hash) const {
+  __builtin_prefetch(words_.get() + Probes(hash, num_blocks_).block() * kWordsPerBlock);
+}
+
 void BloomFilter::Clear() {
   const uint64_t n = num_blocks_ * kWordsPerBlock;
   for (uint64_t i = 0; i < n; ++i) Word(words_.get(), i).store(0, std::memory_order_relaxed);
