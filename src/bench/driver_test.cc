@@ -51,12 +51,25 @@ class TestEngine : public engines::Engine {
     }
   }
 
-  Status Insert(std::string_view key, std::string_view value) override {
+  Status CheckInvariants() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    uint64_t used = 0;
+    for (uint64_t i = 0; i < slots_; ++i) used += table()[i].state == 1;
+    return used == count_ ? Status::OK() : Status::Corruption("test engine: count is off");
+  }
+
+ protected:
+  Status DoWrite(std::string_view key, std::string_view value, uint64_t /*hash*/,
+                 engines::WriteMode mode) override {
+    if (mode != engines::WriteMode::kInsert) {
+      Status s = UpdateValue(key, value);
+      if (mode == engines::WriteMode::kUpdate || !s.IsNotFound()) return s;
+    }
     PMHASH_RETURN_IF_ERROR(Check(key, value));
     std::lock_guard<std::mutex> lock(mu_);
     uint64_t free_slot = ~0ull;
     if (Find(key, &free_slot) != ~0ull) return Status::AlreadyExists("key exists");
-    if (free_slot == ~0ull) return Status::ResourceExhausted("test engine: table full");
+    if (free_slot == ~0ull) return Status::TableFull("test engine: table full");
     Slot* s = &table()[free_slot];
     Slot tmp{};
     tmp.klen = static_cast<uint8_t>(key.size());
@@ -71,7 +84,7 @@ class TestEngine : public engines::Engine {
     if (mode_.background) ++pending_;
     return Status::OK();
   }
-  Status Update(std::string_view key, std::string_view value) override {
+  Status UpdateValue(std::string_view key, std::string_view value) {
     PMHASH_RETURN_IF_ERROR(Check(key, value));
     std::lock_guard<std::mutex> lock(mu_);
     uint64_t unused = 0;
@@ -83,7 +96,7 @@ class TestEngine : public engines::Engine {
     persister().Persist(s, sizeof(Slot));
     return Status::OK();
   }
-  Status Get(std::string_view key, std::string* value) override {
+  Status DoGet(std::string_view key, uint64_t /*hash*/, std::string* value) override {
     std::lock_guard<std::mutex> lock(mu_);
     uint64_t unused = 0;
     const uint64_t at = Find(key, &unused);
@@ -94,7 +107,7 @@ class TestEngine : public engines::Engine {
     value->assign(table()[at].value, table()[at].vlen);
     return Status::OK();
   }
-  Status Delete(std::string_view key) override {
+  Status DoDelete(std::string_view key, uint64_t /*hash*/) override {
     std::lock_guard<std::mutex> lock(mu_);
     uint64_t unused = 0;
     const uint64_t at = Find(key, &unused);
@@ -105,6 +118,8 @@ class TestEngine : public engines::Engine {
     --count_;
     return Status::OK();
   }
+
+ public:
   uint64_t Count() const override {
     std::lock_guard<std::mutex> lock(mu_);
     return count_;
@@ -119,9 +134,10 @@ class TestEngine : public engines::Engine {
   }
 
  protected:
-  void Configure(engines::EngineOptions& options, const Options& index_options) override {
-    if (mode_.knows_resize) (void)options.Bool("resize", true);
+  Status Configure(engines::EngineOptions& options, const Options& index_options) override {
+    if (mode_.knows_resize) (void)options.Bool("resize");
     slots_ = std::max<uint64_t>(64, 2 * index_options.initial_capacity);
+    return Status::OK();
   }
   Status Create() override {
     Result<uint64_t> block = allocator().Allocate(slots_ * sizeof(Slot));
@@ -204,6 +220,25 @@ class TestEngine : public engines::Engine {
   uint64_t negatives_ = 0, false_positives_ = 0;
 };
 
+// The registry data of the test engine in `mode`: it declares resize=on|off if it
+// knows it, and refuses when full unless it reports slots that grow (as chained).
+const engines::EngineInfo& InfoFor(EngineMode mode) {
+  auto make = [](bool knows_resize, bool grows) {
+    engines::EngineInfo info;
+    info.description = {"bench-test", "test-only fixed table", "none", true};
+    info.capabilities.resize_switch = knows_resize;  // the kit declares resize=on|off
+    info.capabilities.refuses_when_full = !grows;
+    return info;
+  };
+  static const engines::EngineInfo infos[2][2] = {{make(false, false), make(false, true)},
+                                                  {make(true, false), make(true, true)}};
+  return infos[mode.knows_resize][mode.grows];
+}
+
+std::unique_ptr<engines::Engine> MakeTestEngine(EngineMode mode) {
+  return engines::MakeEngine<TestEngine>(InfoFor(mode), mode);
+}
+
 Status TestOpen(const Options& o, std::unique_ptr<Index>* index, EngineMode mode) {
   std::unique_ptr<pm::Pool> pool;
   bool fresh = true;
@@ -215,8 +250,8 @@ Status TestOpen(const Options& o, std::unique_ptr<Index>* index, EngineMode mode
   } else {
     PMHASH_RETURN_IF_ERROR(pm::Pool::Create(o.path, o.engine, o.pool_size, &pool));
   }
-  Status s = engines::OpenEngine(std::make_unique<TestEngine>(mode), std::move(pool),
-                                 fresh, o, nullptr, index);
+  Status s = engines::OpenEngine(MakeTestEngine(mode), std::move(pool), fresh, o, nullptr,
+                                 index);
   if (!s.ok() && fresh && !o.path.empty()) ::unlink(o.path.c_str());
   return s;
 }
@@ -232,8 +267,8 @@ BenchEnv TestEnv(Captured* cap, EngineMode mode = {}) {
   };
   env.open_on_pool = [mode](const Options& o, std::unique_ptr<pm::Pool> pool,
                             pm::PersistObserver* observer, std::unique_ptr<Index>* index) {
-    return engines::OpenEngine(std::make_unique<TestEngine>(mode), std::move(pool), true, o,
-                               observer, index);
+    return engines::OpenEngine(MakeTestEngine(mode), std::move(pool), true, o, observer,
+                               index);
   };
   env.engines = [] { return std::vector<std::string>{"bench-test", "bench-test2"}; };
   env.out = [cap](const std::string& s) { cap->out += s; };

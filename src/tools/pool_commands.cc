@@ -1,4 +1,4 @@
-// `pmhash engines` and `pmhash pool create|info|check`.
+// `pmhash pool create|info|check`.
 #include <fcntl.h>
 #include <linux/mman.h>
 #include <sys/file.h>
@@ -24,27 +24,6 @@ namespace pmhash::tools {
 int Fail(int code, std::string_view message) {
   std::fprintf(stderr, "pmhash: %s\n", ErrorLine(message).c_str());
   return code;
-}
-
-int CmdEngines() {
-  const std::vector<EngineDescription> engines = RegisteredEngines();
-  if (engines.empty()) {
-    std::printf("no engines are registered in this build\n");
-    return kExitOk;
-  }
-  size_t name_w = 4, paper_w = 5;
-  for (const auto& e : engines) {
-    name_w = std::max(name_w, e.name.size());
-    paper_w = std::max(paper_w, e.paper.size());
-  }
-  const int nw = static_cast<int>(name_w), pw = static_cast<int>(paper_w);
-  std::printf("%-*s  %-16s  %-*s  %s\n", nw, "name", "crash-consistent", pw, "paper",
-              "summary");
-  for (const auto& e : engines) {
-    std::printf("%-*s  %-16s  %-*s  %s\n", nw, e.name.c_str(),
-                e.crash_consistent ? "yes" : "no", pw, e.paper.c_str(), e.summary.c_str());
-  }
-  return kExitOk;
 }
 
 int CmdPoolCreate(const std::string& path, const std::string& engine, const std::string& size,
