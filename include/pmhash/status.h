@@ -23,12 +23,26 @@ class [[nodiscard]] Status {
     kInvalidArgument,    // bad option, oversized key/value, wrong engine for a pool
     kCorruption,         // a pool file that fails validation
     kIOError,            // the operating system refused (open, mmap, msync, ...)
-    kResourceExhausted,  // the pool is full
+    kResourceExhausted,  // the pool, or a table that may not grow, is full (see SubCode)
     kBusy,               // the pool is in use by another process
+  };
+  // Why a ResourceExhausted happened, for callers that act on it (the benchmark's fill
+  // phase tells a table that refused from a pool that ran out). kNone for other codes.
+  enum class SubCode : uint8_t {
+    kNone = 0,
+    kPoolFull,   // the pool has no block of the size needed
+    kTableFull,  // the engine's table has no place for the key and may not grow
   };
 
   Status() = default;  // OK
   static Status OK() { return Status(); }
+
+  // Each factory takes a message that says why. The common answers of the operations
+  // (NotFound(), AlreadyExists() with no argument) use a fixed message and allocate
+  // nothing, so a negative search costs no heap allocation; a message given as text is
+  // copied (for the cold paths that explain an error in detail).
+  static Status NotFound() { return Status(Code::kNotFound, "key not found"); }
+  static Status AlreadyExists() { return Status(Code::kAlreadyExists, "key already exists"); }
   static Status NotFound(std::string_view msg) { return Status(Code::kNotFound, msg); }
   static Status AlreadyExists(std::string_view msg) { return Status(Code::kAlreadyExists, msg); }
   static Status InvalidArgument(std::string_view msg) {
@@ -36,10 +50,24 @@ class [[nodiscard]] Status {
   }
   static Status Corruption(std::string_view msg) { return Status(Code::kCorruption, msg); }
   static Status IOError(std::string_view msg) { return Status(Code::kIOError, msg); }
-  static Status ResourceExhausted(std::string_view msg) {
-    return Status(Code::kResourceExhausted, msg);
+  static Status ResourceExhausted(std::string_view msg, SubCode sub = SubCode::kNone) {
+    Status s(Code::kResourceExhausted, msg);
+    s.subcode_ = sub;
+    return s;
+  }
+  static Status PoolFull(std::string_view msg) {
+    return ResourceExhausted(msg, SubCode::kPoolFull);
+  }
+  static Status TableFull(std::string_view msg) {
+    return ResourceExhausted(msg, SubCode::kTableFull);
   }
   static Status Busy(std::string_view msg) { return Status(Code::kBusy, msg); }
+
+  Status(const Status& other) { *this = other; }
+  Status& operator=(const Status& other);
+  Status(Status&& other) noexcept = default;
+  Status& operator=(Status&& other) noexcept = default;
+  ~Status() = default;
 
   bool ok() const { return code_ == Code::kOk; }
   bool IsNotFound() const { return code_ == Code::kNotFound; }
@@ -48,22 +76,32 @@ class [[nodiscard]] Status {
   bool IsCorruption() const { return code_ == Code::kCorruption; }
   bool IsIOError() const { return code_ == Code::kIOError; }
   bool IsResourceExhausted() const { return code_ == Code::kResourceExhausted; }
+  bool IsPoolFull() const { return subcode_ == SubCode::kPoolFull; }
+  bool IsTableFull() const { return subcode_ == SubCode::kTableFull; }
   bool IsBusy() const { return code_ == Code::kBusy; }
 
   Code code() const { return code_; }
-  // The message alone, without the code's name.
-  const std::string& message() const { return message_; }
-  // "NotFound: key not present", or "OK".
+  SubCode subcode() const { return subcode_; }
+  // The message alone, without the code's name ("" for OK). Valid while the Status lives.
+  std::string_view message() const {
+    return detail_ != nullptr ? std::string_view(*detail_) : std::string_view(fixed_);
+  }
+  // "NotFound: key not found", or "OK".
   std::string ToString() const;
   static std::string_view CodeName(Code code);
 
   bool operator==(const Status& other) const { return code_ == other.code_; }
 
  private:
-  Status(Code code, std::string_view msg) : code_(code), message_(msg) {}
+  // A fixed message (a string literal: static storage, nothing to free).
+  Status(Code code, const char* fixed) : code_(code), fixed_(fixed) {}
+  Status(Code code, std::string_view msg)
+      : code_(code), detail_(std::make_unique<std::string>(msg)) {}
 
   Code code_ = Code::kOk;
-  std::string message_;
+  SubCode subcode_ = SubCode::kNone;
+  const char* fixed_ = "";
+  std::unique_ptr<std::string> detail_;  // a message given as text
 };
 
 // A value or the Status that explains why there is none.

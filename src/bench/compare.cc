@@ -92,7 +92,7 @@ Status ReadSide(const Json& doc, const char* which, Side* side) {
                                                        : 1u};
     Spread s;
     Status st = SpreadOfRow(row, "mops", &s);
-    if (!st.ok()) return bad(st.message());
+    if (!st.ok()) return bad(std::string(st.message()));
     if (side->mops.emplace(key, s).second) side->order.push_back(key);
     side->engines.insert(engine->string());
   }
@@ -111,7 +111,7 @@ Status ReadSide(const Json& doc, const char* which, Side* side) {
                       static_cast<int>(threads->uint()), name, -1, 1u};
         Spread s;
         Status st = SpreadOfRow(loop, "mops", &s);
-        if (!st.ok()) return bad("floor " + name + ": " + st.message());
+        if (!st.ok()) return bad("floor " + name + ": " + std::string(st.message()));
         if (side->mops.emplace(key, s).second) side->order.push_back(key);
       }
     }
@@ -279,11 +279,11 @@ int RunCompareArgs(const std::vector<std::string>& args, const BenchEnv& env) {
     std::stringstream text;
     text << in.rdbuf();
     Status s = Json::Parse(text.str(), &docs[i]);
-    if (!s.ok()) return usage(files[i] + ": " + s.message());
+    if (!s.ok()) return usage(files[i] + ": " + std::string(s.message()));
   }
   Comparison c;
   Status s = CompareResults(docs[0], docs[1], &c);
-  if (!s.ok()) return usage(s.message());
+  if (!s.ok()) return usage(std::string(s.message()));
   env.out(CompareText(c, files[0], files[1]));
   return 0;
 }

@@ -204,7 +204,9 @@ Status ParseBenchArgs(const std::vector<std::string>& args, BenchConfig* config,
   last(app.add_option("--load-factor", load_factor,
                       "Fill the table to this load factor (0,1] before the measured phases; "
                       "load then inserts --ops new keys (the papers' latency method)"));
-  app.add_option("--opt", opts, "Engine option name=value (repeatable); ENGINE:name=value applies to that engine only")
+  app.add_option("--opt", opts,
+                 "Engine option name=value (repeatable); ENGINE:name=value applies to that "
+                 "engine only. `pmhash engines NAME` lists an engine's options")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   last(app.add_option("--pool", config->pool,

@@ -70,7 +70,7 @@ int RunBenchArgs(const std::vector<std::string>& args, const BenchEnv& env) {
   BenchConfig base;
   GlobalOptions global;
   Status s = ParseBenchArgs(args, &base, &global);
-  if (!s.ok()) return usage(s.message());
+  if (!s.ok()) return usage(std::string(s.message()));
   if (global.help) {
     env.out(global.help_text);
     return kExitOk;
@@ -97,7 +97,7 @@ int RunBenchArgs(const std::vector<std::string>& args, const BenchEnv& env) {
   const bool is_scenario = !global.scenario.empty();
   if (is_scenario) {
     s = LoadScenario(dir, global.scenario, &scenario);
-    if (!s.ok()) return usage(s.message());
+    if (!s.ok()) return usage(std::string(s.message()));
     for (const ScenarioRun& run : scenario.runs) {
       std::vector<std::string> all = scenario.args;
       all.insert(all.end(), run.args.begin(), run.args.end());
@@ -106,7 +106,7 @@ int RunBenchArgs(const std::vector<std::string>& args, const BenchEnv& env) {
       GlobalOptions ignored;
       s = ParseBenchArgs(all, &config, &ignored);
       if (!s.ok()) return usage("scenario " + scenario.name + " run " + run.label + ": " +
-                                s.message());
+                                std::string(s.message()));
       config.label = run.label;
       runs.push_back(std::move(config));
     }
@@ -141,7 +141,7 @@ int RunBenchArgs(const std::vector<std::string>& args, const BenchEnv& env) {
     }
     config.engines = kept;
     s = ValidateConfig(config);
-    if (!s.ok()) return usage(s.message());
+    if (!s.ok()) return usage(std::string(s.message()));
   }
 
   // --json: make sure the file can be written before spending the run on it (created

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "pmhash/status.h"
+#include "util/hash.h"
 
 namespace pmhash::bench {
 
@@ -37,9 +38,7 @@ class Rng {
   explicit Rng(uint64_t seed);
   uint64_t Next();
   // Uniform in [0, n) (n > 0), by multiply-shift.
-  uint64_t Below(uint64_t n) {
-    return static_cast<uint64_t>((static_cast<unsigned __int128>(Next()) * n) >> 64);
-  }
+  uint64_t Below(uint64_t n) { return Reduce(Next(), n); }
   // Uniform in [0, 1).
   double Unit() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
 

@@ -234,7 +234,7 @@ int RunPersistMicroBench(int argc, char** argv) {
 #endif
   PersistMicroResult r;
   Status s = MeasurePersistMicro(config, &r);
-  if (!s.ok()) return Fail(1, s.message());
+  if (!s.ok()) return Fail(1, std::string(s.message()));
 
   std::printf("persist micro-benchmark: %llu x (Store 8 B + Persist) at random lines of a "
               "%llu MiB DRAM pool, flush %s, %d runs each (median of thread CPU time)\n",
@@ -259,7 +259,7 @@ int RunPersistMicroBench(int argc, char** argv) {
   }
   if (!json.empty()) {
     s = WriteJson(json, config, r);
-    if (!s.ok()) return Fail(1, s.message());
+    if (!s.ok()) return Fail(1, std::string(s.message()));
   }
   return 0;
 }

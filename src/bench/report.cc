@@ -72,7 +72,7 @@ Json MachineJson() {
   m.Set("compiler", std::string("gcc-compatible ") + __VERSION__);
   m.Set("build_type", BuildType());
   m.Set("release_build", IsReleaseBuild());
-  const pm::CpuFeatures& f = pm::CpuFeatures::Get();
+  const CpuFeatures& f = CpuFeatures::Get();
   std::string flushes;
   if (f.clwb) flushes += "clwb ";
   if (f.clflushopt) flushes += "clflushopt ";
@@ -113,7 +113,7 @@ static std::string Get(const Json& j, const char* name) {
 
 static const char* ResolvedFlush(FlushInstruction f) {
   if (f != FlushInstruction::kAuto) return FlushInstructionName(f);
-  const pm::CpuFeatures& c = pm::CpuFeatures::Get();
+  const CpuFeatures& c = CpuFeatures::Get();
   return c.clwb ? "clwb" : c.clflushopt ? "clflushopt" : "clflush";
 }
 

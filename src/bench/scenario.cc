@@ -32,7 +32,7 @@ static Status Args(const Json* j, const std::string& where, std::vector<std::str
 Status ParseScenario(const std::string& text, const std::string& path, Scenario* out) {
   Json j;
   Status s = Json::Parse(text, &j);
-  if (!s.ok()) return Status::InvalidArgument(path + ": " + s.message());
+  if (!s.ok()) return Status::InvalidArgument(path + ": " + std::string(s.message()));
   if (!j.is_object()) return Status::InvalidArgument(path + ": expected a JSON object");
   Scenario sc;
   sc.path = path;

@@ -12,6 +12,8 @@
 #include <new>
 #include <string>
 
+#include "util/hash.h"
+
 namespace pmhash {
 namespace {
 
@@ -51,7 +53,7 @@ uint64_t Checksum(const void* header, const void* blocks, size_t block_bytes) {
 class Probes {
  public:
   Probes(uint64_t hash, uint64_t num_blocks)
-      : block_(static_cast<uint64_t>((static_cast<unsigned __int128>(hash) * num_blocks) >> 64)),
+      : block_(Reduce(hash, num_blocks)),
         x_(hash * kMixer) {}
   uint64_t block() const { return block_; }
   // The next probe's bit, 0 .. 511.
@@ -217,6 +219,10 @@ bool BloomFilter::MayContainHash(uint64_t hash) const {
     if ((w & (uint64_t{1} << (bit & 63))) == 0) return false;
   }
   return true;
+}
+
+void BloomFilter::PrefetchHash(uint64_t hash) const {
+  __builtin_prefetch(words_.get() + Probes(hash, num_blocks_).block() * kWordsPerBlock);
 }
 
 void BloomFilter::Clear() {

@@ -38,7 +38,7 @@
 #include <string_view>
 #include <vector>
 
-#include "common/hash.h"
+#include "util/hash.h"
 #include "pmhash/status.h"
 
 namespace pmhash {
@@ -90,6 +90,8 @@ class BloomFilter {
   // False means the key was never added; true means it probably was.
   bool MayContainHash(uint64_t hash) const;
   bool MayContain(std::string_view key) const { return MayContainHash(HashKey(key)); }
+  // Starts loading the block MayContainHash(hash) reads (a pipelined lookup).
+  void PrefetchHash(uint64_t hash) const;
 
   // Clears every bit (e.g. before a rebuild after a crash).
   void Clear();

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "common/hash.h"
+#include "util/hash.h"
 
 namespace pmhash {
 namespace {

@@ -4,70 +4,11 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cstring>
-#include <mutex>
+
+#include "util/hash.h"
 
 namespace pmhash {
-
-// ---- Status and options -------------------------------------------------------------
-
-std::string_view Status::CodeName(Code code) {
-  switch (code) {
-    case Code::kOk: return "OK";
-    case Code::kNotFound: return "NotFound";
-    case Code::kAlreadyExists: return "AlreadyExists";
-    case Code::kInvalidArgument: return "InvalidArgument";
-    case Code::kCorruption: return "Corruption";
-    case Code::kIOError: return "IOError";
-    case Code::kResourceExhausted: return "ResourceExhausted";
-    case Code::kBusy: return "Busy";
-  }
-  return "Unknown";
-}
-
-std::string Status::ToString() const {
-  if (ok()) return "OK";
-  std::string s(CodeName(code_));
-  if (!message_.empty()) s += ": " + message_;
-  return s;
-}
-
-bool ParsePersistMode(const std::string& text, PersistMode* mode) {
-  if (text == "adr") *mode = PersistMode::kAdr;
-  else if (text == "eadr") *mode = PersistMode::kEadr;
-  else if (text == "none") *mode = PersistMode::kNone;
-  else return false;
-  return true;
-}
-
-bool ParseFlushInstruction(const std::string& text, FlushInstruction* flush) {
-  if (text == "auto") *flush = FlushInstruction::kAuto;
-  else if (text == "clwb") *flush = FlushInstruction::kClwb;
-  else if (text == "clflushopt") *flush = FlushInstruction::kClflushopt;
-  else if (text == "clflush") *flush = FlushInstruction::kClflush;
-  else return false;
-  return true;
-}
-
-const char* PersistModeName(PersistMode mode) {
-  switch (mode) {
-    case PersistMode::kAdr: return "adr";
-    case PersistMode::kEadr: return "eadr";
-    case PersistMode::kNone: return "none";
-  }
-  return "?";
-}
-
-const char* FlushInstructionName(FlushInstruction flush) {
-  switch (flush) {
-    case FlushInstruction::kAuto: return "auto";
-    case FlushInstruction::kClwb: return "clwb";
-    case FlushInstruction::kClflushopt: return "clflushopt";
-    case FlushInstruction::kClflush: return "clflush";
-  }
-  return "?";
-}
 
 // ---- Index defaults -----------------------------------------------------------------
 
@@ -102,12 +43,22 @@ static Status ValidateOptions(const Options& o) {
 
 Status Open(const Options& options, std::unique_ptr<Index>* index) {
   index->reset();
+  std::unique_ptr<engines::Engine> engine;
+  PMHASH_RETURN_IF_ERROR(engines::Open(options, &engine));
+  *index = std::move(engine);
+  return Status::OK();
+}
+
+namespace engines {
+
+Status Open(const Options& options, std::unique_ptr<Engine>* engine) {
+  engine->reset();
   PMHASH_RETURN_IF_ERROR(ValidateOptions(options));
   std::unique_ptr<pm::Pool> pool;
   bool fresh = false;
   std::string engine_name = options.engine;
-  if (!engine_name.empty() && engines::FindEngine(engine_name) == nullptr) {
-    return engines::UnknownEngine(engine_name);
+  if (!engine_name.empty() && FindEngine(engine_name) == nullptr) {
+    return UnknownEngine(engine_name);
   }
   if (options.path.empty()) {
     PMHASH_RETURN_IF_ERROR(pm::Pool::CreateDram(engine_name, options.pool_size, &pool));
@@ -132,91 +83,19 @@ Status Open(const Options& options, std::unique_ptr<Index>* index) {
       fresh = true;
     }
   }
-  const engines::EngineRegistration* reg = engines::FindEngine(engine_name);
-  if (reg == nullptr) return engines::UnknownEngine(engine_name);
-  Status s = engines::OpenEngine(reg->make(), std::move(pool), fresh, options, nullptr, index);
+  const EngineRegistration* reg = FindEngine(engine_name);
+  if (reg == nullptr) return UnknownEngine(engine_name);
+  Status s = OpenEngine(reg->make(), std::move(pool), fresh, options, nullptr, engine);
   if (!s.ok() && fresh && !options.path.empty()) {
     ::unlink(options.path.c_str());  // a pool we just created but could not set up
   }
   return s;
 }
 
-namespace engines {
-
-// ---- Engine options -----------------------------------------------------------------
-
-uint64_t EngineOptions::Uint(const std::string& name, uint64_t fallback, uint64_t min,
-                             uint64_t max) {
-  known_.insert(name);
-  auto it = values_.find(name);
-  if (it == values_.end()) return fallback;
-  uint64_t v = 0;
-  const std::string& text = it->second;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || end != text.data() + text.size()) {
-    errors_.push_back("option " + name + "=" + text + " is not a whole number");
-    return fallback;
-  }
-  if (v < min || v > max) {
-    errors_.push_back("option " + name + "=" + text + " is out of range [" +
-                      std::to_string(min) + ", " + std::to_string(max) + "]");
-    return fallback;
-  }
-  return v;
-}
-
-double EngineOptions::Double(const std::string& name, double fallback, double min, double max) {
-  known_.insert(name);
-  auto it = values_.find(name);
-  if (it == values_.end()) return fallback;
-  const std::string& text = it->second;
-  double v = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || end != text.data() + text.size()) {
-    errors_.push_back("option " + name + "=" + text + " is not a number");
-    return fallback;
-  }
-  if (!(v >= min && v <= max)) {
-    errors_.push_back("option " + name + "=" + text + " is out of range [" +
-                      std::to_string(min) + ", " + std::to_string(max) + "]");
-    return fallback;
-  }
-  return v;
-}
-
-bool EngineOptions::Bool(const std::string& name, bool fallback) {
-  known_.insert(name);
-  auto it = values_.find(name);
-  if (it == values_.end()) return fallback;
-  const std::string& t = it->second;
-  if (t == "on" || t == "true" || t == "1" || t == "yes") return true;
-  if (t == "off" || t == "false" || t == "0" || t == "no") return false;
-  errors_.push_back("option " + name + "=" + t + " is not on/off");
-  return fallback;
-}
-
-Status EngineOptions::Finish() const {
-  std::vector<std::string> errors = errors_;
-  for (const auto& [name, value] : values_) {
-    if (known_.count(name) == 0) {
-      std::string known;
-      for (const std::string& k : known_) known += (known.empty() ? "" : ", ") + k;
-      errors.push_back("unknown engine option '" + name + "' (this engine accepts: " +
-                       (known.empty() ? "none" : known) + ")");
-    }
-  }
-  if (errors.empty()) return Status::OK();
-  std::string msg = errors[0];
-  for (size_t i = 1; i < errors.size(); ++i) msg += "; " + errors[i];
-  return Status::InvalidArgument(msg);
-}
-
-// ---- Engine -------------------------------------------------------------------------
-
 Status OpenEngine(std::unique_ptr<Engine> engine, std::unique_ptr<pm::Pool> pool, bool fresh,
                   const Options& options, pm::PersistObserver* observer,
-                  std::unique_ptr<Index>* index) {
-  index->reset();
+                  std::unique_ptr<Engine>* out) {
+  out->reset();
   Status s = engine->Start(std::move(pool), fresh, options, observer);
   if (!s.ok()) {
     // A half-started engine (e.g. a bad engine option) has a pool but maybe no allocator:
@@ -224,13 +103,37 @@ Status OpenEngine(std::unique_ptr<Engine> engine, std::unique_ptr<pm::Pool> pool
     engine->Abandon();
     return s;
   }
-  *index = std::move(engine);
+  *out = std::move(engine);
   return Status::OK();
 }
+
+Status OpenEngine(std::unique_ptr<Engine> engine, std::unique_ptr<pm::Pool> pool, bool fresh,
+                  const Options& options, pm::PersistObserver* observer,
+                  std::unique_ptr<Index>* index) {
+  index->reset();
+  std::unique_ptr<Engine> opened;
+  PMHASH_RETURN_IF_ERROR(
+      OpenEngine(std::move(engine), std::move(pool), fresh, options, observer, &opened));
+  *index = std::move(opened);
+  return Status::OK();
+}
+
+// ---- Engine: lifecycle --------------------------------------------------------------
 
 Status Engine::Start(std::unique_ptr<pm::Pool> pool, bool fresh, const Options& options,
                      pm::PersistObserver* observer) {
   const auto t0 = std::chrono::steady_clock::now();
+  engine_name_ = pool->engine();
+  pool_ = std::move(pool);
+  if (info_ == nullptr) {
+    return Status::InvalidArgument("engine " + engine_name_ +
+                                   " was made without its registry data (use MakeEngine)");
+  }
+  const std::vector<PersistMode>& modes = info_->capabilities.persist_modes;
+  if (std::find(modes.begin(), modes.end(), options.persist) == modes.end()) {
+    return Status::InvalidArgument("engine " + engine_name_ + " does not support persist mode " +
+                                   PersistModeName(options.persist));
+  }
   pm::PersistConfig config;
   config.mode = options.persist;
   config.flush = options.flush;
@@ -238,13 +141,14 @@ Status Engine::Start(std::unique_ptr<pm::Pool> pool, bool fresh, const Options& 
   config.count = options.count_stats;
   config.observer = observer;
   PMHASH_RETURN_IF_ERROR(pm::Persister::Make(config, &persister_));
-  engine_name_ = pool->engine();
-  pool_ = std::move(pool);
   const bool clean = pool_->was_clean_at_open();
 
-  EngineOptions engine_options(options.engine_options);
-  Configure(engine_options, options);
+  const std::vector<OptionSpec> declared = DeclaredOptions(*info_, /*with_common=*/true);
+  EngineOptions engine_options(options.engine_options, declared);
+  multiget_depth_ = engine_options.Uint("multiget_depth");
+  const Status configured = Configure(engine_options, options);
   PMHASH_RETURN_IF_ERROR(engine_options.Finish());
+  PMHASH_RETURN_IF_ERROR(configured);
 
   // A pool whose creation a crash interrupted never acknowledged anything: it is created
   // again from nothing, like a new one.
@@ -281,58 +185,20 @@ Status Engine::Start(std::unique_ptr<pm::Pool> pool, bool fresh, const Options& 
   return Status::OK();
 }
 
-Status Engine::UpdateSlot(uint8_t* form, KvWords* words, std::string_view key,
-                          std::string_view value, uint64_t key_hash) {
-  pm::Persister& ps = *persister_;
-  const auto old_form = static_cast<SlotForm>(*form);
-  if (old_form == SlotForm::kInline && SlotCodec::FitsInline(key, value)) {
-    uint64_t v;
-    std::memcpy(&v, value.data(), 8);
-    ps.Store(&words->word1, v);  // one failure-atomic 8-byte store
-    ps.Persist(&words->word1, sizeof(v));
-    return Status::OK();
-  }
-  uint64_t record = 0;
-  PMHASH_RETURN_IF_ERROR(codec_->EncodeRecord(key, value, &record));  // flushed, no fence
-  if (old_form == SlotForm::kRecord) {
-    // The new record durable, then one failure-atomic 8-byte store of the pointer.
-    const uint64_t old = words->word0;
-    ps.Fence();
-    ps.Store(&words->word0, record);
-    ps.Persist(&words->word0, sizeof(record));
-    codec_->ReleaseRecord(old);
-    return Status::OK();
-  }
-  // Inline -> record changes both words and the form: all-or-nothing through the undo
-  // log (Save persists, which also makes the new record durable before the stores).
-  std::unique_ptr<pm::UndoLog::Tx> tx = undo_log_->Begin();
-  Status s = tx->Save(words, sizeof(KvWords));
-  if (s.ok()) s = tx->Save(form, 1);
-  if (!s.ok()) {
-    tx.reset();  // rolls back whatever was saved (nothing was changed yet)
-    codec_->ReleaseRecord(record);
-    return s;
-  }
-  ps.Store(&words->word0, record);
-  ps.Store(&words->word1, key_hash);
-  ps.Store(form, static_cast<uint8_t>(SlotForm::kRecord));
-  ps.Flush(words, sizeof(KvWords));  // a slot never straddles a line
-  const auto line = [](const void* p) { return reinterpret_cast<uintptr_t>(p) / pm::kCacheLine; };
-  if (line(form) != line(words)) ps.Flush(form, 1);
-  ps.Fence();
-  tx->Commit();
-  undo_txs_.fetch_add(1, std::memory_order_relaxed);
-  return Status::OK();
-}
-
 Engine::~Engine() { Abandon(); }
 
 Status Engine::Close() {
   if (pool_ == nullptr) return Status::InvalidArgument("index already closed");
   StopBackgroundWork();
   Status s = Shutdown();
+  // The count is kept in DRAM while open; a clean close makes it durable, so a clean
+  // reopen needs no recount.
+  if (s.ok() && attached_root_ != nullptr && attached_root_->count != Count()) {
+    PersistRootCount(Count());
+  }
   if (s.ok()) s = allocator_->PersistState();
   if (s.ok()) s = pool_->MarkClean(*persister_);
+  attached_root_ = nullptr;
   codec_.reset();
   allocator_.reset();
   undo_log_.reset();
@@ -343,6 +209,7 @@ Status Engine::Close() {
 void Engine::Abandon() {
   // From ~Engine this is the base no-op: derived destructors stop their own threads.
   if (pool_ != nullptr) StopBackgroundWork();
+  attached_root_ = nullptr;
   codec_.reset();
   allocator_.reset();
   undo_log_.reset();
@@ -369,38 +236,190 @@ IndexStats Engine::Stats() const {
   return st;
 }
 
-// ---- Registry -----------------------------------------------------------------------
+// ---- Engine: the operations ---------------------------------------------------------
 
 namespace {
-std::map<std::string, EngineRegistration>& Registry() {
-  static auto* registry = new std::map<std::string, EngineRegistration>;
-  return *registry;
+// The limits, as a compare on the OK path; the message is built only for a refusal.
+inline Status CheckKeyValue(std::string_view key, std::string_view value) {
+  if (key.size() <= kMaxKeySize && value.size() <= kMaxValueSize) [[likely]] {
+    return Status::OK();
+  }
+  return SlotCodec::CheckSizes(key, value);
 }
 }  // namespace
 
-void RegisterEngine(EngineRegistration registration) {
-  std::string name = registration.description.name;
-  Registry()[name] = std::move(registration);
+Status Engine::Insert(std::string_view key, std::string_view value) {
+  PMHASH_RETURN_IF_ERROR(CheckKeyValue(key, value));
+  return DoWrite(key, value, HashKey(key), WriteMode::kInsert);
 }
 
-const EngineRegistration* FindEngine(const std::string& name) {
-  auto it = Registry().find(name);
-  return it == Registry().end() ? nullptr : &it->second;
+Status Engine::Update(std::string_view key, std::string_view value) {
+  PMHASH_RETURN_IF_ERROR(CheckKeyValue(key, value));
+  return DoWrite(key, value, HashKey(key), WriteMode::kUpdate);
 }
 
-Status UnknownEngine(const std::string& name) {
-  std::string known;
-  for (const auto& [n, reg] : Registry()) known += (known.empty() ? "" : ", ") + n;
-  return Status::InvalidArgument("unknown engine '" + name + "'; known engines: " +
-                                 (known.empty() ? "(none built)" : known));
+Status Engine::Put(std::string_view key, std::string_view value) {
+  PMHASH_RETURN_IF_ERROR(CheckKeyValue(key, value));
+  return DoWrite(key, value, HashKey(key), WriteMode::kPut);
+}
+
+Status Engine::Get(std::string_view key, std::string* value) {
+  PMHASH_RETURN_IF_ERROR(SlotCodec::CheckKey(key));
+  return DoGet(key, HashKey(key), value);
+}
+
+Status Engine::Delete(std::string_view key) {
+  PMHASH_RETURN_IF_ERROR(SlotCodec::CheckKey(key));
+  return DoDelete(key, HashKey(key));
+}
+
+void Engine::MultiGet(std::span<const std::string_view> keys, std::span<std::string> values,
+                      std::span<Status> statuses) {
+  if (info_->capabilities.pipelined_multiget && keys.size() > 1) {
+    MultiGetPipelined(keys, values, statuses);
+    return;
+  }
+  for (size_t i = 0; i < keys.size(); ++i) statuses[i] = Get(keys[i], &values[i]);
+}
+
+void Engine::MultiGetPipelined(std::span<const std::string_view> keys,
+                               std::span<std::string> values, std::span<Status> statuses) {
+  // A ring of the hashes of keys [i, ahead): each was prefetched when it entered, so
+  // `depth` keys' memory loads overlap while key i is finished.
+  const size_t n = keys.size();
+  const size_t depth = std::clamp<size_t>(multiget_depth_, 1, kMaxMultiGetDepth);
+  uint64_t hashes[kMaxMultiGetDepth];
+  bool valid[kMaxMultiGetDepth];
+  size_t ahead = 0;
+  auto start = [&](size_t j) {
+    Status s = SlotCodec::CheckKey(keys[j]);
+    valid[j % depth] = s.ok();
+    if (!s.ok()) {
+      statuses[j] = std::move(s);
+      return;
+    }
+    hashes[j % depth] = HashKey(keys[j]);
+    Prefetch(hashes[j % depth]);
+  };
+  for (; ahead < n && ahead < depth; ++ahead) start(ahead);
+  for (size_t i = 0; i < n; ++i) {
+    if (valid[i % depth]) statuses[i] = DoGet(keys[i], hashes[i % depth], &values[i]);
+    if (ahead < n) start(ahead++);  // into the slot key i just left
+  }
+}
+
+// ---- Engine: the root header --------------------------------------------------------
+
+void Engine::CreateRoot(uint64_t magic, uint32_t version, uint64_t table, size_t root_bytes) {
+  pm::Persister& p = *persister_;
+  EngineRoot* r = root_header();
+  p.Store(&r->version, version);
+  p.Store(&r->check, uint32_t{0});
+  p.Store(&r->table, table);
+  p.Store(&r->count, uint64_t{0});
+  p.Flush(r, root_bytes);
+  // Creation commits with the pool's initialized flag (pool.h); the magic, stored last,
+  // keeps a root that is read before then from looking valid.
+  p.Publish(&r->magic, magic);
+  attached_root_ = r;
+}
+
+Status Engine::ValidateRoot(uint64_t magic, uint32_t version, size_t table_header_bytes,
+                            uint64_t* table) const {
+  const EngineRoot* r = root_header();
+  if (r->magic != magic) {
+    return Status::Corruption(engine_name_ + ": root magic is wrong (not a " + engine_name_ +
+                              " index, or damaged)");
+  }
+  if (r->version != version) {
+    return Status::Corruption(engine_name_ + ": root layout version " +
+                              std::to_string(r->version) + " (this build reads " +
+                              std::to_string(version) + ")");
+  }
+  const uint64_t off = r->table;
+  if (off == 0 || off % pm::kCacheLine != 0 || !pool_->Contains(off, table_header_bytes)) {
+    return Status::Corruption(engine_name_ + ": root table offset " + std::to_string(off) +
+                              " is outside the pool");
+  }
+  *table = off;
+  return Status::OK();
+}
+
+Status Engine::OpenRoot(uint64_t magic, uint32_t version, size_t table_header_bytes,
+                        uint64_t* table) {
+  PMHASH_RETURN_IF_ERROR(ValidateRoot(magic, version, table_header_bytes, table));
+  attached_root_ = root_header();
+  return Status::OK();
+}
+
+Status Engine::CheckTableBlock(uint64_t table, uint64_t bytes) const {
+  if (!allocator_->IsAllocated(table) || allocator_->UsableSize(table) < bytes) {
+    return Status::Corruption(engine_name_ + ": the table at offset " + std::to_string(table) +
+                              " is not an allocated block of its size");
+  }
+  return Status::OK();
+}
+
+void Engine::PersistRootCount(uint64_t count) {
+  EngineRoot* r = root_header();
+  persister_->Store(&r->count, count);
+  persister_->Persist(&r->count, sizeof(r->count));
+}
+
+Status Engine::AllocateBlock(uint64_t bytes, const std::string& what, uint64_t* offset) {
+  Result<uint64_t> block = allocator_->Allocate(bytes);
+  if (!block.ok()) {
+    return Status::PoolFull(engine_name_ + ": cannot allocate " + what + " (" +
+                            std::to_string(bytes) + " bytes): " +
+                            std::string(block.status().message()));
+  }
+  *offset = *block;
+  return Status::OK();
+}
+
+// ---- Engine: the slot encoding's update ---------------------------------------------
+
+Status Engine::UpdateSlot(uint8_t* form, KvWords* words, std::string_view key,
+                          std::string_view value, uint64_t key_hash) {
+  pm::Persister& ps = *persister_;
+  const auto old_form = static_cast<SlotForm>(*form);
+  if (old_form == SlotForm::kInline && SlotCodec::FitsInline(key, value)) {
+    uint64_t v;
+    std::memcpy(&v, value.data(), 8);
+    ps.Store(&words->word1, v);  // one failure-atomic 8-byte store
+    ps.Persist(&words->word1, sizeof(v));
+    return Status::OK();
+  }
+  uint64_t record = 0;
+  PMHASH_RETURN_IF_ERROR(codec_->EncodeRecord(key, value, &record));  // flushed, no fence
+  if (old_form == SlotForm::kRecord) {
+    // The new record durable, then one failure-atomic 8-byte store of the pointer.
+    const uint64_t old = words->word0;
+    ps.Publish(&words->word0, record);
+    codec_->ReleaseRecord(old);
+    return Status::OK();
+  }
+  // Inline -> record changes both words and the form: all-or-nothing through the undo
+  // log (Save persists, which also makes the new record durable before the stores).
+  std::unique_ptr<pm::UndoLog::Tx> tx = undo_log_->Begin();
+  Status s = tx->Save(words, sizeof(KvWords));
+  if (s.ok()) s = tx->Save(form, 1);
+  if (!s.ok()) {
+    tx.reset();  // rolls back whatever was saved (nothing was changed yet)
+    codec_->ReleaseRecord(record);
+    return s;
+  }
+  ps.Store(&words->word0, record);
+  ps.Store(&words->word1, key_hash);
+  ps.Store(form, static_cast<uint8_t>(SlotForm::kRecord));
+  ps.Flush(words, sizeof(KvWords));  // a slot never straddles a line
+  const auto line = [](const void* p) { return reinterpret_cast<uintptr_t>(p) / pm::kCacheLine; };
+  if (line(form) != line(words)) ps.Flush(form, 1);
+  ps.Fence();
+  tx->Commit();
+  undo_txs_.fetch_add(1, std::memory_order_relaxed);
+  return Status::OK();
 }
 
 }  // namespace engines
-
-std::vector<EngineDescription> RegisteredEngines() {
-  std::vector<EngineDescription> out;
-  for (const auto& [name, reg] : engines::Registry()) out.push_back(reg.description);
-  return out;
-}
-
 }  // namespace pmhash

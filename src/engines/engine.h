@@ -1,5 +1,16 @@
-// What every engine builds on: the Engine base class (owning the pool, persister,
-// allocator, undo log and slot codec), engine-option parsing, and the registry.
+// The engine kit: what every engine builds on.
+//
+// Engine (below) owns the public operations as a template method: Insert, Update, Put,
+// Get, Delete and MultiGet are final here. Each checks the key (and value) against the
+// limits once, hashes the key once (HashKey) and calls the engine's small virtuals with
+// the hash: DoGet, DoWrite (one WriteMode for insert, update and put, so an upsert is one
+// lock round) and DoDelete. MultiGet is pipelined for engines that can prefetch
+// (Prefetch): it hashes and prefetches `multiget_depth` keys ahead of the one it
+// finishes. The base also owns the pool, persister, allocator, undo log and slot codec,
+// the root header every engine's root opens with (engines/root.h: CreateRoot, OpenRoot,
+// the count stored at Close), and CheckInvariants, run by the generic suites.
+// Shared pieces beside it: lock striping (engines/striping.h), the home-bucket reduction
+// (Reduce, util/hash.h), the commit of a persist sequence (pm::Persister::Publish).
 //
 // Open sequence (src/engines/engine.cc):
 //   new pool:        Pool::Create -> Persister -> Configure -> MarkInUse ->
@@ -10,22 +21,35 @@
 //   a pool whose creation crashed (not initialized): zero the root, then as a new pool.
 //   Create therefore never has to recognize a half-created root, and Recover may treat
 //   any root it cannot read as Corruption.
-//   Close():         Shutdown -> Allocator::PersistState -> Pool::MarkClean
-// An engine adds a folder src/engines/<name>/ and registers itself with
-// PMHASH_REGISTER_ENGINE; the conformance and crash suites then pick it up.
+//   Close():         Shutdown -> root count -> Allocator::PersistState -> Pool::MarkClean
+//
+// Adding an engine: a folder src/engines/<name>/ with its header, source, tests and doc,
+// whose source defines
+//   void RegisterEngines_<name>(EngineRegistry& registry);   // <name>: the folder's name
+// adding one or more engines (registry.Add<Class>(EngineInfo{...}): description, options,
+// capabilities, test profile; see engine_info.h). CMake finds the folder at configure
+// time and generates a call to that function (build/<preset>/generated/engine_folders.cc);
+// the registry calls them all on its first use. Registration is a plain function call
+// the library makes, so it survives static linking without --whole-archive and depends
+// on no static initializer. The conformance and crash suites, the CLI and the benchmark
+// then pick the engine up; nothing else in the tree changes.
 #pragma once
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <memory>
-#include <set>
+#include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/locks.h"
 #include "common/slot.h"
+#include "engines/engine_info.h"
+#include "engines/root.h"
 #include "pm/alloc.h"
 #include "pm/persist.h"
 #include "pm/pool.h"
@@ -34,30 +58,32 @@
 
 namespace pmhash::engines {
 
-// Typed access to Options::engine_options. Each getter records the name as known;
-// Finish() reports malformed or out-of-range values and unknown names (listing the known
-// ones) as InvalidArgument.
-class EngineOptions {
- public:
-  explicit EngineOptions(const std::map<std::string, std::string>& values) : values_(values) {}
-
-  uint64_t Uint(const std::string& name, uint64_t fallback, uint64_t min, uint64_t max);
-  double Double(const std::string& name, double fallback, double min, double max);
-  bool Bool(const std::string& name, bool fallback);  // on/off, true/false, 1/0, yes/no
-  Status Finish() const;
-
- private:
-  const std::map<std::string, std::string>& values_;
-  std::set<std::string> known_;
-  std::vector<std::string> errors_;
+// What a write does when the key is present or absent.
+enum class WriteMode : uint8_t {
+  kInsert,  // AlreadyExists if present
+  kUpdate,  // NotFound if absent
+  kPut,     // insert or update
 };
+
+inline constexpr size_t kMaxMultiGetDepth = 64;
 
 class Engine : public Index {
  public:
   // Without Close() the pool is dropped unclean (as Abandon): a base-class destructor
-  // cannot call the engine's Shutdown. Engines made through the registry or MakeEngine
-  // are wrapped so that destruction closes cleanly (ClosingEngine below).
+  // cannot call the engine's Shutdown. Engines made with MakeEngine (the registry's,
+  // tests') are wrapped so that destruction closes cleanly (ClosingEngine below).
   ~Engine() override;
+
+  // The Index operations (contracts in include/pmhash/index.h), once for every engine.
+  Status Insert(std::string_view key, std::string_view value) final;
+  Status Update(std::string_view key, std::string_view value) final;
+  Status Put(std::string_view key, std::string_view value) final;
+  Status Get(std::string_view key, std::string* value) final;
+  Status Delete(std::string_view key) final;
+  // Engines with capabilities.pipelined_multiget: key i + depth is hashed and prefetched
+  // before key i is finished (depth: the multiget_depth option). Others: Get after Get.
+  void MultiGet(std::span<const std::string_view> keys, std::span<std::string> values,
+                std::span<Status> statuses) final;
 
   Status Close() final;
   Status Sync() final;
@@ -74,14 +100,41 @@ class Engine : public Index {
   // engine without background work returns at once.
   virtual void WaitForBackgroundWork() {}
 
+  // Checks the invariants the engine's header lists by a full scan: OK, or Corruption
+  // naming the first violation. For the suites (after every script and recovery) and
+  // `pmhash pool check`; no mutation may be in flight.
+  virtual Status CheckInvariants() const = 0;
+
+  // The engine's registry data (description, options, capabilities).
+  const EngineInfo& info() const { return *info_; }
+  // The engine name the pool holds ("linear" and "linear-log" share a class).
+  const std::string& name() const { return engine_name_; }
   pm::Pool& pool() const { return *pool_; }
   pm::Persister& persister() const { return *persister_; }
 
  protected:
   Engine() = default;
+  void SetInfo(const EngineInfo& info) { info_ = &info; }
 
-  // Reads engine options (sizes, switches). Called before Create and Recover.
-  virtual void Configure(EngineOptions& options, const Options& index_options) = 0;
+  // ---- The operations: key (and value) within the limits, hash = HashKey(key) ----
+  // OK and *value, or NotFound() with *value unchanged.
+  virtual Status DoGet(std::string_view key, uint64_t hash, std::string* value) = 0;
+  // As `mode` says: AlreadyExists() (kInsert, present), NotFound() (kUpdate, absent),
+  // TableFull (no place and resizing off), PoolFull (no room in the pool).
+  virtual Status DoWrite(std::string_view key, std::string_view value, uint64_t hash,
+                         WriteMode mode) = 0;
+  // OK, or NotFound() if absent.
+  virtual Status DoDelete(std::string_view key, uint64_t hash) = 0;
+  // Pipelined MultiGet (capabilities.pipelined_multiget): starts loading the memory
+  // DoGet(hash) reads first. A hint taken with no lock: it may touch a stale table, so it
+  // may only prefetch, never dereference what it has not validated.
+  virtual void Prefetch(uint64_t hash) const { (void)hash; }
+
+  // ---- Lifecycle ----
+  // Reads engine options (sizes, switches) through the declared list, and checks what
+  // the declared ranges cannot (e.g. a power of two): InvalidArgument naming the option.
+  // Called before Create and Recover.
+  virtual Status Configure(EngineOptions& options, const Options& index_options) = 0;
   // Builds an empty index in a new pool (the root area is zero).
   virtual Status Create() = 0;
   // Attaches to the structure in an existing pool. `clean` is false after a crash:
@@ -90,7 +143,8 @@ class Engine : public Index {
   // Visits every block reachable from the root (for Allocator::Rebuild). Runs before
   // Recover, reading raw PM: offsets must be checked (pool().Contains) before use.
   virtual Status EnumerateBlocks(const pm::Allocator::LiveBlockVisitor& visit) const = 0;
-  // Persists what a clean reopen needs (e.g. a DRAM filter). Default: nothing.
+  // Persists what a clean reopen needs beyond the root count (e.g. a DRAM filter).
+  // Default: nothing.
   virtual Status Shutdown() { return Status::OK(); }
   // Engine-specific figures for Stats(): key slots, DRAM bytes, counters.
   virtual void FillStats(IndexStats* stats) const = 0;
@@ -98,12 +152,35 @@ class Engine : public Index {
   // first by Close() and Abandon(), so it must be idempotent. Default: nothing.
   virtual void StopBackgroundWork() {}
 
+  // ---- The root header (engines/root.h) ----
+  // Creation, once the table at `table` is durable and the engine's own root fields
+  // (after the header, within `root_bytes`) are stored: stores version, table and count
+  // 0, persists the root's first `root_bytes`, then publishes the magic.
+  void CreateRoot(uint64_t magic, uint32_t version, uint64_t table, size_t root_bytes);
+  // Validation in raw PM (EnumerateBlocks runs before Recover): Corruption naming the
+  // engine unless the root has `magic` and `version` and a line-aligned table offset
+  // with room for `table_header_bytes` in the pool; *table gets the offset.
+  Status ValidateRoot(uint64_t magic, uint32_t version, size_t table_header_bytes,
+                      uint64_t* table) const;
+  // ValidateRoot for Recover, which also attaches the header: Close then stores the
+  // count in it.
+  Status OpenRoot(uint64_t magic, uint32_t version, size_t table_header_bytes, uint64_t* table);
+  // Recover: Corruption unless `table` is an allocated block of at least `bytes`.
+  Status CheckTableBlock(uint64_t table, uint64_t bytes) const;
+  EngineRoot* root_header() const { return root<EngineRoot>(); }
+  // Stores and persists root.count (a recovery's recount).
+  void PersistRootCount(uint64_t count);
+
+  // Allocates `bytes` for `what` ("a table of 4096 cells"). PoolFull naming the engine,
+  // what and the size when the pool has no room.
+  Status AllocateBlock(uint64_t bytes, const std::string& what, uint64_t* offset);
+
   // Replaces the value of the slot `words` whose form byte is `*form`, as the shared slot
   // encoding prescribes (common/slot.h), and persists it before returning: an inline
-  // value with one 8-byte store; a record by a new record, a fence, one 8-byte store of
-  // the pointer, then the old record freed; inline -> record (words and form change
-  // together) under an UndoLog transaction. The caller holds what excludes other writers
-  // of the slot. `undo_txs()` counts the transactions.
+  // value with one 8-byte store; a record by a new record, then the pointer published
+  // (Persister::Publish), then the old record freed; inline -> record (words and form
+  // change together) under an UndoLog transaction. The caller holds what excludes other
+  // writers of the slot. `undo_txs()` counts the transactions.
   Status UpdateSlot(uint8_t* form, KvWords* words, std::string_view key, std::string_view value,
                     uint64_t key_hash);
   uint64_t undo_txs() const { return undo_txs_.load(std::memory_order_relaxed); }
@@ -118,18 +195,26 @@ class Engine : public Index {
   }
 
  private:
+  template <typename E>
+  friend class ClosingEngine;
   friend Status OpenEngine(std::unique_ptr<Engine> engine, std::unique_ptr<pm::Pool> pool,
                            bool fresh, const Options& options, pm::PersistObserver* observer,
-                           std::unique_ptr<Index>* index);
+                           std::unique_ptr<Engine>* out);
   Status Start(std::unique_ptr<pm::Pool> pool, bool fresh, const Options& options,
                pm::PersistObserver* observer);
+  // MultiGet's pipelined path.
+  void MultiGetPipelined(std::span<const std::string_view> keys, std::span<std::string> values,
+                         std::span<Status> statuses);
 
+  const EngineInfo* info_ = nullptr;
   std::unique_ptr<pm::Pool> pool_;
   std::unique_ptr<pm::Persister> persister_;
   std::unique_ptr<pm::UndoLog> undo_log_;
   std::unique_ptr<pm::Allocator> allocator_;
   std::unique_ptr<SlotCodec> codec_;
   std::string engine_name_;
+  EngineRoot* attached_root_ = nullptr;  // set by CreateRoot / OpenRoot
+  size_t multiget_depth_ = 8;
   bool recovered_ = false;
   double recovery_ms_ = 0;
   std::atomic<uint64_t> undo_txs_{0};
@@ -140,7 +225,38 @@ class Engine : public Index {
 // engines. `fresh` means the pool was just created.
 Status OpenEngine(std::unique_ptr<Engine> engine, std::unique_ptr<pm::Pool> pool, bool fresh,
                   const Options& options, pm::PersistObserver* observer,
+                  std::unique_ptr<Engine>* out);
+Status OpenEngine(std::unique_ptr<Engine> engine, std::unique_ptr<pm::Pool> pool, bool fresh,
+                  const Options& options, pm::PersistObserver* observer,
                   std::unique_ptr<Index>* index);
+// pmhash::Open, keeping the engine's type: for callers inside the library that need what
+// only an Engine offers (WaitForBackgroundWork, Abandon, persister, CheckInvariants).
+Status Open(const Options& options, std::unique_ptr<Engine>* engine);
+
+// Declares, inside an engine class, the overrides every engine implements (their
+// contracts are Index's and Engine's; what is particular to an engine, e.g. what its
+// ForEach holds, its header says): Count, ForEach, CheckInvariants, the three
+// operations and the lifecycle. The engine declares the optional ones it needs itself
+// (Prefetch, Shutdown, StopBackgroundWork, WaitForBackgroundWork). Leaves the class in
+// `protected:`.
+#define PMHASH_ENGINE_KIT_OVERRIDES                                                     \
+ public:                                                                               \
+  uint64_t Count() const override;                                                     \
+  Status ForEach(const Visitor& fn) const override;                                    \
+  Status CheckInvariants() const override;                                             \
+                                                                                       \
+ protected:                                                                            \
+  Status DoGet(std::string_view key, uint64_t hash, std::string* value) override;     \
+  Status DoWrite(std::string_view key, std::string_view value, uint64_t hash,          \
+                 ::pmhash::engines::WriteMode mode) override;                           \
+  Status DoDelete(std::string_view key, uint64_t hash) override;                       \
+  Status Configure(::pmhash::engines::EngineOptions& options,                          \
+                   const ::pmhash::Options& index_options) override;                    \
+  Status Create() override;                                                            \
+  Status Recover(bool clean) override;                                                 \
+  Status EnumerateBlocks(const ::pmhash::pm::Allocator::LiveBlockVisitor& visit)       \
+      const override;                                                                  \
+  void FillStats(::pmhash::IndexStats* stats) const override
 
 // The answer of a search that takes no lock (validated by a VersionedRwLock): kFound or
 // kAbsent stand; kRetry means a writer was in, try again; kLocked means only the locked
@@ -148,83 +264,99 @@ Status OpenEngine(std::unique_ptr<Engine> engine, std::unique_ptr<pm::Pool> pool
 enum class Optimistic : uint8_t { kFound, kAbsent, kRetry, kLocked };
 inline constexpr int kOptimisticTries = 4;
 
-// Runs `find` (returning Optimistic) until it stands or needs the lock, backing off
-// between tries; after kOptimisticTries retries the answer is kLocked.
+// One lock-free search's state: the key as the inline word it would be stored as, the
+// stripe version it started at, the inline value it found and the PM lines it read.
+struct OptimisticRead {
+  explicit OptimisticRead(std::string_view key) : inline_key(key.size() == 8) {
+    if (inline_key) std::memcpy(&key_word, key.data(), 8);
+  }
+  // Starts a try under `mu`: false if a writer holds it (retry).
+  bool Begin(const VersionedRwLock& mu) {
+    version = mu.ReadBegin();
+    return version % 2 == 0;
+  }
+  // Whether no writer took `mu` since Begin.
+  bool Valid(const VersionedRwLock& mu) const { return mu.ReadValidate(version); }
+
+  const bool inline_key;
+  uint64_t key_word = 0;
+  uint64_t version = 0;
+  uint64_t value_word = 0;  // set by a kFound answer
+  size_t lines = 0;         // PM lines read, over every try
+};
+
+// Runs `find(OptimisticRead*)` until it stands or needs the lock, backing off between
+// tries (after kOptimisticTries retries the answer is kLocked); notes the PM lines read
+// and, on kFound, stores the inline value into *value.
 template <typename Find>
-Optimistic SearchOptimistically(Find&& find) {
+Optimistic SearchOptimistically(pm::Persister& persister, std::string_view key,
+                                std::string* value, Find&& find) {
+  OptimisticRead read(key);
+  Optimistic answer = Optimistic::kLocked;
   for (int attempt = 0; attempt < kOptimisticTries; ++attempt) {
-    const Optimistic answer = find();
-    if (answer != Optimistic::kRetry) return answer;
+    const Optimistic a = find(&read);
+    if (a != Optimistic::kRetry) {
+      answer = a;
+      break;
+    }
     SpinBackoff(attempt);
   }
-  return Optimistic::kLocked;
-}
-
-// Takes, in `mode`, the lock of the stripe that guards a key's home in a table whose size
-// only changes while every stripe is held (a resize): reads the size, locks the stripe
-// `locate(size, &home)` names, and retries if the size moved in between. Returns the
-// stripe (its `mu` is held) and sets *home and *size for the size it holds.
-template <typename Stripe, typename Locate>
-Stripe& LockHomeStripe(const std::atomic<uint64_t>& table_size, LockMode mode, Locate&& locate,
-                       uint64_t* home, uint64_t* size) {
-  for (;;) {
-    const uint64_t n = table_size.load(std::memory_order_acquire);
-    Stripe& s = locate(n, home);
-    if (mode == LockMode::kExclusive) {
-      s.mu.lock();
-    } else {
-      s.mu.lock_shared();
-    }
-    if (table_size.load(std::memory_order_acquire) == n) {
-      *size = n;
-      return s;
-    }
-    if (mode == LockMode::kExclusive) {  // a resize came between the read and the lock
-      s.mu.unlock();
-    } else {
-      s.mu.unlock_shared();
-    }
+  persister.NoteRead(read.lines);
+  if (answer == Optimistic::kFound) {
+    value->assign(reinterpret_cast<const char*>(&read.value_word), sizeof(read.value_word));
   }
+  return answer;
 }
 
 // Closes cleanly on destruction: the most-derived destructor runs while the engine is
 // still whole, so Close() may call its virtual Shutdown().
 template <typename E>
-class ClosingEngine : public E {
+class ClosingEngine final : public E {
  public:
+  template <typename... Args>
+  explicit ClosingEngine(const EngineInfo& info, Args&&... args) : E(std::forward<Args>(args)...) {
+    this->SetInfo(info);
+  }
   ~ClosingEngine() override {
     if (this->is_open()) (void)this->Close();
   }
 };
 
-// How every engine object is made (registry, tests).
-template <typename E>
-std::unique_ptr<Engine> MakeEngine() {
-  return std::make_unique<ClosingEngine<E>>();
+// How every engine object is made (registry, tests): `info` must outlive it.
+template <typename E, typename... Args>
+std::unique_ptr<Engine> MakeEngine(const EngineInfo& info, Args&&... args) {
+  return std::make_unique<ClosingEngine<E>>(info, std::forward<Args>(args)...);
 }
 
-// Registry.
+// ---- Registry -----------------------------------------------------------------------
+
 struct EngineRegistration {
-  EngineDescription description;
+  EngineInfo info;
   std::function<std::unique_ptr<Engine>()> make;
 };
-void RegisterEngine(EngineRegistration registration);
+
+// What each engine folder's RegisterEngines_<folder> function adds its engines to.
+class EngineRegistry {
+ public:
+  // Registers `info` as an engine made by MakeEngine<E>(info, args...).
+  template <typename E, typename... Args>
+  void Add(EngineInfo info, Args... args) {
+    EngineRegistration& r = Insert(std::move(info));
+    const EngineInfo* stored = &r.info;
+    r.make = [stored, args...] { return MakeEngine<E>(*stored, args...); };
+  }
+
+ private:
+  friend const std::map<std::string, EngineRegistration>& Registrations();
+  EngineRegistration& Insert(EngineInfo info);
+  std::map<std::string, EngineRegistration> engines_;
+};
+
+// Every registered engine by name (the registry is filled on first use).
+const std::map<std::string, EngineRegistration>& Registrations();
 // nullptr if unknown.
 const EngineRegistration* FindEngine(const std::string& name);
 // "unknown engine 'x'; known engines: a, b, c"
 Status UnknownEngine(const std::string& name);
 
-struct EngineRegistrar {
-  explicit EngineRegistrar(EngineRegistration registration) {
-    RegisterEngine(std::move(registration));
-  }
-};
-
 }  // namespace pmhash::engines
-
-// In the engine's .cc (id is a C identifier, name what users type):
-//   PMHASH_REGISTER_ENGINE(linear_log, "linear-log", "summary", "paper", true, LinearLog);
-#define PMHASH_REGISTER_ENGINE(id, name, summary, paper, crash_consistent, Class)           \
-  static ::pmhash::engines::EngineRegistrar pmhash_engine_registrar_##id(                  \
-      ::pmhash::engines::EngineRegistration{{name, summary, paper, crash_consistent},       \
-                                            [] { return ::pmhash::engines::MakeEngine<Class>(); }})

@@ -58,7 +58,7 @@
 #include <string>
 #include <vector>
 
-#include "common/hash.h"
+#include "util/hash.h"
 
 namespace pmhash::pm {
 
@@ -435,7 +435,7 @@ Result<uint64_t> HeapAllocator::AllocateSmall(uint32_t cls) {
     std::lock_guard<std::mutex> lock(other.mu);
     if (!other.partial.empty()) return TakeUnit(other, cls);
   }
-  return Status::ResourceExhausted(
+  return Status::PoolFull(
       FullMessage("a chunk of " + std::to_string(kClassSizes[cls]) + "-byte blocks"));
 }
 
@@ -536,8 +536,8 @@ Result<uint64_t> HeapAllocator::AllocateRun(uint64_t n) {
     const bool reclaimed = ReclaimEmptyChunks(kNumLists);
     lock.lock();
     if (!reclaimed || !TakeFree(n, &c)) {
-      return Status::ResourceExhausted(FullMessage("a run of " + std::to_string(n) +
-                                                   " contiguous 64 KiB chunks"));
+      return Status::PoolFull(
+          FullMessage("a run of " + std::to_string(n) + " contiguous 64 KiB chunks"));
     }
   }
   for (uint64_t i = 1; i < n; ++i) SetEntry(c + i, Entry(kCont, i));

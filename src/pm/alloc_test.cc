@@ -215,7 +215,7 @@ TEST_F(AllocatorTest, PoolFullThenWorksAgainAfterFrees) {
   for (;;) {
     Result<uint64_t> r = allocator_->Allocate(200000);
     if (!r.ok()) {
-      ASSERT_TRUE(r.status().IsResourceExhausted()) << r.status().ToString();
+      ASSERT_TRUE(r.status().IsPoolFull()) << r.status().ToString();
       EXPECT_EQ(r.status().message().rfind("pool full: ", 0), 0u) << r.status().message();
       break;
     }
@@ -226,7 +226,7 @@ TEST_F(AllocatorTest, PoolFullThenWorksAgainAfterFrees) {
   for (;;) {
     Result<uint64_t> r = allocator_->Allocate(1000);
     if (!r.ok()) {
-      ASSERT_TRUE(r.status().IsResourceExhausted()) << r.status().ToString();
+      ASSERT_TRUE(r.status().IsPoolFull()) << r.status().ToString();
       break;
     }
     smalls.push_back(r.value());

@@ -1,6 +1,5 @@
 #include "pm/persist.h"
 
-#include <cpuid.h>
 #include <immintrin.h>
 #include <x86intrin.h>
 
@@ -19,19 +18,6 @@ __attribute__((target("clflushopt"))) void FlushClflushopt(const void* p) {
 }
 void FlushClflush(const void* p) { _mm_clflush(p); }
 
-CpuFeatures Detect() {
-  CpuFeatures f;
-  unsigned a, b, c, d;
-  if (__get_cpuid(1, &a, &b, &c, &d)) f.clflush = (d >> 19) & 1;
-  if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
-    f.clflushopt = (b >> 23) & 1;
-    f.clwb = (b >> 24) & 1;
-    f.avx2 = (b >> 5) & 1;
-    f.avx512bw = ((b >> 16) & 1) && ((b >> 30) & 1);  // avx512f and avx512bw
-  }
-  return f;
-}
-
 double MeasureTscCyclesPerNs() {
   using Clock = std::chrono::steady_clock;
   auto t0 = Clock::now();
@@ -44,11 +30,6 @@ double MeasureTscCyclesPerNs() {
 }
 
 }  // namespace
-
-const CpuFeatures& CpuFeatures::Get() {
-  static const CpuFeatures features = Detect();
-  return features;
-}
 
 double TscCyclesPerNs() {
   static const double cycles_per_ns = MeasureTscCyclesPerNs();

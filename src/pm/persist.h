@@ -23,6 +23,7 @@
 #include <type_traits>
 
 #include "pm/stats.h"
+#include "util/cpu.h"
 #include "pmhash/index.h"
 #include "pmhash/options.h"
 
@@ -81,12 +82,6 @@ struct PersistConfig {
   PersistObserver* observer = nullptr;  // not owned; must outlive the Persister
 };
 
-// What the CPU offers, by cpuid.
-struct CpuFeatures {
-  bool clflush = false, clflushopt = false, clwb = false, avx2 = false, avx512bw = false;
-  static const CpuFeatures& Get();
-};
-
 class Persister {
  public:
   // Validates the config against the CPU: forcing an instruction the CPU lacks is
@@ -122,6 +117,16 @@ class Persister {
     }
     Count(sizeof(T));
   }
+  // The commit of a persist sequence: a fence, so that everything stored and flushed
+  // before it is durable (adr) or ordered (eadr) ahead of the commit word; one
+  // failure-atomic store of the word; and its persist, so it is durable on return.
+  template <typename T>
+  void Publish(T* word, T value) {
+    Fence();
+    Store(word, value);
+    Persist(word, sizeof(T));
+  }
+
   // Acquire load of a scalar that another thread may Store concurrently.
   template <typename T>
   static T Load(const T* src) {

@@ -314,6 +314,25 @@ TEST(PersisterObserver, SeesEveryStoreFlushAndFenceInOrder) {
   EXPECT_EQ(*word, 42u);
 }
 
+// Publish is the commit of a persist sequence: the fence comes before the commit store
+// (ordering what was flushed before it), then the store is flushed and fenced.
+TEST(PersisterObserver, PublishFencesThenStoresThenPersists) {
+  Recorder rec;
+  PersistConfig c;
+  c.observer = &rec;
+  auto p = MakeOrDie(c);
+  Lines buf;
+  auto* word = reinterpret_cast<uint64_t*>(buf.bytes + 64);
+  p->Copy(buf.bytes, "payload", 7);
+  p->Flush(buf.bytes, 7);
+  p->Publish(word, uint64_t{7});
+  const std::vector<Recorder::Event> expected = {
+      {'s', buf.bytes, 7}, {'f', buf.bytes, 7}, {'F', nullptr, 0},
+      {'s', word, 8},      {'f', word, 8},      {'F', nullptr, 0}};
+  EXPECT_EQ(rec.events, expected);
+  EXPECT_EQ(*word, 7u);
+}
+
 TEST(PersisterObserver, SeesStoresEvenWithoutCounting) {
   Recorder rec;
   PersistConfig c;

@@ -13,8 +13,8 @@
 #include <cstdio>
 #include <cstring>
 
-#include "common/errors.h"
-#include "common/hash.h"
+#include "util/errors.h"
+#include "util/hash.h"
 
 namespace pmhash::pm {
 
@@ -185,8 +185,8 @@ Status Pool::Create(const std::string& path, std::string_view engine, uint64_t s
 }
 
 Status Pool::Inspect(const std::string& path, PoolInfo* info) {
-  int fd;
-  uint64_t file_size;
+  int fd = -1;
+  uint64_t file_size = 0;
   PMHASH_RETURN_IF_ERROR(OpenRegularFile(path, O_RDONLY, &fd, &file_size));
   Status s = InspectFd(fd, file_size, path, info);
   ::close(fd);
@@ -228,8 +228,8 @@ Status Pool::InspectFd(int fd, uint64_t file_size, const std::string& path, Pool
 
 Status Pool::Open(const std::string& path, std::string_view engine,
                   std::unique_ptr<Pool>* pool) {
-  int fd;
-  uint64_t file_size;
+  int fd = -1;
+  uint64_t file_size = 0;
   PMHASH_RETURN_IF_ERROR(OpenRegularFile(path, O_RDWR, &fd, &file_size));
   auto fail = [&](Status s) {
     ::close(fd);

@@ -13,7 +13,7 @@
 #include <random>
 #include <sstream>
 
-#include "common/hash.h"
+#include "util/hash.h"
 #include "pm/persist.h"
 
 namespace pmhash::pm {
@@ -264,7 +264,7 @@ TEST(PoolOpen, NoPermission) {
     } else {
       std::unique_ptr<Pool> pool;
       Status s = Pool::Open(path, "", &pool);
-      result = std::to_string(static_cast<int>(s.code())) + " " + s.message();
+      result = std::to_string(static_cast<int>(s.code())) + " " + std::string(s.message());
     }
     ssize_t n = write(fds[1], result.data(), result.size());
     _exit(n == static_cast<ssize_t>(result.size()) ? 0 : 1);

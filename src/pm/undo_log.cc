@@ -34,7 +34,7 @@
 #include <string>
 #include <vector>
 
-#include "common/hash.h"
+#include "util/hash.h"
 
 namespace pmhash::pm {
 

@@ -27,8 +27,10 @@ struct CommonOptions {
   bool hex = false;                 // keys/values given and printed as hex
 };
 
-// `pmhash engines`: the registered engines as a table.
-int CmdEngines();
+// `pmhash engines`: the registered engines as a table, then each one's capabilities and
+// options (default, range, help); `pmhash engines NAME`: that engine's alone. An unknown
+// NAME is a usage error.
+int CmdEngines(const std::string& name);
 
 // `pmhash pool create PATH --engine E [--size S] [--opt k=v]...`: creates and formats a
 // pool through the engine, then closes it cleanly.

@@ -25,7 +25,7 @@ void PrintRecord(std::string_view bytes, bool hex, bool escape) {
 // Closes the index; a failure to close turns a success into an operational error.
 int Finish(Index* index, const std::string& path, int code) {
   Status s = index->Close();
-  if (!s.ok() && code == kExitOk) return Fail(kExitFailure, "closing " + path + ": " + s.message());
+  if (!s.ok() && code == kExitOk) return Fail(kExitFailure, "closing " + path + ": " + std::string(s.message()));
   return code;
 }
 

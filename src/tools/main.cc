@@ -38,7 +38,11 @@ int Main(int argc, char** argv) {
   app.require_subcommand(1);
   app.footer("Exit status: 0 success, 1 the operation failed, 2 bad command line.");
 
-  app.add_subcommand("engines", "List the registered engines");
+  std::string engine_name;
+  app.add_subcommand("engines",
+                     "List the registered engines with their capabilities and options; "
+                     "`pmhash engines NAME` shows one")
+      ->add_option("NAME", engine_name, "An engine (default: all)");
 
   CLI::App* pool = app.add_subcommand("pool", "Create, inspect and check pool files");
   pool->require_subcommand(1);
@@ -132,7 +136,7 @@ int Main(int argc, char** argv) {
     return Fail(kExitUsage, e.what());
   }
 
-  if (app.got_subcommand("engines")) return CmdEngines();
+  if (app.got_subcommand("engines")) return CmdEngines(engine_name);
   if (create->parsed()) return CmdPoolCreate(path, engine, size, opts);
   if (info->parsed()) return CmdPoolInfo(path);
   if (check->parsed()) return CmdPoolCheck(path, engine, opts);

@@ -1,4 +1,4 @@
-// `pmhash engines` and `pmhash pool create|info|check`.
+// `pmhash pool create|info|check`.
 #include <fcntl.h>
 #include <linux/mman.h>
 #include <sys/file.h>
@@ -26,27 +26,6 @@ int Fail(int code, std::string_view message) {
   return code;
 }
 
-int CmdEngines() {
-  const std::vector<EngineDescription> engines = RegisteredEngines();
-  if (engines.empty()) {
-    std::printf("no engines are registered in this build\n");
-    return kExitOk;
-  }
-  size_t name_w = 4, paper_w = 5;
-  for (const auto& e : engines) {
-    name_w = std::max(name_w, e.name.size());
-    paper_w = std::max(paper_w, e.paper.size());
-  }
-  const int nw = static_cast<int>(name_w), pw = static_cast<int>(paper_w);
-  std::printf("%-*s  %-16s  %-*s  %s\n", nw, "name", "crash-consistent", pw, "paper",
-              "summary");
-  for (const auto& e : engines) {
-    std::printf("%-*s  %-16s  %-*s  %s\n", nw, e.name.c_str(),
-                e.crash_consistent ? "yes" : "no", pw, e.paper.c_str(), e.summary.c_str());
-  }
-  return kExitOk;
-}
-
 int CmdPoolCreate(const std::string& path, const std::string& engine, const std::string& size,
                   const std::vector<std::string>& opts) {
   Options options;
@@ -62,7 +41,7 @@ int CmdPoolCreate(const std::string& path, const std::string& engine, const std:
   if (!s.ok()) return Fail(kExitFailure, s.message());
   const IndexStats stats = index->Stats();
   s = index->Close();
-  if (!s.ok()) return Fail(kExitFailure, "closing " + path + ": " + s.message());
+  if (!s.ok()) return Fail(kExitFailure, "closing " + path + ": " + std::string(s.message()));
   std::printf("created %s: engine %s, %llu bytes (%s), mapping %s\n", path.c_str(),
               engine.c_str(), static_cast<unsigned long long>(stats.pool_bytes),
               HumanBytes(stats.pool_bytes).c_str(), stats.mapping.c_str());
@@ -172,7 +151,7 @@ int CmdPoolCheck(const std::string& path, const std::string& engine,
   options.create_if_missing = false;
   std::unique_ptr<Index> index;
   s = Open(options, &index);
-  if (!s.ok()) return Fail(kExitFailure, "opening " + path + ": " + s.message());
+  if (!s.ok()) return Fail(kExitFailure, "opening " + path + ": " + std::string(s.message()));
   const IndexStats stats = index->Stats();
   if (stats.recovered) std::printf("recovery        done in %.3f ms\n", stats.recovery_ms);
   uint64_t seen = 0;
@@ -183,13 +162,13 @@ int CmdPoolCheck(const std::string& path, const std::string& engine,
   if (!s.ok()) {
     Status c = index->Close();
     (void)c;
-    return Fail(kExitFailure, "iterating " + path + ": " + s.message());
+    return Fail(kExitFailure, "iterating " + path + ": " + std::string(s.message()));
   }
   const uint64_t count = index->Count();
   std::printf("keys            %llu by iteration, Count() = %llu\n",
               static_cast<unsigned long long>(seen), static_cast<unsigned long long>(count));
   s = index->Close();
-  if (!s.ok()) return Fail(kExitFailure, "closing " + path + ": " + s.message());
+  if (!s.ok()) return Fail(kExitFailure, "closing " + path + ": " + std::string(s.message()));
   if (seen != count) {
     std::printf("verdict         INCONSISTENT\n");
     return Fail(kExitFailure, path + " is inconsistent: iteration found " +

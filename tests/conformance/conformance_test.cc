@@ -1,5 +1,6 @@
 // The conformance suite: the Index contract, over every registered engine plus the
-// test-only `test-tiny` (docs/testing.md).
+// test-only `test-tiny` (docs/testing.md). Every test ends by checking the engine's own
+// invariants (Engine::CheckInvariants) besides the contract.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -16,6 +17,7 @@
 #include <set>
 #include <thread>
 
+#include "engines/engine.h"
 #include "support/harness.h"
 
 namespace pmhash::testing {
@@ -24,17 +26,22 @@ namespace {
 class Conformance : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override { spec_ = FindSpec(GetParam()); }
-  std::unique_ptr<Index> Fresh(uint64_t initial_capacity = 0, uint64_t pool = 16ull << 20) {
+  // A fresh DRAM index; `pool` 0: the engine's TestProfile::conformance_pool_size.
+  std::unique_ptr<Index> Fresh(uint64_t initial_capacity = 0, uint64_t pool = 0,
+                               std::map<std::string, std::string> engine_options = {}) {
     Options o;
     o.initial_capacity = initial_capacity;
-    o.pool_size = pool;
+    o.pool_size = pool != 0 ? pool : spec_.test.conformance_pool_size;
+    o.engine_options = std::move(engine_options);
     std::unique_ptr<Index> index;
     Status s = OpenDram(spec_, o, &index);
     EXPECT_TRUE(s.ok()) << s.ToString();
     return index;
   }
+  // The model's contents exactly (CheckIndex) and the engine's invariants.
   static void ExpectMatches(Index* index, const Model& model) {
     EXPECT_EQ(CheckIndex(index, model, nullptr), "");
+    EXPECT_EQ(CheckInvariantsOf(index), "");
   }
   EngineSpec spec_;
 };
@@ -82,8 +89,138 @@ TEST_P(Conformance, MultiGetMatchesGet) {
   EXPECT_EQ(values[2], "22222222");
 }
 
+// MultiGet (pipelined where the engine prefetches) answers every key as Get does, at
+// every pipeline depth, for batches shorter and longer than the depth, with duplicates,
+// absent keys, short, inline, long and empty keys, and an overlong key in the middle
+// (InvalidArgument for it alone). A NotFound leaves its value untouched.
+TEST_P(Conformance, MultiGetAgreesWithGetAtEveryDepth) {
+  for (const char* depth : {"1", "3", "8", "64"}) {
+    SCOPED_TRACE(std::string("multiget_depth=") + depth);
+    auto index = Fresh(16, 0, {{"multiget_depth", depth}});
+    ASSERT_NE(index, nullptr);
+    std::vector<std::string> stored;
+    for (uint64_t i = 0; i < 300; ++i) {
+      std::string k = i % 3 == 0   ? std::string(reinterpret_cast<const char*>(&i), 8)
+                      : i % 3 == 1 ? "key-" + std::to_string(i)
+                                   : std::string(40, 'L') + std::to_string(i);
+      const std::string v = i % 2 ? std::string(8, static_cast<char>('a' + i % 26))
+                                  : "value " + std::to_string(i);
+      ASSERT_TRUE(index->Insert(k, v).ok());
+      stored.push_back(std::move(k));
+    }
+    ASSERT_TRUE(index->Insert("", "empty key").ok());
+    const std::string overlong(kMaxKeySize + 1, 'x');
+    std::vector<std::string> pool = stored;
+    for (int i = 0; i < 50; ++i) pool.push_back("absent-" + std::to_string(i));
+    pool.push_back("");
+    std::mt19937_64 rng(7);
+    for (size_t n : {size_t{0}, size_t{1}, size_t{2}, size_t{7}, size_t{64}, size_t{65},
+                     size_t{500}}) {
+      std::vector<std::string> owned;
+      for (size_t i = 0; i < n; ++i) owned.push_back(pool[rng() % pool.size()]);
+      if (n >= 2) owned[n / 2] = owned[0];  // a duplicate
+      if (n >= 7) owned[5] = overlong;
+      std::vector<std::string_view> keys(owned.begin(), owned.end());
+      std::vector<std::string> values(n, "untouched");
+      std::vector<Status> statuses(n);
+      index->MultiGet(keys, values, statuses);
+      for (size_t i = 0; i < n; ++i) {
+        std::string want = "untouched";
+        const Status s = index->Get(keys[i], &want);
+        EXPECT_EQ(statuses[i].code(), s.code())
+            << "batch of " << n << ", key #" << i << " " << Printable(keys[i]);
+        EXPECT_EQ(values[i], want) << "batch of " << n << ", key #" << i;
+      }
+      if (n >= 7) {
+        EXPECT_TRUE(statuses[5].IsInvalidArgument());
+      }
+    }
+    EXPECT_EQ(CheckInvariantsOf(index.get()), "");
+  }
+}
+
+// The registry describes the engine with data, and Open holds the engine to it: every
+// declared option (the engine's, resize, the common ones) accepts its default given
+// explicitly and refuses garbage and values just out of range with an InvalidArgument
+// naming it; an unknown option is refused listing every declared name.
+TEST_P(Conformance, DeclaredOptionsAcceptTheirDefaultsAndRefuseGarbage) {
+  ASSERT_NE(spec_.info, nullptr);
+  const std::vector<engines::OptionSpec> declared =
+      engines::DeclaredOptions(*spec_.info, /*with_common=*/true);
+  auto open = [&](std::map<std::string, std::string> engine_options) {
+    Options o;
+    o.pool_size = spec_.test.conformance_pool_size;
+    o.initial_capacity = 16;
+    o.engine_options = std::move(engine_options);
+    std::unique_ptr<Index> index;
+    return OpenDram(spec_, o, &index);
+  };
+  for (const engines::OptionSpec& d : declared) {
+    SCOPED_TRACE(d.name);
+    if (d.has_default) {
+      const Status s = open({{d.name, d.DefaultText()}});
+      EXPECT_TRUE(s.ok()) << s.ToString();
+    }
+    std::vector<std::string> garbage = {"", "x", " 1", "1 ", "0x10", "on off", "1e999999"};
+    if (d.type == engines::OptionSpec::Type::kUint) {
+      garbage.push_back("-1");
+      garbage.push_back("18446744073709551616");  // 2^64
+      if (d.uint_min > 0) garbage.push_back(std::to_string(d.uint_min - 1));
+      if (d.uint_max < UINT64_MAX) garbage.push_back(std::to_string(d.uint_max + 1));
+    } else if (d.type == engines::OptionSpec::Type::kDouble) {
+      garbage.push_back("nan");
+      garbage.push_back(std::to_string(d.double_max * 2 + 1));
+      garbage.push_back(std::to_string(d.double_min - 1));
+    } else {
+      garbage.push_back("2");
+      garbage.push_back("onn");
+    }
+    for (const std::string& bad : garbage) {
+      const Status s = open({{d.name, bad}});
+      EXPECT_TRUE(s.IsInvalidArgument()) << "'" << bad << "': " << s.ToString();
+      EXPECT_NE(s.message().find(d.name), std::string::npos) << s.ToString();
+    }
+  }
+  const Status s = open({{"no_such_option", "1"}});
+  ASSERT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  for (const engines::OptionSpec& d : declared) {
+    EXPECT_NE(s.message().find(d.name), std::string::npos) << d.name << ": " << s.ToString();
+  }
+  // The capabilities agree with the options: resize=off is accepted exactly when the
+  // engine says it has the switch.
+  const Status off = open({{"resize", "off"}});
+  EXPECT_EQ(off.ok(), spec_.info->capabilities.resize_switch) << off.ToString();
+}
+
+// A persistence mode the engine does not declare is refused at Open.
+TEST_P(Conformance, OpenRefusesAPersistModeTheEngineDoesNotSupport) {
+  ASSERT_NE(spec_.info, nullptr);
+  for (PersistMode m : {PersistMode::kAdr, PersistMode::kEadr, PersistMode::kNone}) {
+    Options o;
+    o.pool_size = spec_.test.conformance_pool_size;
+    o.persist = m;
+    std::unique_ptr<Index> index;
+    const Status s = OpenDram(spec_, o, &index);
+    const auto& modes = spec_.info->capabilities.persist_modes;
+    const bool supported = std::find(modes.begin(), modes.end(), m) != modes.end();
+    EXPECT_EQ(s.ok(), supported) << PersistModeName(m) << ": " << s.ToString();
+  }
+}
+
+TEST_P(Conformance, MultiGetDepthOutOfRangeIsInvalidArgument) {
+  for (const char* bad : {"0", "65", "-1", "eight", ""}) {
+    Options o;
+    o.pool_size = spec_.test.conformance_pool_size;
+    o.engine_options = {{"multiget_depth", bad}};
+    std::unique_ptr<Index> index;
+    const Status s = OpenDram(spec_, o, &index);
+    EXPECT_TRUE(s.IsInvalidArgument()) << bad << ": " << s.ToString();
+    EXPECT_NE(s.message().find("multiget_depth"), std::string::npos) << s.ToString();
+  }
+}
+
 TEST_P(Conformance, KeysAndValuesAtTheirLimits) {
-  auto index = Fresh(0, 32ull << 20);
+  auto index = Fresh(0, std::max<uint64_t>(32ull << 20, spec_.test.conformance_pool_size));
   Model model;
   const std::vector<size_t> key_sizes = {0, 1, 7, 8, 9, 64, 1000, kMaxKeySize};
   const std::vector<size_t> value_sizes = {0, 1, 8, 9, 500, 70000, kMaxValueSize};
@@ -183,7 +320,7 @@ TEST_P(Conformance, ReopenAfterCleanClose) {
   const std::string path = dir + "/" + GtestName(GetParam()) + ".pool";
   std::filesystem::remove(path);
   Options o;
-  o.pool_size = 8ull << 20;
+  o.pool_size = spec_.test.conformance_pool_size;
   o.initial_capacity = 16;
   Model model;
   {
@@ -304,7 +441,7 @@ TEST_P(Conformance, ThreadsAgainstAModel) {
     EXPECT_EQ(it->second.rfind("by-thread-", 0), 0u);
     expect[it->first] = it->second;
   }
-  EXPECT_EQ(CheckIndex(index.get(), expect, nullptr), "");
+  ExpectMatches(index.get(), expect);
 }
 
 // A key longer than kMaxKeySize is InvalidArgument for every call that takes a key (not
@@ -386,6 +523,7 @@ TEST_P(Conformance, SearchesDuringWritesAndGrowthSeeNoTornValueAndMissNoKey) {
   EXPECT_EQ(missing.load(), 0u) << "a search missed a key that was present throughout";
   EXPECT_EQ(bad.load(), 0u) << "a search returned a torn value";
   EXPECT_GT(index->Stats().key_slots, slots_before) << "the table never grew during the test";
+  EXPECT_EQ(CheckInvariantsOf(index.get()), "");
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, Conformance, ::testing::ValuesIn(Names(ConformanceEngines())),

@@ -5,7 +5,7 @@
 #include <optional>
 #include <random>
 
-#include "common/hash.h"
+#include "util/hash.h"
 #include "pm/crashsim.h"
 
 namespace pmhash::testing {
@@ -121,14 +121,14 @@ class Run {
       : spec_(spec), script_(script), config_(config), rng_(config.seed) {
     options_.persist = config.mode;
     options_.initial_capacity = script.initial_capacity;
-    options_.pool_size = config.pool_size;
+    options_.pool_size = config.pool_size != 0 ? config.pool_size : spec.test.crash_pool_size;
     options_.count_stats = false;
-    options_.engine_options = spec.crash_options;
+    options_.engine_options = spec.test.crash_options;
   }
 
   RunResult Go() {
     std::unique_ptr<pm::Pool> pool;
-    Status s = NewDramPool(spec_, config_.pool_size, &pool);
+    Status s = NewDramPool(spec_, options_.pool_size, &pool);
     if (!s.ok()) return Fail("cannot create a DRAM pool: " + s.ToString());
     pm::CrashSim sim(pool->base(), pool->size(), config_.mode);
     auto hook = [this](pm::CrashSim& sim, pm::CrashSim::Event e) { CrashPoint(sim, e); };
@@ -172,6 +172,7 @@ class Run {
     }
     if (result_.failure.empty()) {
       std::string err = CheckIndex(index.get(), model_, nullptr);
+      if (err.empty()) err = CheckInvariantsOf(index.get());
       if (!err.empty()) Fail("live index after the script: " + err);
     }
     result_.engine_counters = index->Stats().engine_counters;
@@ -319,6 +320,7 @@ class Run {
     if (!s.ok()) return "recovery failed: " + s.ToString();
     const Op* inflight = CheckInflight();
     std::string err = CheckIndex(index.get(), CheckModel(), inflight);
+    if (err.empty()) err = CheckInvariantsOf(index.get());  // right after recovery
     if (err.empty()) {
       Model settled = Settle(index.get(), CheckModel(), inflight);
       if (shows_after != nullptr && inflight != nullptr && changes_) {

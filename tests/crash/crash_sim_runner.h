@@ -29,7 +29,7 @@ struct RunConfig {
   double reopen_rate = 0.125;        // images then closed cleanly, reopened and checked
   bool crash_points = true;          // false: just run the script (engine counters)
   bool crash_creation = false;       // crash points while the index is created, too
-  uint64_t pool_size = 4ull << 20;
+  uint64_t pool_size = 0;            // 0: the engine's TestProfile::crash_pool_size
 };
 
 struct RunResult {

@@ -34,14 +34,14 @@ class CrashSuite : public ::testing::TestWithParam<std::string> {
 // The growth counters of `spec` that stayed zero in `counters`; "" if all grew. An
 // engine without a list must report some "resizes", "grows", "splits" or "doublings".
 std::string GrowthMissing(const EngineSpec& spec, const std::map<std::string, uint64_t>& counters) {
-  std::vector<std::string> names = spec.growth_counters;
+  std::vector<std::string> names = spec.test.growth_counters;
   if (names.empty()) {
     for (const char* n : {"resizes", "grows", "splits", "doublings"}) {
       if (counters.count(n)) names.push_back(n);
     }
     if (names.empty()) {
-      return "the engine reports no growth counter: list it in EngineSpec::growth_counters "
-             "(tests/support/test_engines.cc)";
+      return "the engine reports no growth counter: list it in its registration's "
+             "TestProfile::growth_counters";
     }
     for (const std::string& n : names) {
       if (counters.at(n) > 0) return "";

@@ -26,9 +26,9 @@ class SimIndex {
  public:
   explicit SimIndex(const EngineSpec& spec) : spec_(spec) {
     options_.initial_capacity = 16;
-    options_.pool_size = 4ull << 20;
+    options_.pool_size = spec.test.crash_pool_size;
     options_.count_stats = false;
-    options_.engine_options = spec.crash_options;
+    options_.engine_options = spec.test.crash_options;
     std::unique_ptr<pm::Pool> pool;
     status_ = NewDramPool(spec_, options_.pool_size, &pool);
     if (!status_.ok()) return;

@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <utility>
 
-#include "common/hash.h"
+#include "util/hash.h"
 
 namespace pmhash::testing {
 
@@ -17,14 +17,20 @@ std::string Bytes(uint64_t i, size_t len, char tag) {
   return s;
 }
 
-std::vector<std::string> KeysWithHome(const std::function<uint64_t(uint64_t hash)>& home_of,
-                                      uint64_t home, size_t n, uint64_t from) {
+std::vector<std::string> KeysWithHome(uint64_t home, uint64_t table_size, size_t n,
+                                      uint64_t from) {
   std::vector<std::string> out;
   for (uint64_t i = from; out.size() < n; ++i) {
     std::string k = Key8(i);
-    if (home_of(HashKey(k)) == home) out.push_back(std::move(k));
+    if (Reduce(HashKey(k), table_size) == home) out.push_back(std::move(k));
   }
   return out;
+}
+
+void ExpectMatches(Index* index, const Model& model) {
+  ASSERT_NE(index, nullptr);
+  EXPECT_EQ(CheckIndex(index, model, nullptr), "");
+  EXPECT_EQ(CheckInvariantsOf(index), "");
 }
 
 Options OptionsFor(const std::string& engine,

@@ -61,6 +61,13 @@ void WaitForBackgroundWork(Index* index) {
   if (auto* e = dynamic_cast<engines::Engine*>(index)) e->WaitForBackgroundWork();
 }
 
+std::string CheckInvariantsOf(Index* index) {
+  auto* e = dynamic_cast<engines::Engine*>(index);
+  if (e == nullptr) return "the index is not an engines::Engine";
+  const Status s = e->CheckInvariants();
+  return s.ok() ? "" : "invariants: " + s.ToString();
+}
+
 std::string Printable(std::string_view s) {
   std::string out = "\"";
   static const char* kHex = "0123456789abcdef";
@@ -294,6 +301,7 @@ std::string CheckKeepsWorking(Index* index, Model* model, uint64_t seed, bool gr
     }
   }
   std::string err = CheckIndex(index, *model, nullptr);
+  if (err.empty()) err = CheckInvariantsOf(index);
   return err.empty() ? "" : "after more writes post recovery: " + err;
 }
 

@@ -37,6 +37,8 @@ void Abandon(std::unique_ptr<Index>* index);
 // Engine::WaitForBackgroundWork: the engine's background threads (which store to PM,
 // and so reach a crash hook from their own thread) are idle when it returns.
 void WaitForBackgroundWork(Index* index);
+// Engine::CheckInvariants, the engine's own full check: "" or what is wrong.
+std::string CheckInvariantsOf(Index* index);
 
 // One mutating operation of a script.
 struct Op {
@@ -64,7 +66,7 @@ Model Settle(Index* index, const Model& model, const Op* inflight);
 // sizes (short and long keys, inline and out-of-line values, so that every record size
 // class hands out blocks again: a block recovery wrongly took for free is reused here),
 // updates and deletes some of the model's keys, then checks the whole index against
-// the model (CheckIndex). With `grow`, before that check it also inserts max(64,
+// the model (CheckIndex) and its invariants (CheckInvariantsOf). With `grow`, before that check it also inserts max(64,
 // 2 x Count()) keys, so the index resizes. *model follows. "" or a description.
 std::string CheckKeepsWorking(Index* index, Model* model, uint64_t seed, bool grow);
 

@@ -9,6 +9,7 @@
 
 #include "pm/crashsim.h"
 #include "pm/pool.h"
+#include "support/engine_tests.h"
 #include "support/test_engines.h"
 
 namespace pmhash::testing {
@@ -18,6 +19,7 @@ namespace {
 std::string CheckRecovered(Index* index, const OpCrashCheck& check, Model* got) {
   if (std::string why = Snapshot(*index, got); !why.empty()) return why;
   if (std::string why = CheckIndex(index, *got, nullptr); !why.empty()) return why;
+  if (std::string why = CheckInvariantsOf(index); !why.empty()) return why;
   return check ? check(index) : "";
 }
 
@@ -88,6 +90,48 @@ OpCrashOutcome CrashDuringOp(const Options& options, const OpCrashSetup& setup,
   }
   EXPECT_TRUE(sim.FindBypass().ok()) << "a store bypassed the Persister";
   return out;
+}
+
+void ExpectAllOrNothing(const OpCrashOutcome& r, int min_crash_points) {
+  EXPECT_GE(r.crash_points, min_crash_points);
+  EXPECT_EQ(r.bad, 0) << r.first_bad;
+}
+
+void ExpectEachAllOrNothing(const Options& options, const OpCrashSetup& setup,
+                            const NamedOps& ops, int min_crash_points,
+                            const OpCrashCheck& check) {
+  for (const auto& [name, op] : ops) {
+    SCOPED_TRACE(name);
+    ExpectAllOrNothing(CrashDuringOp(options, setup, op, check), min_crash_points);
+  }
+}
+
+void ExpectGrowthAllOrNothing(const Options& options, const OpCrashSetup& setup,
+                              const std::string& key, const std::string& growth_counter,
+                              int min_crash_points, const OpCrashCheck& check) {
+  const OpCrashOutcome r = CrashDuringOp(
+      options, setup,
+      [&](Index* x) {
+        const uint64_t before = Counter(x, growth_counter);
+        const Status s = x->Insert(key, "8 bytes!");
+        EXPECT_EQ(Counter(x, growth_counter), before + 1) << "the insert did not grow the table";
+        return s;
+      },
+      check);
+  ExpectAllOrNothing(r, min_crash_points);
+}
+
+NamedOps SlotEncodingOps(const SlotOpKeys& k) {
+  return {
+      {"inline insert", [k](Index* x) { return x->Insert(k.absent_inline, "8 bytes!"); }},
+      {"record insert", [k](Index* x) { return x->Insert(k.absent_record, "a long value"); }},
+      {"inline delete", [k](Index* x) { return x->Delete(k.inline_key); }},
+      {"record delete", [k](Index* x) { return x->Delete(k.record_key); }},
+      {"inline value update", [k](Index* x) { return x->Update(k.inline_key, "77777777"); }},
+      {"record update", [k](Index* x) { return x->Update(k.record_key, "newer value"); }},
+      {"inline to record update",
+       [k](Index* x) { return x->Update(k.inline_key2, "no longer 8 bytes"); }},
+  };
 }
 
 std::string PersistModeTestName(const ::testing::TestParamInfo<PersistMode>& info) {

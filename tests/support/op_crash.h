@@ -6,7 +6,7 @@
 // `store_rate` of its stores (1: after every store; the operations are small). At each
 // crash point it builds four images (kNone, kAll, and kRandom twice), recovers each with
 // OpenEngine and checks it: ForEach returns no key twice and Count and Get agree with it
-// (CheckIndex), then the engine's `check`. A good image must hold the state before `op`
+// (CheckIndex), the engine's invariants hold (Engine::CheckInvariants), then `check`. A good image must hold the state before `op`
 // or the state after it (known only once `op` returns). Stores that bypassed the
 // Persister are a failed expectation.
 //
@@ -20,6 +20,8 @@
 
 #include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "pmhash/index.h"
 #include "pmhash/options.h"
@@ -38,13 +40,45 @@ struct OpCrashOutcome {
 using OpCrashSetup = std::function<void(Index* index, Model* model)>;
 // The operation crashed into; it must return OK.
 using OpCrashOp = std::function<Status(Index* index)>;
-// The engine's own check of a recovered image: "" or what is wrong. It runs after the
-// image's contents were taken, so it may go on using the index (insert, and so on).
+// A test's further check of a recovered image: "" or what is wrong. It runs after the
+// image's contents were taken and its invariants checked, so it may go on using the
+// index (insert, and so on).
 using OpCrashCheck = std::function<std::string(Index* recovered)>;
 
 OpCrashOutcome CrashDuringOp(const Options& options, const OpCrashSetup& setup,
-                             const OpCrashOp& op, const OpCrashCheck& check,
+                             const OpCrashOp& op, const OpCrashCheck& check = nullptr,
                              double store_rate = 1.0);
+
+// The usual verdict on an outcome: at least `min_crash_points` crash points (the op
+// reached the stores and fences it should) and no image holding neither state.
+void ExpectAllOrNothing(const OpCrashOutcome& r, int min_crash_points);
+
+// CrashDuringOp for each named op in turn, each on a fresh index `setup` fills, each
+// judged by ExpectAllOrNothing (the op's name in the failure).
+using NamedOps = std::vector<std::pair<std::string, OpCrashOp>>;
+void ExpectEachAllOrNothing(const Options& options, const OpCrashSetup& setup,
+                            const NamedOps& ops, int min_crash_points,
+                            const OpCrashCheck& check = nullptr);
+
+// Crashes into an insert of `key` that makes the table grow first (setup leaves it
+// full): the engine counter `growth_counter` (IndexStats::engine_counters) must move by
+// exactly one during the insert, and ExpectAllOrNothing judges the images.
+void ExpectGrowthAllOrNothing(const Options& options, const OpCrashSetup& setup,
+                              const std::string& key, const std::string& growth_counter,
+                              int min_crash_points, const OpCrashCheck& check = nullptr);
+
+// The seven operations of the shared slot encoding (common/slot.h) that every engine's
+// crash test crashes into: an inline and a record insert of absent keys, an inline and a
+// record delete, an inline value update, a record update, and an inline -> record
+// update. The present keys must hold what their name says once setup has run.
+struct SlotOpKeys {
+  std::string absent_inline;  // 8 bytes, absent: inserted with an 8-byte value
+  std::string absent_record;  // absent: inserted with a long value (record form)
+  std::string inline_key;     // present, inline: deleted; its value updated
+  std::string inline_key2;    // present, inline: updated to a long value (-> record)
+  std::string record_key;     // present, record form: deleted; updated
+};
+NamedOps SlotEncodingOps(const SlotOpKeys& keys);
 
 // The persistence modes a crash test runs in, and their test names ("adr", "eadr"):
 //   INSTANTIATE_TEST_SUITE_P(Modes, SomeCrashTest, PersistModes(), PersistModeTestName);

@@ -4,9 +4,10 @@
 #include <bit>
 #include <cstring>
 #include <mutex>
+#include <set>
 #include <shared_mutex>
 
-#include "common/hash.h"
+#include "util/hash.h"
 
 namespace pmhash::testing {
 namespace {
@@ -41,11 +42,63 @@ class TinyIndex : public engines::Engine {
  public:
   explicit TinyIndex(Bugs bugs = {}) : bugs_(bugs) {}
 
-  Status Insert(std::string_view key, std::string_view value) override {
-    PMHASH_RETURN_IF_ERROR(CheckSizes(key, value));
+  uint64_t Count() const override { return count_.load(std::memory_order_relaxed); }
+
+  Status ForEach(const Visitor& fn) const override {
+    std::shared_lock<std::shared_mutex> l(mu_);
+    for (uint64_t i = 0; i < table_->capacity; ++i) {
+      const uint64_t s = table_->slots[i];
+      if (s == kEmpty || s == kTombstone) continue;
+      const TinyRecord* r = Checked(s);
+      if (r == nullptr) {
+        return Status::Corruption("test-tiny: slot " + std::to_string(i) +
+                                  " points to an implausible record");
+      }
+      if (!fn({r->bytes, r->key_len}, {r->bytes + r->key_len, r->value_len})) break;
+    }
+    return Status::OK();
+  }
+
+  // Every record plausible, no key twice, each reachable from its probe start without an
+  // empty slot between, and the live and used counts right.
+  Status CheckInvariants() const override {
+    std::shared_lock<std::shared_mutex> l(mu_);
+    const uint64_t mask = table_->capacity - 1;
+    std::set<std::string> keys;
+    uint64_t live = 0, used = 0;
+    for (uint64_t i = 0; i < table_->capacity; ++i) {
+      const uint64_t s = table_->slots[i];
+      if (s != kEmpty) ++used;
+      if (s == kEmpty || s == kTombstone) continue;
+      const TinyRecord* r = Checked(s);
+      if (r == nullptr) return Status::Corruption("test-tiny: an implausible record");
+      const std::string key(r->bytes, r->key_len);
+      if (!keys.insert(key).second) return Status::Corruption("test-tiny: a key twice");
+      for (uint64_t j = HashKey(key) & mask; j != i; j = (j + 1) & mask) {
+        if (table_->slots[j] == kEmpty) {
+          return Status::Corruption("test-tiny: slot " + std::to_string(i) +
+                                    " is unreachable from its probe start");
+        }
+      }
+      ++live;
+    }
+    if (live != Count() || used != used_) {
+      return Status::Corruption("test-tiny: " + std::to_string(live) + " live and " +
+                                std::to_string(used) + " used slots, but the counts say " +
+                                std::to_string(Count()) + " and " + std::to_string(used_));
+    }
+    return Status::OK();
+  }
+
+ protected:
+  Status DoWrite(std::string_view key, std::string_view value, uint64_t h,
+                 engines::WriteMode mode) override {
     std::unique_lock<std::shared_mutex> l(mu_);
-    const uint64_t h = HashKey(key);
-    if (Find(key, h) != nullptr) return Status::AlreadyExists("key already present");
+    if (uint64_t* slot = Find(key, h); slot != nullptr) {
+      if (mode == engines::WriteMode::kInsert) return Status::AlreadyExists();
+      return UpdateAt(slot, key, value);
+    }
+    if (mode == engines::WriteMode::kUpdate) return Status::NotFound();
     if ((used_ + 1) * 2 > table_->capacity) PMHASH_RETURN_IF_ERROR(Grow());
     uint64_t rec = 0;
     PMHASH_RETURN_IF_ERROR(WriteRecord(key, value, &rec));
@@ -56,11 +109,7 @@ class TinyIndex : public engines::Engine {
     return Status::OK();
   }
 
-  Status Update(std::string_view key, std::string_view value) override {
-    PMHASH_RETURN_IF_ERROR(CheckSizes(key, value));
-    std::unique_lock<std::shared_mutex> l(mu_);
-    uint64_t* slot = Find(key, HashKey(key));
-    if (slot == nullptr) return Status::NotFound("key not present");
+  Status UpdateAt(uint64_t* slot, std::string_view key, std::string_view value) {
     uint64_t rec = 0;
     PMHASH_RETURN_IF_ERROR(WriteRecord(key, value, &rec));
     const uint64_t old = *slot;
@@ -79,22 +128,20 @@ class TinyIndex : public engines::Engine {
     return Status::OK();
   }
 
-  Status Get(std::string_view key, std::string* value) override {
-    PMHASH_RETURN_IF_ERROR(CheckSizes(key, {}));
+  Status DoGet(std::string_view key, uint64_t h, std::string* value) override {
     std::shared_lock<std::shared_mutex> l(mu_);
-    const uint64_t* slot = Find(key, HashKey(key));
-    if (slot == nullptr) return Status::NotFound("key not present");
+    const uint64_t* slot = Find(key, h);
+    if (slot == nullptr) return Status::NotFound();
     const TinyRecord* r = Checked(*slot);
     if (r == nullptr) return Status::Corruption("test-tiny: a slot points to an implausible record");
     value->assign(r->bytes + r->key_len, r->value_len);
     return Status::OK();
   }
 
-  Status Delete(std::string_view key) override {
-    PMHASH_RETURN_IF_ERROR(CheckSizes(key, {}));
+  Status DoDelete(std::string_view key, uint64_t h) override {
     std::unique_lock<std::shared_mutex> l(mu_);
-    uint64_t* slot = Find(key, HashKey(key));
-    if (slot == nullptr) return Status::NotFound("key not present");
+    uint64_t* slot = Find(key, h);
+    if (slot == nullptr) return Status::NotFound();
     const uint64_t old = *slot;
     persister().Store(slot, kTombstone);
     persister().Persist(slot, 8);
@@ -103,26 +150,9 @@ class TinyIndex : public engines::Engine {
     return Status::OK();
   }
 
-  uint64_t Count() const override { return count_.load(std::memory_order_relaxed); }
-
-  Status ForEach(const Visitor& fn) const override {
-    std::shared_lock<std::shared_mutex> l(mu_);
-    for (uint64_t i = 0; i < table_->capacity; ++i) {
-      const uint64_t s = table_->slots[i];
-      if (s == kEmpty || s == kTombstone) continue;
-      const TinyRecord* r = Checked(s);
-      if (r == nullptr) {
-        return Status::Corruption("test-tiny: slot " + std::to_string(i) +
-                                  " points to an implausible record");
-      }
-      if (!fn({r->bytes, r->key_len}, {r->bytes + r->key_len, r->value_len})) break;
-    }
-    return Status::OK();
-  }
-
- protected:
-  void Configure(engines::EngineOptions&, const Options& options) override {
+  Status Configure(engines::EngineOptions&, const Options& options) override {
     initial_capacity_ = options.initial_capacity;
+    return Status::OK();
   }
 
   Status Create() override {
@@ -209,14 +239,6 @@ class TinyIndex : public engines::Engine {
   }
 
  private:
-  static Status CheckSizes(std::string_view key, std::string_view value) {
-    if (key.size() > kMaxKeySize) return Status::InvalidArgument("key longer than kMaxKeySize");
-    if (value.size() > kMaxValueSize) {
-      return Status::InvalidArgument("value longer than kMaxValueSize");
-    }
-    return Status::OK();
-  }
-
   Status ValidateTable() const {
     const TinyRoot* r = root<TinyRoot>();
     if (r->magic != kTinyMagic) return Status::Corruption("test-tiny: bad root magic");
@@ -346,79 +368,47 @@ class TinyIndex : public engines::Engine {
   std::atomic<uint64_t> resizes_{0};
 };
 
+// A test-only engine's spec: `name`, made as a TinyIndex with `bugs`. Its registry data
+// lives as long as the process (engines keep a reference to it).
+EngineSpec TinySpec(const std::string& name, Bugs bugs) {
+  auto* info = new engines::EngineInfo;
+  info->description = {name, "test-only: linear probing of record pointers", "none",
+                       /*crash_consistent=*/true};
+  info->test.growth_counters = {"resizes"};
+  return {name, [info, bugs] { return engines::MakeEngine<TinyIndex>(*info, bugs); }, true, true,
+          info->test, info};
+}
+
 }  // namespace
 
 EngineSpec TinyEngine() {
-  EngineSpec spec{"test-tiny", [] { return engines::MakeEngine<TinyIndex>(); }, true, true};
-  spec.growth_counters = {"resizes"};
+  static const EngineSpec spec = TinySpec("test-tiny", {});
   return spec;
 }
-
-namespace {
-class CommitEarly : public TinyIndex {
- public:
-  CommitEarly() : TinyIndex(Bugs{true, false}) {}
-};
-class NoFence : public TinyIndex {
- public:
-  NoFence() : TinyIndex(Bugs{false, true}) {}
-};
-class NoEnumerate : public TinyIndex {
- public:
-  NoEnumerate() : TinyIndex(Bugs{false, false, true}) {}
-};
-class LogAfterCommit : public TinyIndex {
- public:
-  LogAfterCommit() : TinyIndex(Bugs{false, false, false, true}) {}
-};
-
-// Per-engine crash-run options (see EngineSpec): every engine's growth inside the
-// scripts' few hundred keys. Names and ranges: src/engines/<name>/.
-void AddCrashRunSettings(EngineSpec* spec) {
-  if (spec->name == "group") {
-    // Groups of 8 cells (paper: 256) fill after a few dozen keys: many resizes.
-    spec->crash_options = {{"group_size", "8"}};
-    spec->growth_counters = {"resizes"};
-  } else if (spec->name == "wophi") {
-    // Few main buckets, small PAB blocks refilled early: resizes and refills.
-    spec->crash_options = {{"buckets", "8"}, {"pab_buckets", "8"}, {"pab_low", "4"}};
-    spec->growth_counters = {"resizes", "pab_refills"};
-  } else if (spec->name == "smartht") {
-    // The fewest head buckets, grown once a few buckets are chained; the DRAM filter
-    // (at least 1,024 keys, so it never outgrows itself here) rebuilt after 51 deletes.
-    spec->crash_options = {{"head_buckets", "256"},
-                           {"expected_keys", "16"},
-                           {"max_chain", "0.01"},
-                           {"rebuild_deletes", "0.05"}};
-    spec->growth_counters = {"grows", "filter_rebuilds"};
-  } else if (spec->name == "linear" || spec->name == "linear-log") {
-    spec->growth_counters = {"resizes"};  // initial_capacity 16 sizes 32 cells
-  }
-}
-}  // namespace
-
 EngineSpec CommitEarlyEngine() {
-  return {"test-commit-early", [] { return engines::MakeEngine<CommitEarly>(); }, true, true};
+  static const EngineSpec spec = TinySpec("test-commit-early", {.commit_early = true});
+  return spec;
 }
 EngineSpec NoFenceEngine() {
-  return {"test-no-fence", [] { return engines::MakeEngine<NoFence>(); }, true, true};
+  static const EngineSpec spec = TinySpec("test-no-fence", {.no_fence = true});
+  return spec;
 }
 EngineSpec NoEnumerateEngine() {
-  return {"test-no-enumerate", [] { return engines::MakeEngine<NoEnumerate>(); }, true, true};
+  static const EngineSpec spec = TinySpec("test-no-enumerate", {.no_enumerate = true});
+  return spec;
 }
 EngineSpec LogAfterCommitEngine() {
-  return {"test-log-after-commit", [] { return engines::MakeEngine<LogAfterCommit>(); }, true,
-          true};
+  static const EngineSpec spec = TinySpec("test-log-after-commit", {.log_after_commit = true});
+  return spec;
 }
 
 std::vector<EngineSpec> ConformanceEngines() {
   std::vector<EngineSpec> out;
-  for (const EngineDescription& d : RegisteredEngines()) {
-    const engines::EngineRegistration* reg = engines::FindEngine(d.name);
-    out.push_back({d.name, reg->make, d.crash_consistent, false});
+  for (const auto& [name, reg] : engines::Registrations()) {
+    out.push_back(
+        {name, reg.make, reg.info.description.crash_consistent, false, reg.info.test, &reg.info});
   }
   out.push_back(TinyEngine());
-  for (EngineSpec& s : out) AddCrashRunSettings(&s);
   return out;
 }
 

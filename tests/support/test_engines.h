@@ -30,21 +30,22 @@
 
 namespace pmhash::testing {
 
+// An engine the suites run, from the registry's data (engines/engine_info.h) or, for the
+// test-only engines, from here.
 struct EngineSpec {
   std::string name;
   std::function<std::unique_ptr<engines::Engine>()> make;
   bool crash_consistent = true;
   bool test_only = false;
-  // Engine options for the crash suite's runs: small groups, buckets and PAB blocks, so
-  // that resizes, PAB refills and filter growth happen inside its short scripts.
-  std::map<std::string, std::string> crash_options;
-  // Engine counters (IndexStats::engine_counters) counting that growth; the suite
-  // asserts each is > 0 after its scripts. Empty: any of "resizes", "grows", "splits",
-  // "doublings" the engine reports must be > 0.
-  std::vector<std::string> growth_counters;
+  // The engine's test profile: crash-run options (small groups, buckets and PAB blocks,
+  // so that resizes, PAB refills and filter growth happen inside the crash suite's short
+  // scripts), the growth counters the suite asserts moved (empty: any of "resizes",
+  // "grows", "splits", "doublings" the engine reports must), and pool sizes.
+  engines::TestProfile test;
+  const engines::EngineInfo* info = nullptr;  // all the registry data (lives forever)
 };
 
-// Registered engines (from RegisteredEngines()) followed by `test-tiny`.
+// Registered engines (engines::Registrations()) followed by `test-tiny`.
 std::vector<EngineSpec> ConformanceEngines();
 // The crash-consistent ones among them.
 std::vector<EngineSpec> CrashConsistentEngines();

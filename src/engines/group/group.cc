@@ -9,18 +9,10 @@
 #include <utility>
 #include <vector>
 
-#include "common/hash.h"
+#include "util/hash.h"
 
 namespace pmhash::engines {
 namespace {
-
-// The indexes whose ForEach runs on this thread (innermost last), so that an Insert from
-// a visitor never waits for a resize that the visitor itself blocks.
-thread_local std::vector<const GroupHash*> t_iterating;
-
-bool Iterating(const GroupHash* index) {
-  return std::find(t_iterating.begin(), t_iterating.end(), index) != t_iterating.end();
-}
 
 bool IsPowerOfTwo(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
 
@@ -34,7 +26,7 @@ std::string CellName(int level, uint64_t cell) {
 
 }  // namespace
 
-GroupHash::GroupHash() : stripes_(new Stripe[kGroupStripes]) {}
+GroupHash::GroupHash() { stripes_.Reset(kGroupStripes, Log2(kGroupDefaultGroupSize)); }
 GroupHash::~GroupHash() = default;
 
 GroupHash::View GroupHash::MakeView(char* table, uint64_t offset, uint64_t cells) {
@@ -51,22 +43,21 @@ GroupHash::View GroupHash::MakeView(char* table, uint64_t offset, uint64_t cells
 
 // ---- Options, creation, recovery ----------------------------------------------------
 
-void GroupHash::Configure(EngineOptions& options, const Options& index_options) {
-  // 0 = not given (the range starts at 1, so an explicit 0 is an error).
-  const uint64_t g = options.Uint("group_size", 0, 1, kGroupMaxGroupSize);
-  group_size_given_ = g != 0;
-  group_size_ = group_size_given_ ? g : kGroupDefaultGroupSize;
-  if (!IsPowerOfTwo(group_size_) || group_size_ < kGroupMinGroupSize) {
-    config_error_ = Status::InvalidArgument(
+Status GroupHash::Configure(EngineOptions& options, const Options& index_options) {
+  group_size_ = options.Uint("group_size");
+  group_size_given_ = options.Given("group_size");
+  resize_ = options.Bool("resize");
+  persist_count_ = options.Bool("persist_count");
+  initial_cells_ = options.Uint("cells");
+  initial_capacity_ = index_options.initial_capacity;
+  if (!IsPowerOfTwo(group_size_)) {
+    return Status::InvalidArgument(
         "option group_size=" + std::to_string(group_size_) + " must be a power of two in [" +
         std::to_string(kGroupMinGroupSize) + ", " + std::to_string(kGroupMaxGroupSize) + "]");
-    group_size_ = kGroupDefaultGroupSize;
   }
   group_shift_ = Log2(group_size_);
-  resize_ = options.Bool("resize", true);
-  persist_count_ = options.Bool("persist_count", false);
-  initial_cells_ = options.Uint("cells", 0, 2 * kGroupMinGroupSize, uint64_t{1} << 40);
-  initial_capacity_ = index_options.initial_capacity;
+  stripes_.set_area_shift(group_shift_);
+  return Status::OK();
 }
 
 uint64_t GroupHash::LevelCellsFor(uint64_t keys) const {
@@ -83,14 +74,9 @@ uint64_t GroupHash::LevelCellsFor(uint64_t keys) const {
 
 Status GroupHash::NewTable(uint64_t cells, uint64_t* offset) {
   const uint64_t bytes = GroupLayout::Bytes(cells);
-  Result<uint64_t> block = allocator().Allocate(bytes);
-  if (!block.ok()) {
-    return Status::ResourceExhausted("group: cannot allocate a table of " +
-                                     std::to_string(2 * cells) + " cells (" +
-                                     std::to_string(bytes) + " bytes): " +
-                                     block.status().message());
-  }
-  char* table = pool().At<char>(*block);
+  PMHASH_RETURN_IF_ERROR(
+      AllocateBlock(bytes, "a table of " + std::to_string(2 * cells) + " cells", offset));
+  char* table = pool().At<char>(*offset);
   pm::Persister& p = persister();
   // The table is unreachable until a root store links it, so one flush pass and one
   // fence suffice; the header goes in last for clarity, not for safety.
@@ -100,25 +86,17 @@ Status GroupHash::NewTable(uint64_t cells, uint64_t* offset) {
   p.Store(&h->level_cells, cells);
   p.Store(&h->group_size, group_size_);
   p.Store(&h->magic, kGroupTableMagic);
-  *offset = *block;
   return Status::OK();
 }
 
 Status GroupHash::Create() {
-  PMHASH_RETURN_IF_ERROR(config_error_);
   const uint64_t cells = LevelCellsFor(initial_capacity_);
   uint64_t offset = 0;
   PMHASH_RETURN_IF_ERROR(NewTable(cells, &offset));
   persister().Persist(pool().At<char>(offset), GroupLayout::Bytes(cells));
   root_ = root<GroupRoot>();
-  pm::Persister& p = persister();
-  p.Store(&root_->version, kGroupVersion);
-  p.Store(&root_->table, offset);
-  p.Store(&root_->count, uint64_t{0});
-  p.Store(&root_->group_size, group_size_);
-  p.Persist(root_, sizeof(*root_));
-  p.Store(&root_->magic, kGroupRootMagic);
-  p.Persist(&root_->magic, sizeof(root_->magic));
+  persister().Store(&root_->group_size, group_size_);
+  CreateRoot(kGroupRootMagic, kGroupVersion, offset, sizeof(GroupRoot));
   view_ = MakeView(pool().At<char>(offset), offset, cells);
   base_count_ = 0;
   total_.store(0);
@@ -126,23 +104,10 @@ Status GroupHash::Create() {
   return Status::OK();
 }
 
-Status GroupHash::ValidateRoot(uint64_t* table, uint64_t* cells) const {
-  const auto* r = root<const GroupRoot>();
-  if (r->magic != kGroupRootMagic) {
-    return Status::Corruption("group: root magic is wrong (not a group index, or damaged)");
-  }
-  if (r->version != kGroupVersion) {
-    return Status::Corruption("group: root layout version " + std::to_string(r->version) +
-                              " (this build reads " + std::to_string(kGroupVersion) + ")");
-  }
-  const uint64_t g = r->group_size;
+Status GroupHash::ValidateTable(uint64_t off, uint64_t* cells) const {
+  const uint64_t g = root<const GroupRoot>()->group_size;
   if (!IsPowerOfTwo(g) || g < kGroupMinGroupSize || g > kGroupMaxGroupSize) {
     return Status::Corruption("group: root group_size " + std::to_string(g) + " is invalid");
-  }
-  const uint64_t off = r->table;
-  if (off == 0 || off % pm::kCacheLine != 0 || !pool().Contains(off, sizeof(GroupTableHeader))) {
-    return Status::Corruption("group: root table offset " + std::to_string(off) +
-                              " is outside the pool");
   }
   const auto* h = pool().At<const GroupTableHeader>(off);
   if (h->magic != kGroupTableMagic) {
@@ -156,14 +121,15 @@ Status GroupHash::ValidateRoot(uint64_t* table, uint64_t* cells) const {
                               ", group_size " + std::to_string(h->group_size) +
                               ") does not fit the root or the pool");
   }
-  *table = off;
   *cells = n;
   return Status::OK();
 }
 
 Status GroupHash::EnumerateBlocks(const pm::Allocator::LiveBlockVisitor& visit) const {
   uint64_t off = 0, n = 0;
-  PMHASH_RETURN_IF_ERROR(ValidateRoot(&off, &n));
+  PMHASH_RETURN_IF_ERROR(
+      ValidateRoot(kGroupRootMagic, kGroupVersion, sizeof(GroupTableHeader), &off));
+  PMHASH_RETURN_IF_ERROR(ValidateTable(off, &n));
   visit(off);
   const View v = MakeView(pool().At<char>(off), off, n);
   for (uint64_t i = 0; i < n; ++i) {
@@ -215,7 +181,7 @@ Status GroupHash::RecoverScan(uint64_t* count) {
                                   std::to_string(f) + " that does not match its contents "
                                   "(damaged pool)");
       }
-      const uint64_t home = HomeCell(HashOf(form, c), n);
+      const uint64_t home = Reduce(HashOf(form, c), n);
       const bool placed = level == 1 ? home == i : (home >> group_shift_) == (i >> group_shift_);
       if (!placed) {
         return Status::Corruption("group: " + CellName(level, i) +
@@ -226,19 +192,18 @@ Status GroupHash::RecoverScan(uint64_t* count) {
     }
   }
   if (resets > 0) p.Fence();
-  // Alg. 4 lines 19-20: the correct count.
-  p.Store(&root_->count, occupied);
-  p.Persist(&root_->count, sizeof(root_->count));
+  PersistRootCount(occupied);  // Alg. 4 lines 19-20: the correct count
   recovered_resets_ = resets;
   *count = occupied;
   return Status::OK();
 }
 
 Status GroupHash::Recover(bool clean) {
-  PMHASH_RETURN_IF_ERROR(config_error_);
   root_ = root<GroupRoot>();
   uint64_t off = 0, n = 0;
-  PMHASH_RETURN_IF_ERROR(ValidateRoot(&off, &n));
+  PMHASH_RETURN_IF_ERROR(
+      OpenRoot(kGroupRootMagic, kGroupVersion, sizeof(GroupTableHeader), &off));
+  PMHASH_RETURN_IF_ERROR(ValidateTable(off, &n));
   if (group_size_given_ && group_size_ != root_->group_size) {
     return Status::InvalidArgument("option group_size=" + std::to_string(group_size_) +
                                    " does not match the pool's group size " +
@@ -247,14 +212,12 @@ Status GroupHash::Recover(bool clean) {
   }
   group_size_ = root_->group_size;
   group_shift_ = Log2(group_size_);
-  if (!allocator().IsAllocated(off) || allocator().UsableSize(off) < GroupLayout::Bytes(n)) {
-    return Status::Corruption("group: the table at offset " + std::to_string(off) +
-                              " is not an allocated block of its size");
-  }
+  stripes_.set_area_shift(group_shift_);
+  PMHASH_RETURN_IF_ERROR(CheckTableBlock(off, GroupLayout::Bytes(n)));
   view_ = MakeView(pool().At<char>(off), off, n);
   uint64_t count = 0;
   if (clean) {
-    count = root_->count;
+    count = root_->header.count;
     if (count > 2 * n) {
       return Status::Corruption("group: root count " + std::to_string(count) +
                                 " exceeds the table's " + std::to_string(2 * n) + " cells");
@@ -266,25 +229,6 @@ Status GroupHash::Recover(bool clean) {
   total_.store(count);
   level_cells_.store(n, std::memory_order_release);
   return Status::OK();
-}
-
-Status GroupHash::Shutdown() {
-  // The count is kept in DRAM while open; a clean close makes it durable, so a clean
-  // reopen needs no scan.
-  pm::Persister& p = persister();
-  p.Store(&root_->count, Count());
-  p.Persist(&root_->count, sizeof(root_->count));
-  return Status::OK();
-}
-
-// ---- Locking ------------------------------------------------------------------------
-
-GroupHash::Stripe& GroupHash::LockHome(uint64_t hash, LockMode mode, uint64_t* home,
-                                       uint64_t* cells) const {
-  return LockHomeStripe<Stripe>(level_cells_, mode, [&](uint64_t n, uint64_t* k) -> Stripe& {
-    *k = HomeCell(hash, n);
-    return StripeOf(*k);
-  }, home, cells);
 }
 
 // ---- Operations ---------------------------------------------------------------------
@@ -351,32 +295,19 @@ GroupHash::Probe GroupHash::Find(std::string_view key, uint64_t hash, uint64_t h
   return p;
 }
 
-Status GroupHash::Get(std::string_view key, std::string* value) {
-  PMHASH_RETURN_IF_ERROR(SlotCodec::CheckKey(key));
-  const uint64_t hash = HashKey(key);
+Status GroupHash::DoGet(std::string_view key, uint64_t hash, std::string* value) {
   uint64_t home = 0, cells = 0;
   Stripe& s = LockHome(hash, LockMode::kShared, &home, &cells);
   HeldLock<RwSpinLock> guard(s.mu, LockMode::kShared);
   const Probe p = Find(key, hash, home);
   persister().NoteRead(p.lines);
-  if (p.form == nullptr) return Status::NotFound("key not found");
+  if (p.form == nullptr) return Status::NotFound();
   value->assign(codec().Value(static_cast<SlotForm>(*p.form), *p.cell));
   return Status::OK();
 }
 
-Status GroupHash::Insert(std::string_view key, std::string_view value) {
-  return Write(key, value, Mode::kInsert);
-}
-Status GroupHash::Update(std::string_view key, std::string_view value) {
-  return Write(key, value, Mode::kUpdate);
-}
-Status GroupHash::Put(std::string_view key, std::string_view value) {
-  return Write(key, value, Mode::kPut);
-}
-
-Status GroupHash::Write(std::string_view key, std::string_view value, Mode mode) {
-  PMHASH_RETURN_IF_ERROR(SlotCodec::CheckSizes(key, value));
-  const uint64_t hash = HashKey(key);
+Status GroupHash::DoWrite(std::string_view key, std::string_view value, uint64_t hash,
+                          WriteMode mode) {
   for (;;) {
     uint64_t home = 0, cells = 0;
     {
@@ -385,15 +316,15 @@ Status GroupHash::Write(std::string_view key, std::string_view value, Mode mode)
       const Probe p = Find(key, hash, home);
       persister().NoteRead(p.lines);
       if (p.form != nullptr) {
-        if (mode == Mode::kInsert) return Status::AlreadyExists("key already exists");
+        if (mode == WriteMode::kInsert) return Status::AlreadyExists();
         return UpdateAt(p, key, value, hash);
       }
-      if (mode == Mode::kUpdate) return Status::NotFound("key not found");
+      if (mode == WriteMode::kUpdate) return Status::NotFound();
       if (p.free_form != nullptr) return InsertAt(p, key, value, hash, s);
       // Alg. 1 line 25: no empty cell in the group.
       if (!resize_) {
         full_group_refusals_.fetch_add(1, std::memory_order_relaxed);
-        return Status::ResourceExhausted(
+        return Status::TableFull(
             "group: group " + std::to_string(home >> group_shift_) + " is full (" +
             std::to_string(group_size_) + " level-2 cells in use) and resizing is off "
             "(resize=off)");
@@ -408,8 +339,8 @@ void GroupHash::NoteCountChange() {
   // persist_count=on: Alg. 1 lines 8-9 / Alg. 3 lines 8-9 as printed, for cost fidelity.
   // Concurrent writers may store their totals out of order; recovery recounts anyway.
   pm::Persister& p = persister();
-  p.Store(&root_->count, total_.load(std::memory_order_relaxed));
-  p.Persist(&root_->count, sizeof(root_->count));
+  p.Store(&root_->header.count, total_.load(std::memory_order_relaxed));
+  p.Persist(&root_->header.count, sizeof(uint64_t));
 }
 
 Status GroupHash::InsertAt(const Probe& p, std::string_view key, std::string_view value,
@@ -419,12 +350,12 @@ Status GroupHash::InsertAt(const Probe& p, std::string_view key, std::string_vie
   // A record (if any) is written and flushed here; the fence below orders it too.
   PMHASH_RETURN_IF_ERROR(codec().Encode(key, value, hash, &form, &words));
   pm::Persister& ps = persister();
-  // Alg. 1 lines 4-5 (16-17): Insert(key, value); Persist(key, value).
+  // Alg. 1 lines 4-5 (16-17): Insert(key, value); Persist(key, value) (its fence is
+  // Publish's).
   ps.Copy(p.free_cell, &words, sizeof(words));
-  ps.Persist(p.free_cell, sizeof(words));
+  ps.Flush(p.free_cell, sizeof(words));
   // Alg. 1 lines 6-7 (18-19): atomically set the bitmap, persist: the commit point.
-  ps.Store(p.free_form, static_cast<uint8_t>(form));
-  ps.Persist(p.free_form, 1);
+  ps.Publish(p.free_form, static_cast<uint8_t>(form));
   // Alg. 1 lines 8-9 (20-21): count.
   stripe.delta.fetch_add(1, std::memory_order_relaxed);
   if (persist_count_) {
@@ -439,15 +370,13 @@ Status GroupHash::UpdateAt(const Probe& p, std::string_view key, std::string_vie
   return UpdateSlot(p.form, p.cell, key, value, hash);  // the slot encoding's update
 }
 
-Status GroupHash::Delete(std::string_view key) {
-  PMHASH_RETURN_IF_ERROR(SlotCodec::CheckKey(key));
-  const uint64_t hash = HashKey(key);
+Status GroupHash::DoDelete(std::string_view key, uint64_t hash) {
   uint64_t home = 0, cells = 0;
   Stripe& s = LockHome(hash, LockMode::kExclusive, &home, &cells);
   HeldLock<RwSpinLock> guard(s.mu, LockMode::kExclusive);
   const Probe p = Find(key, hash, home);
   persister().NoteRead(p.lines);
-  if (p.form == nullptr) return Status::NotFound("key not found");
+  if (p.form == nullptr) return Status::NotFound();
   pm::Persister& ps = persister();
   const auto form = static_cast<SlotForm>(*p.form);
   const KvWords old = *p.cell;
@@ -469,51 +398,37 @@ Status GroupHash::Delete(std::string_view key) {
 
 uint64_t GroupHash::Count() const {
   int64_t c = static_cast<int64_t>(base_count_);
-  for (size_t i = 0; i < kGroupStripes; ++i) c += stripes_[i].delta.load(std::memory_order_relaxed);
+  for (size_t i = 0; i < stripes_.size(); ++i) {
+    c += stripes_[i].delta.load(std::memory_order_relaxed);
+  }
   return c < 0 ? 0 : static_cast<uint64_t>(c);  // transiently negative only mid-mutation
 }
 
 Status GroupHash::ForEach(const Visitor& fn) const {
-  // No resize while iterating: a key never moves, so it is seen at most once.
-  std::shared_lock<std::shared_mutex> resize_lock(resize_mu_, std::defer_lock);
-  if (!Iterating(this)) resize_lock.lock();  // a nested ForEach already holds it
-  t_iterating.push_back(this);
-  struct Scope {
-    ~Scope() { t_iterating.pop_back(); }
-  } scope;
-
-  const uint64_t n = level_cells_.load(std::memory_order_acquire);
-  const uint64_t g = group_size_;
-  std::vector<std::pair<std::string, std::string>> batch;
-  for (uint64_t first = 0; first < n; first += g) {
-    batch.clear();
-    {
-      Stripe& s = StripeOf(first);
-      s.mu.lock_shared();
-      HeldLock<RwSpinLock> guard(s.mu, LockMode::kShared);
-      const View& v = view_;
-      for (int level = 1; level <= 2; ++level) {
-        const uint8_t* forms = level == 1 ? v.form1 : v.form2;
-        const KvWords* cells = level == 1 ? v.tab1 : v.tab2;
-        for (uint64_t i = first; i < first + g; ++i) {
-          const auto f = static_cast<SlotForm>(forms[i]);
-          if (f == SlotForm::kEmpty) continue;
-          batch.emplace_back(codec().Key(f, cells[i]), codec().Value(f, cells[i]));
+  const IterationScope iterating(this, resize_mu_);
+  // One group (its level-1 cells and its level-2 group) at a time.
+  const View& v = view_;
+  return VisitAreas(
+      stripes_, v.cells, group_size_,
+      [&](uint64_t first, uint64_t last, Entries* batch) {
+        for (int level = 1; level <= 2; ++level) {
+          const uint8_t* forms = level == 1 ? v.form1 : v.form2;
+          const KvWords* cells = level == 1 ? v.tab1 : v.tab2;
+          for (uint64_t i = first; i < last; ++i) {
+            const auto f = static_cast<SlotForm>(forms[i]);
+            if (f == SlotForm::kEmpty) continue;
+            batch->emplace_back(codec().Key(f, cells[i]), codec().Value(f, cells[i]));
+          }
         }
-      }
-    }
-    for (const auto& [k, v] : batch) {
-      if (!fn(k, v)) return Status::OK();
-    }
-  }
-  return Status::OK();
+      },
+      fn);
 }
 
 // ---- Resize -------------------------------------------------------------------------
 
 bool GroupHash::Place(const View& v, uint64_t group_size, uint8_t form, const KvWords& words,
                       uint64_t hash, pm::Persister& persister) {
-  const uint64_t k = HomeCell(hash, v.cells);
+  const uint64_t k = Reduce(hash, v.cells);
   uint8_t* f = &v.form1[k];
   KvWords* c = &v.tab1[k];
   if (*f != 0) {
@@ -534,32 +449,26 @@ bool GroupHash::Place(const View& v, uint64_t group_size, uint8_t form, const Kv
 }
 
 Status GroupHash::Grow(uint64_t observed_cells) {
-  if (Iterating(this)) {
-    return Status::ResourceExhausted(
+  if (IterationScope::Active(this)) {
+    return Status::TableFull(
         "group: a group is full and the table cannot grow while ForEach runs on this thread");
   }
   std::unique_lock<std::shared_mutex> resize_lock(resize_mu_);
-  // Every stripe, in order: no operation runs on the table while it is replaced.
-  for (size_t i = 0; i < kGroupStripes; ++i) stripes_[i].mu.lock();
-  struct Unlock {
-    Stripe* stripes;
-    ~Unlock() {
-      for (size_t i = kGroupStripes; i > 0; --i) stripes[i - 1].mu.unlock();
-    }
-  } unlock{stripes_.get()};
+  // Every stripe: no operation runs on the table while it is replaced.
+  const Stripes<Stripe>::AllHeld all(stripes_);
   if (level_cells_.load(std::memory_order_relaxed) != observed_cells) {
     return Status::OK();  // another thread grew the table meanwhile
   }
   const View old = view_;
   const uint64_t n2 = old.cells * 2;
   if (n2 > pool().size() / 32) {
-    return Status::ResourceExhausted("group: the table cannot double beyond the pool");
+    return Status::PoolFull("group: the table cannot double beyond the pool");
   }
   uint64_t offset = 0;
   PMHASH_RETURN_IF_ERROR(NewTable(n2, &offset));
   const View nv = MakeView(pool().At<char>(offset), offset, n2);
   // Migration reads the old table only, so it stays intact until the switch. Doubling
-  // sends home cell k to 2k or 2k+1 (HomeCell), so old group g's keys land in new groups
+  // sends home cell k to 2k or 2k+1 (Reduce), so old group g's keys land in new groups
   // 2g and 2g+1, and at most G of them collide: Place cannot fail.
   for (int level = 1; level <= 2; ++level) {
     const uint8_t* forms = level == 1 ? old.form1 : old.form2;
@@ -576,10 +485,9 @@ Status GroupHash::Grow(uint64_t observed_cells) {
     }
   }
   pm::Persister& ps = persister();
-  ps.Persist(nv.table, GroupLayout::Bytes(n2));
+  ps.Flush(nv.table, GroupLayout::Bytes(n2));
   // The resize's commit point: one failure-atomic 8-byte store of root.table.
-  ps.Store(&root_->table, offset);
-  ps.Persist(&root_->table, sizeof(root_->table));
+  ps.Publish(&root_->header.table, offset);
   allocator().Free(old.offset);  // only after the switch is durable
   view_ = nv;
   level_cells_.store(n2, std::memory_order_release);
@@ -593,7 +501,7 @@ void GroupHash::FillStats(IndexStats* stats) const {
   const uint64_t n = level_cells_.load(std::memory_order_acquire);
   stats->count = Count();
   stats->key_slots = 2 * n;
-  stats->dram_bytes = sizeof(*this) + kGroupStripes * sizeof(Stripe);
+  stats->dram_bytes = sizeof(*this) + stripes_.size() * sizeof(Stripe);
   auto& c = stats->engine_counters;
   c["group_size"] = group_size_;
   c["level_cells"] = n;
@@ -629,7 +537,7 @@ Status GroupHash::CheckInvariants() const {
       if (f == SlotForm::kRecord && cells[i].word1 != hash) {
         return Status::Corruption("group: " + CellName(level, i) + " has a wrong hash word");
       }
-      const uint64_t home = HomeCell(hash, n);
+      const uint64_t home = Reduce(hash, n);
       if (level == 1 ? home != i : (home >> group_shift_) != (i >> group_shift_)) {
         return Status::Corruption("group: " + CellName(level, i) + " is outside its group");
       }
@@ -646,9 +554,30 @@ Status GroupHash::CheckInvariants() const {
   return Status::OK();
 }
 
-}  // namespace pmhash::engines
+void RegisterEngines_group(EngineRegistry& registry) {
+  EngineInfo info;
+  info.description = {"group",
+                      "two-level table; collision cells shared per group; bitmap commit; "
+                      "recovery scan",
+                      "004 Group hashing (ICPP'18)", /*crash_consistent=*/true};
+  info.options = {OptionSpec::Uint("group_size", kGroupDefaultGroupSize, kGroupMinGroupSize,
+                                   kGroupMaxGroupSize,
+                                   "cells per group, a power of two (the paper's 256); fixed "
+                                   "when the pool is created"),
+                  OptionSpec::Bool("persist_count", false,
+                                   "persist the key count after every insert and delete "
+                                   "(Alg. 1 lines 8-9 as printed); off: at close, recounted "
+                                   "after a crash"),
+                  OptionSpec::Uint("cells", std::nullopt, 2 * kGroupMinGroupSize,
+                                   uint64_t{1} << 40,
+                                   "cells of the first table over both levels (auto: 2 x "
+                                   "initial_capacity, else 8192)")};
+  info.capabilities = {.resize_switch = true,
+                       .resize_when = "the table doubles when a group is full",
+                       .refuses_when_full = true};
+  // Groups of 8 cells (paper: 256) fill after a few dozen keys: many resizes.
+  info.test = {.crash_options = {{"group_size", "8"}}, .growth_counters = {"resizes"}};
+  registry.Add<GroupHash>(std::move(info));
+}
 
-PMHASH_REGISTER_ENGINE(group, "group",
-                       "two-level table; collision cells shared per group; bitmap commit; "
-                       "recovery scan",
-                       "004 Group hashing (ICPP'18)", true, pmhash::engines::GroupHash);
+}  // namespace pmhash::engines

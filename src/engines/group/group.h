@@ -9,15 +9,13 @@
 //
 //   root area (Engine::root, one cache line used) — the paper's "global info":
 //   struct GroupRoot {
-//     uint64 magic;       // kGroupRootMagic
-//                      // (creation commits with the pool's initialized flag, pool.h)
-//     uint64 version;     // kGroupVersion
-//     uint64 table;       // pool offset of the live GroupTable. A resize switches it with
-//                         // one failure-atomic 8-byte store (the resize's commit point);
-//                         // the table size travels with it in the table header.
-//     uint64 count;       // keys stored: exact after a clean Close (Shutdown writes it),
-//                         // recounted by recovery (Alg. 4) after a crash; written after
-//                         // every insert and delete only with persist_count=on
+//     EngineRoot header;  // engines/root.h: magic kGroupRootMagic, version kGroupVersion,
+//                         // table = pool offset of the live GroupTable (a resize switches
+//                         // it with one failure-atomic 8-byte store, its commit point; the
+//                         // table size travels with it in the table header), count =
+//                         // keys stored (exact after a clean Close, recounted by recovery
+//                         // (Alg. 4) after a crash; written after every insert and delete
+//                         // only with persist_count=on)
 //     uint64 group_size;  // cells per group (power of two; do not change)
 //   };
 //
@@ -31,7 +29,7 @@
 //     uint8   form1[N];           // level-1 metadata bytes (SlotForm: 0 empty, 1 inline,
 //     uint8   form2[N];           //   2 record): the paper's bitmap, and the commit point
 //     uint8   pad[to 64 bytes];
-//     KvWords tab1[N];            // level 1: cell k is addressed by HomeCell(hash, N)
+//     KvWords tab1[N];            // level 1: cell k is addressed by Reduce(hash, N)
 //     KvWords tab2[N];            // level 2: cells [gG, gG+G) resolve group g's collisions
 //   };
 //
@@ -41,7 +39,7 @@
 //
 // ---- Invariants (when no mutation is in flight) ---------------------------------------
 //
-//  1. A key with home cell k = HomeCell(HashKey(key), N) is in tab1[k] or in level-2 group
+//  1. A key with home cell k = Reduce(HashKey(key), N) is in tab1[k] or in level-2 group
 //     k / G, nowhere else, and at most once.
 //  2. form is a cell's commit point: the words of a cell whose form is 0 mean nothing
 //     (after creation, a clean delete or recovery they are zero). A record cell owns its
@@ -50,34 +48,36 @@
 //
 // ---- Persist order (the paper's Algorithms; line numbers as printed) -------------------
 //
-//  insert (Alg. 1): record (if any) flushed; words stored, persisted (lines 4-5 / 16-17);
-//    form stored with one byte store, persisted (lines 6-7 / 18-19): committed; count
+//  insert (Alg. 1): record (if any) flushed; words stored, flushed (lines 4-5 / 16-17);
+//    form published (Persister::Publish: fence, one byte store, persist; lines 5-7 /
+//    17-19): committed; count
 //    (lines 8-9 / 20-21) in DRAM, in PM only with persist_count=on. A crash before the
 //    form store leaves an empty cell with stray words: recovery zeroes them.
 //  delete (Alg. 3): form cleared, persisted (lines 4-5 / 16-17): committed; words zeroed,
 //    persisted (lines 6-7 / 18-19); the record (if any) freed; count (lines 8-9 / 20-21).
 //  update (not in the paper): inline value: one 8-byte store of word1, persist. Record:
-//    new record flushed, fence, one 8-byte store of word0, persist, old record freed.
-//    Inline -> record (value no longer 8 bytes): UndoLog Tx saving the cell and its form,
-//    stores, persist, Commit.
+//    new record flushed, word0 published (fence, one 8-byte store, persist), old record
+//    freed. Inline -> record (value no longer 8 bytes): UndoLog Tx saving the cell and
+//    its form, stores, persist, Commit.
 //  resize (not in the paper): a new table of 2N cells per level is zeroed, filled from
-//    the old one (the old one is only read) and persisted; then one 8-byte store of
-//    root.table, persisted; only then the old table is freed. A crash before the switch
+//    the old one (the old one is only read) and flushed; then root.table published;
+//    only then the old table is freed. A crash before the switch
 //    leaves the old table live and the unlinked new one is reclaimed by
 //    Allocator::Rebuild; after it the new table is complete. Records move by pointer.
 //  recovery (Alg. 4, after a crash): scan both levels, zero the words of every cell whose
 //    form is 0, count the others, validate them (known form, plausible record, in its
-//    home group: a damaged pool is Corruption, never a crash), store root.count.
+//    home group: a damaged pool is Corruption, never a crash), persist root.count.
 //
 // ---- Concurrency ----------------------------------------------------------------------
 //
-// Lock striping per group: group g is guarded by stripe g % kGroupStripes, a reader-writer
-// spin lock (RwSpinLock). Get takes it shared (no optimistic reads: a reader never
-// follows a record pointer an update is freeing); Insert, Update, Put and Delete exclusively, and release it
-// only after their change is durable, so no reader returns a value that is not durable.
-// The table pointer changes only under every stripe (resize takes a resize mutex, then all
-// stripes in order); an operation reads the cell count, locks its stripe and retries if
-// the count changed meanwhile. ForEach holds the resize mutex shared (no resize while
+// Lock striping per group (engines/striping.h): group g is guarded by stripe
+// g % kGroupStripes, a reader-writer spin lock (RwSpinLock). Get takes it shared (no
+// optimistic reads: a reader never follows a record pointer an update is freeing);
+// Insert, Update, Put and Delete exclusively, and release it only after their change is
+// durable, so no reader returns a value that is not durable. The table pointer changes
+// only under every stripe (resize takes a resize mutex, then all stripes in order); an
+// operation reads the cell count, locks its stripe and retries if the count changed
+// meanwhile. ForEach holds the resize mutex shared (no resize while
 // iterating, so no key is seen twice) and each stripe briefly while it copies one group;
 // it calls fn with no stripe held. Count() sums per-stripe counters (no shared hot word).
 #pragma once
@@ -94,6 +94,7 @@
 #include "common/locks.h"
 #include "common/slot.h"
 #include "engines/engine.h"
+#include "engines/striping.h"
 
 namespace pmhash::engines {
 
@@ -107,15 +108,12 @@ inline constexpr uint64_t kGroupDefaultLevelCells = 4096;
 inline constexpr size_t kGroupStripes = 1024;  // lock stripes (power of two)
 
 struct GroupRoot {
-  uint64_t magic;
-  uint64_t version;
-  uint64_t table;
-  uint64_t count;
+  EngineRoot header;
   uint64_t group_size;
 };
 static_assert(sizeof(GroupRoot) <= pm::kCacheLine, "the root fits one cache line");
-static_assert(offsetof(GroupRoot, table) % 8 == 0,
-              "root.table is switched by one failure-atomic 8-byte store");
+static_assert(offsetof(GroupRoot, header) == 0 && offsetof(GroupRoot, group_size) == 32,
+              "the kit's root header, then the group size (the layout of version 1)");
 
 struct alignas(64) GroupTableHeader {
   uint64_t magic;
@@ -125,6 +123,9 @@ struct alignas(64) GroupTableHeader {
 };
 static_assert(sizeof(GroupTableHeader) == pm::kCacheLine,
               "the table header is one cache line, so the metadata bytes start line aligned");
+static_assert(offsetof(GroupTableHeader, level_cells) == 8 &&
+                  offsetof(GroupTableHeader, group_size) == 16,
+              "the table header's layout (version 1)");
 static_assert(sizeof(KvWords) == 16 && pm::kCacheLine % sizeof(KvWords) == 0,
               "four 16-byte cells per cache line: a group's cells never straddle lines");
 static_assert(sizeof(SlotForm) == 1, "the metadata byte is stored with one atomic byte store");
@@ -147,46 +148,23 @@ class GroupHash : public Engine {
   GroupHash();
   ~GroupHash() override;
 
-  // Index contract (include/pmhash/index.h). Insert (and Put of a new key) returns
-  // ResourceExhausted when the key's group is full and resizing is off, or when the pool
-  // cannot hold the doubled table (nothing changes then).
-  Status Insert(std::string_view key, std::string_view value) override;
-  Status Update(std::string_view key, std::string_view value) override;
-  // One lock round: updates in place or inserts.
-  Status Put(std::string_view key, std::string_view value) override;
-  Status Get(std::string_view key, std::string* value) override;
-  Status Delete(std::string_view key) override;
-  uint64_t Count() const override;
-  // Copies one group at a time and calls fn with no lock held, so fn may call any method
-  // of this index; an Insert from fn that needs the table to grow is ResourceExhausted
-  // (no resize while iterating). Other threads' resizes wait until ForEach returns.
-  Status ForEach(const Visitor& fn) const override;
-
-  // The level-1 cell of a key hash in a level of `cells` cells (multiply-shift range
-  // reduction: the high bits of the hash pick the cell). Doubling the table sends cell k
-  // to 2k or 2k+1, so group g splits into groups 2g and 2g+1, which is why a resize can
-  // always place every key (docs/engines/group.md).
-  static uint64_t HomeCell(uint64_t hash, uint64_t cells) {
-    return static_cast<uint64_t>((static_cast<unsigned __int128>(hash) * cells) >> 64);
-  }
+  // A key's level-1 cell in a level of N cells is Reduce(hash, N) (util/hash.h): doubling
+  // the table sends cell k to 2k or 2k+1, so group g splits into groups 2g and 2g+1,
+  // which is why a resize can always place every key (docs/engines/group.md).
   // Cells per level of the live table, and the group size.
   uint64_t level_cells() const { return level_cells_.load(std::memory_order_acquire); }
   uint64_t group_size() const { return group_size_; }
-  // Checks invariants 1-3 by a full scan (tests; no concurrent mutation): Corruption
-  // naming the first violation.
-  Status CheckInvariants() const;
 
- protected:
-  void Configure(EngineOptions& options, const Options& index_options) override;
-  Status Create() override;
-  Status Recover(bool clean) override;
-  Status EnumerateBlocks(const pm::Allocator::LiveBlockVisitor& visit) const override;
-  Status Shutdown() override;
-  void FillStats(IndexStats* stats) const override;
+  // The Index contract (include/pmhash/index.h), and: Insert (and Put of a new key)
+  // returns TableFull when the key's group is full and resizing is off, PoolFull when
+  // the pool cannot hold the doubled table (nothing changes then). ForEach copies one
+  // group at a time and calls fn with no lock held, so fn may call any method of this
+  // index; an Insert from fn that needs the table to grow is TableFull (no resize while
+  // iterating); other threads' resizes wait until ForEach returns. CheckInvariants
+  // checks invariants 1-3 by a full scan.
+  PMHASH_ENGINE_KIT_OVERRIDES;
 
  private:
-  enum class Mode : uint8_t { kInsert, kUpdate, kPut };
-
   struct alignas(64) Stripe {
     RwSpinLock mu;
     std::atomic<int64_t> delta{0};  // inserts minus deletes in this stripe since open
@@ -213,16 +191,14 @@ class GroupHash : public Engine {
   };
   static View MakeView(char* table, uint64_t offset, uint64_t cells);
 
-  Stripe& StripeOf(uint64_t home) const {
-    return stripes_[(home >> group_shift_) & (kGroupStripes - 1)];
-  }
   // Locks the stripe of the key's group in the live table (retrying across a resize);
   // *home gets the key's level-1 cell, *cells the table size it belongs to.
-  Stripe& LockHome(uint64_t hash, LockMode mode, uint64_t* home, uint64_t* cells) const;
+  Stripe& LockHome(uint64_t hash, LockMode mode, uint64_t* home, uint64_t* cells) const {
+    return stripes_.LockHome(level_cells_, hash, mode, home, cells);
+  }
 
   // Alg. 2 (query) over level 1 and the group's level 2; also finds the first empty cell.
   Probe Find(std::string_view key, uint64_t hash, uint64_t home) const;
-  Status Write(std::string_view key, std::string_view value, Mode mode);
   Status InsertAt(const Probe& p, std::string_view key, std::string_view value, uint64_t hash,
                   Stripe& stripe);
   Status UpdateAt(const Probe& p, std::string_view key, std::string_view value, uint64_t hash);
@@ -235,8 +211,9 @@ class GroupHash : public Engine {
   Status NewTable(uint64_t cells, uint64_t* offset);
   uint64_t HashOf(SlotForm form, const KvWords& words) const;
   uint64_t LevelCellsFor(uint64_t keys) const;
-  // Validates the root and the live table's header in raw PM (no allocator needed).
-  Status ValidateRoot(uint64_t* table, uint64_t* cells) const;
+  // Validates the live table's header (and the root's group size) in raw PM, the root
+  // header validated first (no allocator needed).
+  Status ValidateTable(uint64_t table, uint64_t* cells) const;
   // Alg. 4: the recovery scan after a crash; *count gets the occupied cells.
   Status RecoverScan(uint64_t* count);
   void NoteCountChange();
@@ -249,9 +226,8 @@ class GroupHash : public Engine {
   bool persist_count_ = false;
   uint64_t initial_cells_ = 0;  // total cells asked for with `cells` (0: from capacity)
   uint64_t initial_capacity_ = 0;
-  Status config_error_;
 
-  std::unique_ptr<Stripe[]> stripes_;
+  Stripes<Stripe> stripes_;
   mutable std::shared_mutex resize_mu_;
   GroupRoot* root_ = nullptr;
   View view_;

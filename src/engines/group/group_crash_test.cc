@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "common/hash.h"
+#include "util/hash.h"
 #include "engines/group/group.h"
 #include "support/engine_tests.h"
 #include "support/op_crash.h"
@@ -18,11 +18,8 @@
 namespace pmhash::engines {
 namespace {
 
-using testing::CheckInvariantsOf;
-using testing::CrashDuringOp;
-using testing::Key8;
-using testing::Model;
-using testing::OpCrashOutcome;
+// The engine tests' helpers (tests/support/engine_tests.h, op_crash.h).
+using namespace testing;  // NOLINT(build/namespaces): pmhash::testing
 
 // One group of 4 cells per level (8 cells), so collisions reach level 2 at once.
 Options OneGroup(PersistMode mode, bool resize) {
@@ -42,7 +39,7 @@ void FillGroup(Index* index, Model* model, size_t limit) {
   size_t level2 = 0;
   for (uint64_t i = 0; model->size() < limit; ++i) {
     const std::string k = i == 3 ? "a 16-byte key..." : Key8(i);
-    const uint64_t home = GroupHash::HomeCell(HashKey(k), 4);
+    const uint64_t home = Reduce(HashKey(k), 4);
     const bool in_level1 = level1.count(home) == 0;
     if (!in_level1 && level2 == 4) continue;
     const std::string v = i % 3 == 0 ? "value " + std::to_string(i) : Key8(i * 11);
@@ -73,37 +70,22 @@ TEST_P(GroupCrashTest, InsertsDeletesAndUpdatesAreAllOrNothing) {
   }
   ASSERT_GE(inline_keys.size(), 2u);
   ASSERT_GE(record_keys.size(), 1u);
-  std::vector<std::pair<std::string, std::function<Status(Index*)>>> ops = {
-      {"inline insert", [](Index* x) { return x->Insert(Key8(1000), Key8(1)); }},
-      {"record insert", [](Index* x) { return x->Insert("long key 1000", "long value"); }},
-      {"inline delete", [&](Index* x) { return x->Delete(inline_keys[0]); }},
-      {"record delete", [&](Index* x) { return x->Delete(record_keys[0]); }},
-      {"inline value update", [&](Index* x) { return x->Update(inline_keys[0], Key8(77)); }},
-      {"record update", [&](Index* x) { return x->Update(record_keys[0], "newer value"); }},
-      {"inline to record update",
-       [&](Index* x) { return x->Update(inline_keys[1], "no longer 8 bytes"); }},
-  };
-  for (const auto& [name, op] : ops) {
-    SCOPED_TRACE(name);
-    OpCrashOutcome r = CrashDuringOp(o, [](Index* x, Model* m) { FillGroup(x, m, 6); }, op,
-                                     CheckInvariantsOf<GroupHash>);
-    EXPECT_GE(r.crash_points, 2);  // at least one store and one fence
-    EXPECT_EQ(r.bad, 0) << r.first_bad;
-  }
+  // At least one store and one fence each.
+  ExpectEachAllOrNothing(o, [](Index* x, Model* m) { FillGroup(x, m, 6); },
+                         SlotEncodingOps({.absent_inline = Key8(1000),
+                                          .absent_record = "long key 1000",
+                                          .inline_key = inline_keys[0],
+                                          .inline_key2 = inline_keys[1],
+                                          .record_key = record_keys[0]}),
+                         2);
 }
 
 TEST_P(GroupCrashTest, ResizeIsAllOrNothing) {
-  // Every cell of the one group is taken, so the next insert doubles the table first.
-  OpCrashOutcome r = CrashDuringOp(
-      OneGroup(GetParam(), /*resize=*/true), [](Index* x, Model* m) { FillGroup(x, m, 8); },
-      [](Index* x) {
-        Status s = x->Insert(Key8(5000), Key8(5001));
-        EXPECT_GT(dynamic_cast<GroupHash*>(x)->level_cells(), 4u);
-        return s;
-      },
-      CheckInvariantsOf<GroupHash>);
-  EXPECT_GT(r.crash_points, 20);  // zeroing, 8 migrated cells, the switch, the insert
-  EXPECT_EQ(r.bad, 0) << r.first_bad;
+  // Every cell of the one group is taken, so the next insert doubles the table first:
+  // crash points in the zeroing, 8 migrated cells, the switch, the insert.
+  ExpectGrowthAllOrNothing(OneGroup(GetParam(), /*resize=*/true),
+                           [](Index* x, Model* m) { FillGroup(x, m, 8); }, Key8(5000), "resizes",
+                           21);
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, GroupCrashTest, testing::PersistModes(),

@@ -7,7 +7,7 @@
 #include <mutex>
 #include <set>
 
-#include "common/hash.h"
+#include "util/hash.h"
 
 namespace pmhash::engines {
 
@@ -32,40 +32,36 @@ uint64_t TableBytes(uint64_t num_lines) {
 
 // ---- Setup --------------------------------------------------------------------------
 
-void LinearProbing::Configure(EngineOptions& options, const Options& index_options) {
-  max_load_ = options.Double("max_load", 0.9, 0.05, 1.0);
-  resize_ = options.Bool("resize", true);
+Status LinearProbing::Configure(EngineOptions& options, const Options& index_options) {
+  max_load_ = options.Double("max_load");
+  resize_ = options.Bool("resize");
   // `cells` sizes the first table in cells, as the paper does; else initial_capacity
   // keys fill it to a load factor of 0.5, as they fill `group`'s.
-  const uint64_t cells = options.Uint("cells", 0, kCellsPerLine, uint64_t{1} << 50);
+  const uint64_t cells = options.Uint("cells");
   const uint64_t keys = index_options.initial_capacity;
   const uint64_t wanted =
       cells != 0 ? cells : keys != 0 ? 2 * std::min(keys, uint64_t{1} << 49) : 3 * 1024;
   // Clamped so the line arithmetic cannot overflow; Create reports a table too big for
   // the pool.
   initial_cells_ = std::clamp<uint64_t>(wanted, kCellsPerLine, uint64_t{1} << 50);
+  return Status::OK();
 }
 
 Status LinearProbing::NewTable(uint64_t num_lines, uint64_t* offset) {
   pm::Persister& p = persister();
   if (num_lines == 0 || num_lines > (pool().size() / sizeof(LinearLine))) {
-    return Status::ResourceExhausted(Prefix() + "a table of " + std::to_string(num_lines) +
-                                     " lines does not fit the pool");
+    return Status::PoolFull(Prefix() + "a table of " + std::to_string(num_lines) +
+                            " lines does not fit the pool");
   }
   const uint64_t bytes = TableBytes(num_lines);
-  Result<uint64_t> block = allocator().Allocate(bytes);
-  if (!block.ok()) {
-    return Status::ResourceExhausted(Prefix() + "cannot allocate a table of " +
-                                     std::to_string(bytes) + " bytes: " +
-                                     block.status().message());
-  }
-  auto* t = pool().At<LinearTable>(*block);
+  PMHASH_RETURN_IF_ERROR(
+      AllocateBlock(bytes, "a table of " + std::to_string(num_lines) + " lines", offset));
+  auto* t = pool().At<LinearTable>(*offset);
   p.Zero(t, bytes);
   p.Store(&t->magic, kLinearTableMagic);
   p.Store(&t->num_lines, num_lines);
   p.Flush(t, bytes);
   p.Fence();
-  *offset = *block;
   return Status::OK();
 }
 
@@ -73,34 +69,15 @@ Status LinearProbing::Create() {
   const uint64_t num_lines = (initial_cells_ + kCellsPerLine - 1) / kCellsPerLine;
   uint64_t offset = 0;
   PMHASH_RETURN_IF_ERROR(NewTable(num_lines, &offset));
-  pm::Persister& p = persister();
-  root_ = root<LinearRoot>();
-  p.Store(&root_->version, kLinearVersion);
-  p.Store(&root_->table, offset);
-  p.Store(&root_->count, uint64_t{0});
-  p.Persist(root_, sizeof(LinearRoot));
-  p.Store(&root_->magic, kLinearRootMagic);
-  p.Persist(&root_->magic, sizeof(uint64_t));
+  root_ = root_header();
+  CreateRoot(kLinearRootMagic, kLinearVersion, offset, sizeof(EngineRoot));
   table_ = pool().At<LinearTable>(offset);
   cells_ = num_lines * kCellsPerLine;
   count_.store(0, std::memory_order_release);
   return Status::OK();
 }
 
-Status LinearProbing::ValidateRoot(uint64_t* table) const {
-  const auto* r = root<LinearRoot>();
-  if (r->magic != kLinearRootMagic) {
-    return Status::Corruption(Prefix() + "root magic is wrong (not a linear index, or damaged)");
-  }
-  if (r->version != kLinearVersion) {
-    return Status::Corruption(Prefix() + "layout version " + std::to_string(r->version) +
-                              " is not the supported " + std::to_string(kLinearVersion));
-  }
-  const uint64_t off = r->table;
-  if (off == 0 || off % pm::kCacheLine != 0 || !pool().Contains(off, sizeof(LinearTable))) {
-    return Status::Corruption(Prefix() + "root table offset " + std::to_string(off) +
-                              " is outside the pool");
-  }
+Status LinearProbing::ValidateTable(uint64_t off) const {
   const auto* t = pool().At<const LinearTable>(off);
   if (t->magic != kLinearTableMagic) {
     return Status::Corruption(Prefix() + "the table at offset " + std::to_string(off) +
@@ -112,13 +89,14 @@ Status LinearProbing::ValidateRoot(uint64_t* table) const {
                               " claims " + std::to_string(t->num_lines) +
                               " lines, which do not fit the pool");
   }
-  *table = off;
   return Status::OK();
 }
 
 Status LinearProbing::EnumerateBlocks(const pm::Allocator::LiveBlockVisitor& visit) const {
   uint64_t off = 0;
-  PMHASH_RETURN_IF_ERROR(ValidateRoot(&off));
+  PMHASH_RETURN_IF_ERROR(
+      ValidateRoot(kLinearRootMagic, kLinearVersion, sizeof(LinearTable), &off));
+  PMHASH_RETURN_IF_ERROR(ValidateTable(off));
   visit(off);
   auto* t = pool().At<LinearTable>(off);
   LinearLine* lines = t->lines();
@@ -144,8 +122,9 @@ Status LinearProbing::EnumerateBlocks(const pm::Allocator::LiveBlockVisitor& vis
 
 Status LinearProbing::Recover(bool clean) {
   uint64_t off = 0;
-  PMHASH_RETURN_IF_ERROR(ValidateRoot(&off));
-  root_ = root<LinearRoot>();
+  PMHASH_RETURN_IF_ERROR(OpenRoot(kLinearRootMagic, kLinearVersion, sizeof(LinearTable), &off));
+  PMHASH_RETURN_IF_ERROR(ValidateTable(off));
+  root_ = root_header();
   table_ = pool().At<LinearTable>(off);
   cells_ = table_->num_lines * kCellsPerLine;
   if (!clean) {
@@ -162,10 +141,7 @@ Status LinearProbing::Recover(bool clean) {
       }
       ++n;
     }
-    if (n != root_->count) {
-      persister().Store(&root_->count, n);
-      persister().Persist(&root_->count, sizeof(uint64_t));
-    }
+    if (n != root_->count) PersistRootCount(n);
   }
   if (root_->count > cells_) {
     return Status::Corruption(Prefix() + "the root counts " + std::to_string(root_->count) +
@@ -185,6 +161,8 @@ void LinearProbing::FillStats(IndexStats* stats) const {
   stats->engine_counters["shifted_cells"] = shifted_cells_;
   stats->engine_counters["undo_txs"] = undo_txs_;
 }
+
+uint64_t LinearProbing::Count() const { return count_.load(std::memory_order_acquire); }
 
 uint64_t LinearProbing::cells() const {
   std::shared_lock lock(mu_);
@@ -206,7 +184,7 @@ size_t LinearProbing::RecordLines(std::string_view key, std::string_view value) 
 
 LinearProbing::Probe LinearProbing::Find(std::string_view key, uint64_t hash) const {
   Probe probe;
-  uint64_t c = HomeCell(hash, cells_);
+  uint64_t c = Reduce(hash, cells_);
   uint64_t last_line = ~0ull;
   size_t lines = 0;
   for (uint64_t n = 0; n < cells_; ++n) {
@@ -245,8 +223,7 @@ void LinearProbing::WriteCell(LinearLine* line, uint64_t slot, SlotForm form,
 }
 
 void LinearProbing::PersistCount(uint64_t count) {
-  persister().Store(&root_->count, count);
-  persister().Persist(&root_->count, sizeof(uint64_t));
+  PersistRootCount(count);
   count_.store(count, std::memory_order_release);
 }
 
@@ -267,12 +244,10 @@ Status LinearProbing::SaveCells(pm::UndoLog::Tx& tx, uint64_t first, uint64_t la
 
 // ---- Operations ---------------------------------------------------------------------
 
-Status LinearProbing::Get(std::string_view key, std::string* value) {
-  PMHASH_RETURN_IF_ERROR(SlotCodec::CheckKey(key));
-  const uint64_t hash = HashKey(key);
+Status LinearProbing::DoGet(std::string_view key, uint64_t hash, std::string* value) {
   std::shared_lock lock(mu_);
   const Probe probe = Find(key, hash);
-  if (!probe.found) return Status::NotFound("key not present");
+  if (!probe.found) return Status::NotFound();
   const SlotForm form = FormAt(probe.cell);
   const KvWords words = WordsAt(probe.cell);
   const std::string_view v = codec().Value(form, words);
@@ -281,39 +256,22 @@ Status LinearProbing::Get(std::string_view key, std::string* value) {
   return Status::OK();
 }
 
-Status LinearProbing::Insert(std::string_view key, std::string_view value) {
-  PMHASH_RETURN_IF_ERROR(SlotCodec::CheckSizes(key, value));
-  const uint64_t hash = HashKey(key);
+Status LinearProbing::DoWrite(std::string_view key, std::string_view value, uint64_t hash,
+                              WriteMode mode) {
   std::unique_lock lock(mu_);
   const Probe probe = Find(key, hash);
-  if (probe.found) return Status::AlreadyExists("key already present");
+  if (probe.found) {
+    if (mode == WriteMode::kInsert) return Status::AlreadyExists();
+    return UpdateAt(probe.cell, key, value, hash);
+  }
+  if (mode == WriteMode::kUpdate) return Status::NotFound();
   return InsertNew(key, value, hash, probe);
 }
 
-Status LinearProbing::Update(std::string_view key, std::string_view value) {
-  PMHASH_RETURN_IF_ERROR(SlotCodec::CheckSizes(key, value));
-  const uint64_t hash = HashKey(key);
+Status LinearProbing::DoDelete(std::string_view key, uint64_t hash) {
   std::unique_lock lock(mu_);
   const Probe probe = Find(key, hash);
-  if (!probe.found) return Status::NotFound("key not present");
-  return UpdateAt(probe.cell, key, value, hash);
-}
-
-Status LinearProbing::Put(std::string_view key, std::string_view value) {
-  PMHASH_RETURN_IF_ERROR(SlotCodec::CheckSizes(key, value));
-  const uint64_t hash = HashKey(key);
-  std::unique_lock lock(mu_);
-  const Probe probe = Find(key, hash);
-  if (probe.found) return UpdateAt(probe.cell, key, value, hash);
-  return InsertNew(key, value, hash, probe);
-}
-
-Status LinearProbing::Delete(std::string_view key) {
-  PMHASH_RETURN_IF_ERROR(SlotCodec::CheckKey(key));
-  const uint64_t hash = HashKey(key);
-  std::unique_lock lock(mu_);
-  const Probe probe = Find(key, hash);
-  if (!probe.found) return Status::NotFound("key not present");
+  if (!probe.found) return Status::NotFound();
   return DeleteAt(probe.cell);
 }
 
@@ -327,8 +285,8 @@ Status LinearProbing::InsertNew(std::string_view key, std::string_view value, ui
     if (grown.ok()) probe = Find(key, hash);
   }
   if (probe.full) {
-    return Status::ResourceExhausted(Prefix() + "table full (" + std::to_string(cells_) +
-                                     " cells, all occupied) and resizing is off");
+    return Status::TableFull(Prefix() + "table full (" + std::to_string(cells_) +
+                             " cells, all occupied) and resizing is off");
   }
   SlotForm form = SlotForm::kEmpty;
   KvWords words;
@@ -375,9 +333,8 @@ Status LinearProbing::UpdateAt(uint64_t cell, std::string_view key, std::string_
     // A record slot stays a record slot: swing word0 to a new record.
     uint64_t record = 0;
     PMHASH_RETURN_IF_ERROR(codec().EncodeRecord(key, value, &record));
-    p.Fence();  // the new record is durable before it is linked
-    p.Store(&line->cell[slot].word0, record);
-    p.Persist(&line->cell[slot].word0, sizeof(uint64_t));
+    // The new record is durable before it is linked.
+    p.Publish(&line->cell[slot].word0, record);
     codec().ReleaseRecord(old.word0);
     return Status::OK();
   }
@@ -417,7 +374,7 @@ Status LinearProbing::DeleteAt(uint64_t cell) {
     if (j % kCellsPerLine == 0) ++lines_read;
     const SlotForm form = FormAt(j);
     if (form == SlotForm::kEmpty) break;
-    const uint64_t home = HomeCell(HashOf(form, WordsAt(j)), cells_);
+    const uint64_t home = Reduce(HashOf(form, WordsAt(j)), cells_);
     if (!InCyclicRange(home, hole, j)) {
       moves_.emplace_back(j, hole);
       hole = j;
@@ -433,7 +390,7 @@ Status LinearProbing::DeleteAt(uint64_t cell) {
       if (s.IsResourceExhausted()) {
         return Status::ResourceExhausted(
             Prefix() + "deleting needs a backward shift over cells " + std::to_string(cell) +
-            ".." + std::to_string(hole) + ", more than one undo-log lane holds: " + s.message());
+            ".." + std::to_string(hole) + ", more than one undo-log lane holds: " + std::string(s.message()));
       }
       return s;
     }
@@ -475,7 +432,7 @@ Status LinearProbing::Grow() {
     const SlotForm form = FormAt(c);
     if (form == SlotForm::kEmpty) continue;
     const KvWords words = WordsAt(c);
-    uint64_t d = HomeCell(HashOf(form, words), new_cells);
+    uint64_t d = Reduce(HashOf(form, words), new_cells);
     while (new_lines[d / kCellsPerLine].form[d % kCellsPerLine] !=
            static_cast<uint8_t>(SlotForm::kEmpty)) {
       d = d + 1 == new_cells ? 0 : d + 1;
@@ -485,11 +442,9 @@ Status LinearProbing::Grow() {
   persister().NoteRead(old_lines);
   pm::Persister& p = persister();
   p.Flush(new_lines, old_lines * 2 * sizeof(LinearLine));
-  p.Fence();
   // Commit point: one failure-atomic store of the root's table pointer.
   const uint64_t old_offset = pool().ToOffset(table_);
-  p.Store(&root_->table, offset);
-  p.Persist(&root_->table, sizeof(uint64_t));
+  p.Publish(&root_->table, offset);
   table_ = fresh;
   cells_ = new_cells;
   allocator().Free(old_offset);
@@ -526,7 +481,7 @@ Status LinearProbing::CheckInvariants() const {
     if (form == SlotForm::kRecord && words.word1 != HashKey(key)) {
       return Status::Corruption(Prefix() + "cell " + std::to_string(c) + " has a wrong key hash");
     }
-    for (uint64_t h = HomeCell(HashOf(form, words), cells_); h != c; h = Next(h)) {
+    for (uint64_t h = Reduce(HashOf(form, words), cells_); h != c; h = Next(h)) {
       if (FormAt(h) == SlotForm::kEmpty) {
         return Status::Corruption(Prefix() + "cell " + std::to_string(c) +
                                   " is unreachable: empty cell " + std::to_string(h) +
@@ -544,24 +499,28 @@ Status LinearProbing::CheckInvariants() const {
 
 // ---- Registration -------------------------------------------------------------------
 
-namespace {
-class Linear : public LinearProbing {
- public:
-  Linear() : LinearProbing(Logging::kNone) {}
-};
-class LinearLog : public LinearProbing {
- public:
-  LinearLog() : LinearProbing(Logging::kUndo) {}
-};
-}  // namespace
-
-PMHASH_REGISTER_ENGINE(linear, "linear",
-                       "linear probing in PM, backward-shift deletion, no logging "
-                       "(NOT crash consistent)",
-                       "baseline (004)", false, Linear);
-PMHASH_REGISTER_ENGINE(linear_log, "linear-log",
-                       "linear probing in PM, backward-shift deletion, undo log for every "
-                       "multi-word change",
-                       "baseline (004)", true, LinearLog);
+void RegisterEngines_linear(EngineRegistry& registry) {
+  EngineInfo info;
+  info.options = {OptionSpec::Double("max_load", 0.9, 0.05, 1.0,
+                                     "load factor past which an insert doubles the table "
+                                     "first"),
+                  OptionSpec::Uint("cells", std::nullopt, kCellsPerLine, uint64_t{1} << 50,
+                                   "cells of the first table (auto: 2 x initial_capacity, "
+                                   "else 3072)")};
+  info.capabilities = {.resize_switch = true,
+                       .resize_when = "the table doubles past max_load",
+                       .refuses_when_full = true};
+  info.test = {.growth_counters = {"resizes"}};  // initial_capacity 16 sizes 32 cells
+  info.description = {"linear",
+                      "linear probing in PM, backward-shift deletion, no logging "
+                      "(NOT crash consistent)",
+                      "baseline (004)", /*crash_consistent=*/false};
+  registry.Add<LinearProbing>(info, LinearProbing::Logging::kNone);
+  info.description = {"linear-log",
+                      "linear probing in PM, backward-shift deletion, undo log for every "
+                      "multi-word change",
+                      "baseline (004)", /*crash_consistent=*/true};
+  registry.Add<LinearProbing>(std::move(info), LinearProbing::Logging::kUndo);
+}
 
 }  // namespace pmhash::engines

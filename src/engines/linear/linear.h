@@ -7,15 +7,15 @@
 //
 // ---- On-media layout ----------------------------------------------------------------
 //
-//   root area (Engine::root, one cache line used):
-//   struct LinearRoot {
-//     uint64 magic;     // kLinearRootMagic
-//                      // (creation commits with the pool's initialized flag, pool.h)
-//     uint64 version;   // kLinearVersion
-//     uint64 table;     // pool offset of the live LinearTable; a resize switches it with
-//                       // one failure-atomic 8-byte store
-//     uint64 count;     // keys stored; persisted after every insert's and delete's
-//                       // commit (a crash may leave it one off: recovery recounts)
+//   root area (Engine::root, one cache line used): the kit's root header alone
+//   struct EngineRoot {  // engines/root.h
+//     uint64 magic;      // kLinearRootMagic
+//     uint32 version;    // kLinearVersion
+//     uint32 check;      // reserved (0)
+//     uint64 table;      // pool offset of the live LinearTable; a resize switches it with
+//                        // one failure-atomic 8-byte store
+//     uint64 count;      // keys stored; persisted after every insert's and delete's
+//                        // commit (a crash may leave it one off: recovery recounts)
 //   };
 //
 //   table block (from the allocator; a large run, 4 KiB aligned):
@@ -38,7 +38,7 @@
 // ---- Invariants (when no mutation is in flight) ---------------------------------------
 //
 //  1. Linear probing without tombstones: an occupied cell c whose key's home cell is
-//     h = HomeCell(hash, cells) has every cell of the cyclic range [h, c] occupied. So a
+//     h = Reduce(hash, cells) has every cell of the cyclic range [h, c] occupied. So a
 //     lookup from h may stop at the first empty cell.
 //  2. No key is stored twice.
 //  3. root.count equals the number of occupied cells (after recovery, and whenever no
@@ -61,9 +61,9 @@
 //              rolls an uncommitted operation back before the engine attaches, so the
 //              interrupted operation is all-or-nothing, and Recover recounts.
 //  both:       an update of one 8-byte word (an inline value, a record pointer) is one
-//              failure-atomic store, no log. A resize builds the doubled table, persists
-//              it, switches root.table with one 8-byte store, persists, then frees the old
-//              table: crash consistent in both engines (an unlinked new table is
+//              failure-atomic store, no log (a new record published: fence, store,
+//              persist). A resize builds the doubled table, flushes it, publishes
+//              root.table (fence, one 8-byte store, persist), then frees the old table: crash consistent in both engines (an unlinked new table is
 //              reclaimed by Allocator::Rebuild).
 //
 // ---- Concurrency ----------------------------------------------------------------------
@@ -92,14 +92,6 @@ inline constexpr uint64_t kLinearTableMagic = 0x31544e494c48504dull;  // "MPHLIN
 inline constexpr uint64_t kLinearVersion = 1;
 inline constexpr uint64_t kCellsPerLine = 3;
 
-struct LinearRoot {
-  uint64_t magic;
-  uint64_t version;
-  uint64_t table;
-  uint64_t count;
-};
-static_assert(sizeof(LinearRoot) <= pm::kCacheLine, "the root fits one cache line");
-
 struct alignas(64) LinearLine {
   KvWords cell[kCellsPerLine];
   uint8_t form[kCellsPerLine];
@@ -120,6 +112,8 @@ struct alignas(64) LinearTable {
 };
 static_assert(sizeof(LinearTable) == pm::kCacheLine,
               "the table header is one cache line, so the lines after it are line aligned");
+static_assert(offsetof(LinearTable, magic) == 0 && offsetof(LinearTable, num_lines) == 8,
+              "the table header's layout (version 1)");
 
 class LinearProbing : public Engine {
  public:
@@ -130,36 +124,18 @@ class LinearProbing : public Engine {
 
   explicit LinearProbing(Logging logging) : logging_(logging) {}
 
-  // Index contract (include/pmhash/index.h). Insert returns ResourceExhausted when the
-  // table is full and resizing is off (or the pool cannot hold a bigger table). Delete
-  // returns ResourceExhausted in `linear-log` if its backward shift spans more lines
-  // than one undo-log lane holds (nothing changes then).
-  Status Insert(std::string_view key, std::string_view value) override;
-  Status Update(std::string_view key, std::string_view value) override;
-  Status Put(std::string_view key, std::string_view value) override;
-  Status Get(std::string_view key, std::string* value) override;
-  Status Delete(std::string_view key) override;
-  uint64_t Count() const override { return count_.load(std::memory_order_acquire); }
-  // Holds the index's read lock while calling fn: fn must not call mutating methods of
-  // the same index (it would deadlock).
-  Status ForEach(const Visitor& fn) const override;
-
-  // The home cell of a key hash in a table of `cells` cells (multiply-shift range
-  // reduction: no modulo, any table size). Exposed for tests that build collisions.
-  static uint64_t HomeCell(uint64_t hash, uint64_t cells) {
-    return static_cast<uint64_t>((static_cast<unsigned __int128>(hash) * cells) >> 64);
-  }
+  // A key's home cell in a table of N cells is Reduce(hash, N) (util/hash.h: no modulo,
+  // any table size).
   // Cells of the live table.
   uint64_t cells() const;
-  // Checks invariants 1-3 by a full scan (tests): Corruption naming the first violation.
-  Status CheckInvariants() const;
 
- protected:
-  void Configure(EngineOptions& options, const Options& index_options) override;
-  Status Create() override;
-  Status Recover(bool clean) override;
-  Status EnumerateBlocks(const pm::Allocator::LiveBlockVisitor& visit) const override;
-  void FillStats(IndexStats* stats) const override;
+  // The Index contract (include/pmhash/index.h), and: Insert returns TableFull when the
+  // table is full and resizing is off, PoolFull when the pool cannot hold a bigger table
+  // that it needs. Delete returns ResourceExhausted in `linear-log` if its backward shift
+  // spans more lines than one undo-log lane holds (nothing changes then). ForEach holds
+  // the index's read lock while calling fn: fn must not call mutating methods of the
+  // same index (it would deadlock). CheckInvariants checks invariants 1-3 by a full scan.
+  PMHASH_ENGINE_KIT_OVERRIDES;
 
  private:
   // Where a probe for a key ended.
@@ -171,7 +147,7 @@ class LinearProbing : public Engine {
 
   bool logged() const { return logging_ == Logging::kUndo; }
   // "linear: " or "linear-log: ", for error messages.
-  std::string Prefix() const { return logged() ? "linear-log: " : "linear: "; }
+  std::string Prefix() const { return name() + ": "; }
   LinearLine* LineOf(uint64_t cell) const { return &table_->lines()[cell / kCellsPerLine]; }
   SlotForm FormAt(uint64_t cell) const {
     return static_cast<SlotForm>(LineOf(cell)->form[cell % kCellsPerLine]);
@@ -181,8 +157,8 @@ class LinearProbing : public Engine {
   // The key hash of an occupied cell (inline: hashes the key word; record: stored).
   uint64_t HashOf(SlotForm form, const KvWords& words) const;
 
-  // Validates the root and the table header in raw PM; *table gets the table offset.
-  Status ValidateRoot(uint64_t* table) const;
+  // Validates the table header at `table` in raw PM (the root header validated first).
+  Status ValidateTable(uint64_t table) const;
   Probe Find(std::string_view key, uint64_t hash) const;
   Status InsertNew(std::string_view key, std::string_view value, uint64_t hash, Probe probe);
   Status UpdateAt(uint64_t cell, std::string_view key, std::string_view value, uint64_t hash);
@@ -206,7 +182,7 @@ class LinearProbing : public Engine {
   bool resize_ = true;
 
   mutable std::shared_mutex mu_;
-  LinearRoot* root_ = nullptr;
+  EngineRoot* root_ = nullptr;
   LinearTable* table_ = nullptr;
   uint64_t cells_ = 0;
   std::atomic<uint64_t> count_{0};

@@ -19,8 +19,8 @@
 namespace pmhash::engines {
 namespace {
 
-using testing::Key8;
-using testing::TempDir;
+// The engine tests' helpers (tests/support/engine_tests.h, op_crash.h).
+using namespace testing;  // NOLINT(build/namespaces): pmhash::testing
 
 // A key of the given length derived from i (length 8 gives the inline form with an
 // 8-byte value).
@@ -143,12 +143,6 @@ TEST_P(LinearTest, ForEachStopsWhenAsked) {
   ASSERT_TRUE(index_->ForEach([&](std::string_view, std::string_view) { return ++calls < 5; })
                   .ok());
   EXPECT_EQ(calls, 5);
-}
-
-// Keys whose home cell is `home` in a table of `cells` cells.
-std::vector<std::string> KeysWithHome(uint64_t home, uint64_t cells, size_t n, uint64_t salt) {
-  return testing::KeysWithHome([cells](uint64_t h) { return LinearProbing::HomeCell(h, cells); },
-                               home, n, salt);
 }
 
 // Guards the backward shift across the table's end: a run that starts in the last cell
@@ -326,12 +320,12 @@ TEST_P(LinearTest, ResizeOffFillsToTheLastCell) {
     s = index_->Insert(Key8(i), Key8(i));
     if (!s.ok()) break;
   }
-  ASSERT_TRUE(s.IsResourceExhausted()) << s.ToString();
+  ASSERT_TRUE(s.IsTableFull()) << s.ToString();
   IndexStats st = index_->Stats();
   EXPECT_EQ(st.count, 300u);
   EXPECT_EQ(st.key_slots, 300u);
   EXPECT_DOUBLE_EQ(st.load_factor, 1.0);
-  EXPECT_TRUE(index_->Insert(Key8(i), Key8(i)).IsResourceExhausted());
+  EXPECT_TRUE(index_->Insert(Key8(i), Key8(i)).IsTableFull());
   EXPECT_TRUE(index_->Insert(Key8(0), Key8(0)).IsAlreadyExists());
   // Updates and deletes still work in a full table; a delete makes room again.
   ASSERT_TRUE(index_->Update(Key8(5), "now a record value").ok());
@@ -358,7 +352,7 @@ TEST_P(LinearTest, TableTooBigForThePoolIsAClearError) {
     o.initial_capacity = capacity;  // keys: twice as many cells
     std::unique_ptr<Index> index;
     Status s = Open(o, &index);
-    EXPECT_TRUE(s.IsResourceExhausted()) << s.ToString();
+    EXPECT_TRUE(s.IsPoolFull()) << s.ToString();
     EXPECT_EQ(index, nullptr);
   }
 }

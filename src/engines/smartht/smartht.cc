@@ -2,6 +2,7 @@
 #include "engines/smartht/smartht.h"
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cstring>
 #include <string>
@@ -10,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/hash.h"
+#include "util/hash.h"
 
 namespace pmhash::engines {
 namespace {
@@ -85,23 +86,21 @@ SmartHt::ReaderSlot& SmartHt::MySlot() const {
 
 // ---- Options, creation, recovery ----------------------------------------------------
 
-void SmartHt::Configure(EngineOptions& options, const Options& index_options) {
-  head_buckets_opt_ = options.Uint("head_buckets", 0, kSmartHtMinHeadBuckets,
-                                   kSmartHtMaxHeadBuckets);
-  if (head_buckets_opt_ != 0 && !IsPowerOfTwo(head_buckets_opt_)) {
-    config_error_ = Status::InvalidArgument("option head_buckets=" +
-                                            std::to_string(head_buckets_opt_) +
-                                            " must be a power of two");
-  }
-  expected_keys_opt_ = options.Uint("expected_keys", 0, 1, uint64_t{1} << 40);
-  fp_rate_ = options.Double("fp_rate", 1e-4, 1e-9, 0.5);
-  bloom_hashes_ = static_cast<uint32_t>(
-      options.Uint("bloom_hashes", 3, 1, BloomFilter::kMaxProbes));
-  rebuild_deletes_ = options.Double("rebuild_deletes", 0.5, 0, 1e6);
-  resize_ = options.Bool("resize", true);
-  max_chain_ = options.Double("max_chain", 1.0, 0.01, 1e6);
-  recovery_threads_ = static_cast<uint32_t>(options.Uint("recovery_threads", 1, 1, 256));
+Status SmartHt::Configure(EngineOptions& options, const Options& index_options) {
+  head_buckets_opt_ = options.Uint("head_buckets");
+  expected_keys_opt_ = options.Uint("expected_keys");
+  fp_rate_ = options.Double("fp_rate");
+  bloom_hashes_ = static_cast<uint32_t>(options.Uint("bloom_hashes"));
+  rebuild_deletes_ = options.Double("rebuild_deletes");
+  resize_ = options.Bool("resize");
+  max_chain_ = options.Double("max_chain");
+  recovery_threads_ = static_cast<uint32_t>(options.Uint("recovery_threads"));
   initial_capacity_ = index_options.initial_capacity;
+  if (head_buckets_opt_ != 0 && !IsPowerOfTwo(head_buckets_opt_)) {
+    return Status::InvalidArgument("option head_buckets=" + std::to_string(head_buckets_opt_) +
+                                   " must be a power of two");
+  }
+  return Status::OK();
 }
 
 uint64_t SmartHt::HeadBucketsFor(uint64_t keys) const {
@@ -131,48 +130,36 @@ Status SmartHt::MakeFilter(uint64_t expected_keys, std::unique_ptr<BloomFilter>*
 
 Status SmartHt::NewTable(uint64_t n, uint64_t* offset) {
   const uint64_t bytes = sizeof(SmartHtTableHeader) + n * sizeof(SmartBucket);
-  Result<uint64_t> block = allocator().Allocate(bytes);
-  if (!block.ok()) {
-    return Status::ResourceExhausted("smartht: cannot allocate a head table of " +
-                                     std::to_string(n) + " buckets (" + std::to_string(bytes) +
-                                     " bytes): " + block.status().message());
-  }
-  char* t = pool().At<char>(*block);
+  PMHASH_RETURN_IF_ERROR(
+      AllocateBlock(bytes, "a head table of " + std::to_string(n) + " buckets", offset));
+  char* t = pool().At<char>(*offset);
   pm::Persister& p = persister();
   // Unreachable until root.table links it: the caller flushes it with one pass.
   p.Zero(t, bytes);
   auto* h = reinterpret_cast<SmartHtTableHeader*>(t);
   p.Store(&h->head_buckets, n);
   p.Store(&h->magic, kSmartHtTableMagic);
-  *offset = *block;
   return Status::OK();
 }
 
 Status SmartHt::Create() {
-  PMHASH_RETURN_IF_ERROR(config_error_);
   const uint64_t n = HeadBucketsFor(initial_capacity_);
   uint64_t offset = 0;
   PMHASH_RETURN_IF_ERROR(NewTable(n, &offset));
   pm::Persister& p = persister();
   p.Persist(pool().At<char>(offset), sizeof(SmartHtTableHeader) + n * sizeof(SmartBucket));
   root_ = root<SmartHtRoot>();
-  p.Store(&root_->version, kSmartHtVersion);
-  p.Store(&root_->table, offset);
-  p.Store(&root_->count, uint64_t{0});
   p.Store(&root_->filter, uint64_t{0});
   p.Store(&root_->filter_bytes, uint64_t{0});
   p.Store(&root_->filter_valid, uint64_t{0});
   p.Store(&root_->chain_buckets, uint64_t{0});
-  p.Persist(root_, sizeof(*root_));
-  p.Store(&root_->magic, kSmartHtRootMagic);
-  p.Persist(&root_->magic, sizeof(root_->magic));
+  CreateRoot(kSmartHtRootMagic, kSmartHtVersion, offset, sizeof(SmartHtRoot));
 
   table_offset_ = offset;
   heads_.store(reinterpret_cast<SmartBucket*>(pool().At<char>(offset) + sizeof(SmartHtTableHeader)),
                std::memory_order_release);
   SetBounds();
-  num_stripes_ = std::clamp<uint64_t>(n / kSmartHtLockArea, 64, 65536);
-  stripes_.reset(new Stripe[num_stripes_]);
+  ResetStripes(n);
   head_count_.store(n, std::memory_order_release);
   base_count_ = 0;
   const uint64_t expected =
@@ -186,20 +173,7 @@ Status SmartHt::Create() {
   return Status::OK();
 }
 
-Status SmartHt::ValidateRoot(uint64_t* table, uint64_t* n) const {
-  const auto* r = root<const SmartHtRoot>();
-  if (r->magic != kSmartHtRootMagic) {
-    return Status::Corruption("smartht: root magic is wrong (not a smartht index, or damaged)");
-  }
-  if (r->version != kSmartHtVersion) {
-    return Status::Corruption("smartht: root layout version " + std::to_string(r->version) +
-                              " (this build reads " + std::to_string(kSmartHtVersion) + ")");
-  }
-  const uint64_t off = r->table;
-  if (off == 0 || off % pm::kCacheLine != 0 || !pool().Contains(off, sizeof(SmartHtTableHeader))) {
-    return Status::Corruption("smartht: root table offset " + std::to_string(off) +
-                              " is outside the pool");
-  }
+Status SmartHt::ValidateTable(uint64_t off, uint64_t* n) const {
   const auto* h = pool().At<const SmartHtTableHeader>(off);
   const uint64_t count = h->head_buckets;
   if (h->magic != kSmartHtTableMagic || !IsPowerOfTwo(count) ||
@@ -208,7 +182,6 @@ Status SmartHt::ValidateRoot(uint64_t* table, uint64_t* n) const {
     return Status::Corruption("smartht: head table header at offset " + std::to_string(off) +
                               " is damaged (head_buckets " + std::to_string(count) + ")");
   }
-  *table = off;
   *n = count;
   return Status::OK();
 }
@@ -216,7 +189,9 @@ Status SmartHt::ValidateRoot(uint64_t* table, uint64_t* n) const {
 Status SmartHt::EnumerateBlocks(const pm::Allocator::LiveBlockVisitor& visit) const {
   const auto* r = root<const SmartHtRoot>();
   uint64_t off = 0, n = 0;
-  PMHASH_RETURN_IF_ERROR(ValidateRoot(&off, &n));
+  PMHASH_RETURN_IF_ERROR(
+      ValidateRoot(kSmartHtRootMagic, kSmartHtVersion, sizeof(SmartHtTableHeader), &off));
+  PMHASH_RETURN_IF_ERROR(ValidateTable(off, &n));
   visit(off);
   if (r->filter != 0 && pool().Contains(r->filter, 1)) visit(r->filter);
   const auto* heads =
@@ -278,10 +253,10 @@ Status SmartHt::RecoverScan(uint64_t* count, uint64_t* chain_buckets) {
             return;
           }
           const uint64_t h = HashOf(form, b->slot[s]);
-          if (HomeBucket(h, n) != i) {
+          if (Reduce(h, n) != i) {
             *err = Status::Corruption("smartht: head bucket " + std::to_string(i) +
                                       " chains a key whose head bucket is " +
-                                      std::to_string(HomeBucket(h, n)) + " (damaged pool)");
+                                      std::to_string(Reduce(h, n)) + " (damaged pool)");
             return;
           }
           f->AddHash(h);
@@ -337,21 +312,18 @@ Status SmartHt::TryReloadFilter() {
 }
 
 Status SmartHt::Recover(bool clean) {
-  PMHASH_RETURN_IF_ERROR(config_error_);
   root_ = root<SmartHtRoot>();
   uint64_t off = 0, n = 0;
-  PMHASH_RETURN_IF_ERROR(ValidateRoot(&off, &n));
-  if (!allocator().IsAllocated(off) ||
-      allocator().UsableSize(off) < sizeof(SmartHtTableHeader) + n * sizeof(SmartBucket)) {
-    return Status::Corruption("smartht: the head table at offset " + std::to_string(off) +
-                              " is not an allocated block of its size");
-  }
+  PMHASH_RETURN_IF_ERROR(
+      OpenRoot(kSmartHtRootMagic, kSmartHtVersion, sizeof(SmartHtTableHeader), &off));
+  PMHASH_RETURN_IF_ERROR(ValidateTable(off, &n));
+  PMHASH_RETURN_IF_ERROR(
+      CheckTableBlock(off, sizeof(SmartHtTableHeader) + n * sizeof(SmartBucket)));
   table_offset_ = off;
   heads_.store(reinterpret_cast<SmartBucket*>(pool().At<char>(off) + sizeof(SmartHtTableHeader)),
                std::memory_order_release);
   SetBounds();
-  num_stripes_ = std::clamp<uint64_t>(n / kSmartHtLockArea, 64, 65536);
-  stripes_.reset(new Stripe[num_stripes_]);
+  ResetStripes(n);
   head_count_.store(n, std::memory_order_release);
 
   const auto t0 = std::chrono::steady_clock::now();
@@ -365,7 +337,7 @@ Status SmartHt::Recover(bool clean) {
     p.Store(&root_->filter_valid, uint64_t{0});
     p.Persist(&root_->filter_valid, sizeof(uint64_t));
     filter_origin_ = "reloaded";
-    base_count_ = root_->count;
+    base_count_ = root_->header.count;
     chain_buckets_.store(root_->chain_buckets);
     if (root_->chain_buckets > pool().heap_size() / sizeof(SmartBucket) ||
         base_count_ > (n + root_->chain_buckets) * kSmartHtSlots) {
@@ -383,7 +355,7 @@ Status SmartHt::Recover(bool clean) {
     uint64_t expected = expected_keys_opt_ != 0 ? expected_keys_opt_
                         : initial_capacity_ != 0 ? initial_capacity_
                                                  : n * kSmartHtSlots;
-    if (clean) expected = std::max(expected, root_->count);
+    if (clean) expected = std::max(expected, root_->header.count);
     std::unique_ptr<BloomFilter> f;
     PMHASH_RETURN_IF_ERROR(MakeFilter(expected, &f));
     filter_expected_.store(f->options().expected_keys);
@@ -392,7 +364,7 @@ Status SmartHt::Recover(bool clean) {
     PMHASH_RETURN_IF_ERROR(RecoverScan(&count, &chained));
     chain_buckets_.store(chained);
     base_count_ = count;
-    p.Store(&root_->count, count);
+    p.Store(&root_->header.count, count);
     p.Store(&root_->chain_buckets, chained);
     p.Persist(root_, sizeof(*root_));
     filter_origin_ = "rebuilt";
@@ -427,9 +399,8 @@ Status SmartHt::SaveFilter() {
   p.Fence();
   p.Store(&root_->filter, off);
   p.Store(&root_->filter_bytes, static_cast<uint64_t>(bytes));
-  p.Persist(root_, sizeof(*root_));
-  p.Store(&root_->filter_valid, uint64_t{1});  // the paper's nonCrashed flag: the commit
-  p.Persist(&root_->filter_valid, sizeof(uint64_t));
+  p.Flush(root_, sizeof(*root_));
+  p.Publish(&root_->filter_valid, uint64_t{1});  // the paper's nonCrashed flag: the commit
   return Status::OK();
 }
 
@@ -444,11 +415,11 @@ void SmartHt::StopBackgroundWork() {
 }
 
 Status SmartHt::Shutdown() {
-  // The background rebuild was stopped (Engine::Close); the live filter is complete.
+  // The background rebuild was stopped (Engine::Close); the live filter is complete. The
+  // kit persists root.count after this.
   pm::Persister& p = persister();
-  p.Store(&root_->count, Count());
   p.Store(&root_->chain_buckets, chain_buckets_.load());
-  p.Persist(root_, sizeof(*root_));
+  p.Persist(&root_->chain_buckets, sizeof(uint64_t));
   // A pool too full to hold the filter is not an error: the next open rebuilds it.
   (void)SaveFilter();
   return Status::OK();
@@ -456,12 +427,9 @@ Status SmartHt::Shutdown() {
 
 // ---- Locking and the filter ---------------------------------------------------------
 
-SmartHt::Stripe& SmartHt::LockHome(uint64_t hash, LockMode mode, uint64_t* head) const {
-  uint64_t n = 0;
-  return LockHomeStripe<Stripe>(head_count_, mode, [&](uint64_t size, uint64_t* h) -> Stripe& {
-    *h = HomeBucket(hash, size);
-    return StripeOf(*h);
-  }, head, &n);
+void SmartHt::ResetStripes(uint64_t head_buckets) {
+  stripes_.Reset(std::clamp<uint64_t>(head_buckets / kSmartHtLockArea, 64, 65536),
+                 static_cast<unsigned>(std::countr_zero(kSmartHtLockArea)));
 }
 
 bool SmartHt::FilterMayContain(uint64_t hash) const {
@@ -530,29 +498,24 @@ SmartHt::Probe SmartHt::Find(std::string_view key, uint64_t hash, uint64_t head,
   return p;
 }
 
-Optimistic SmartHt::FindOptimistic(std::string_view key, uint64_t hash, uint64_t* value_word,
-                                    size_t* lines) const {
+Optimistic SmartHt::FindOptimistic(uint64_t hash, OptimisticRead* read) const {
   const OptimisticReadScope unchecked_by_tsan;  // validated below instead
   const uint64_t n = head_count_.load(std::memory_order_acquire);
-  const uint64_t head = HomeBucket(hash, n);
-  const VersionedRwLock& mu = StripeOf(head).mu;
-  const uint64_t version = mu.ReadBegin();
-  if (version % 2 != 0) return Optimistic::kRetry;
-  uint64_t key_word = 0;
-  const bool inline_key = key.size() == 8;
-  if (inline_key) std::memcpy(&key_word, key.data(), 8);
+  const uint64_t head = Reduce(hash, n);
+  const VersionedRwLock& mu = stripes_.Of(head).mu;
+  if (!read->Begin(mu)) return Optimistic::kRetry;
   Optimistic answer = Optimistic::kAbsent;
   const SmartBucket* b = &Heads()[head];
   // Alg. 2 lines 4-12, every word an acquire load (VersionedRwLock's contract): a writer
   // may be half-way through.
   for (uint64_t depth = 0; b != nullptr && depth < chain_limit_ && answer == Optimistic::kAbsent;
        ++depth, b = NextOf(b)) {
-    ++*lines;
+    ++read->lines;
     for (int s = 0; s < kSmartHtSlots; ++s) {
       const uint8_t t = __atomic_load_n(&b->token[s], __ATOMIC_ACQUIRE);
-      if (t == kInline && inline_key &&
-          __atomic_load_n(&b->slot[s].word0, __ATOMIC_ACQUIRE) == key_word) {
-        *value_word = __atomic_load_n(&b->slot[s].word1, __ATOMIC_ACQUIRE);
+      if (t == kInline && read->inline_key &&
+          __atomic_load_n(&b->slot[s].word0, __ATOMIC_ACQUIRE) == read->key_word) {
+        read->value_word = __atomic_load_n(&b->slot[s].word1, __ATOMIC_ACQUIRE);
         answer = Optimistic::kFound;
         break;
       }
@@ -562,35 +525,38 @@ Optimistic SmartHt::FindOptimistic(std::string_view key, uint64_t hash, uint64_t
       }
     }
   }
-  if (!mu.ReadValidate(version) || head_count_.load(std::memory_order_relaxed) != n) {
+  if (!read->Valid(mu) || head_count_.load(std::memory_order_relaxed) != n) {
     return Optimistic::kRetry;
   }
   return answer;
 }
 
-Status SmartHt::Get(std::string_view key, std::string* value) {
-  PMHASH_RETURN_IF_ERROR(SlotCodec::CheckKey(key));
-  const uint64_t hash = HashKey(key);
+void SmartHt::Prefetch(uint64_t hash) const {
+  {
+    FilterGuard guard(*this);  // the filter's words may be freed by a rebuild otherwise
+    filter_.load(std::memory_order_acquire)->PrefetchHash(hash);
+  }
+  // heads_ is stored before head_count_ (release): a stale pair still points into the
+  // old or the new table, either a harmless prefetch.
+  const uint64_t n = head_count_.load(std::memory_order_acquire);
+  __builtin_prefetch(Heads() + Reduce(hash, n));
+}
+
+Status SmartHt::DoGet(std::string_view key, uint64_t hash, std::string* value) {
   // Alg. 2 line 1: the filter rules the key out with no lock and no PM access.
   if (!FilterMayContain(hash)) {
     CountFiltered();
-    return Status::NotFound("key not found");
+    return Status::NotFound();
   }
   // Lines 3-12 with no lock first (the paper takes the shared lock, line 5): no locked
   // instruction, so consecutive searches overlap their PM misses. A writer in the area
   // makes it retry; after a few tries (or for a record) the shared lock answers.
-  size_t lines = 0;
-  uint64_t word = 0;
-  const Optimistic answer =
-      SearchOptimistically([&] { return FindOptimistic(key, hash, &word, &lines); });
-  persister().NoteRead(lines);
-  if (answer == Optimistic::kFound) {
-    value->assign(reinterpret_cast<const char*>(&word), sizeof(word));  // line 8
-    return Status::OK();
-  }
+  const Optimistic answer = SearchOptimistically(
+      persister(), key, value, [&](OptimisticRead* read) { return FindOptimistic(hash, read); });
+  if (answer == Optimistic::kFound) return Status::OK();  // line 8
   if (answer == Optimistic::kAbsent) {
     CountFalsePositive();
-    return Status::NotFound("key not found");  // line 14
+    return Status::NotFound();  // line 14
   }
   uint64_t head = 0;
   Stripe& s = LockHome(hash, LockMode::kShared, &head);  // line 5
@@ -599,7 +565,7 @@ Status SmartHt::Get(std::string_view key, std::string* value) {
   persister().NoteRead(p.lines);
   if (p.bucket == nullptr) {
     CountFalsePositive();
-    return Status::NotFound("key not found");  // line 14
+    return Status::NotFound();  // line 14
   }
   const auto form = static_cast<SlotForm>(p.bucket->token[p.slot]);
   if (form == SlotForm::kRecord && !codec().Plausible(form, p.bucket->slot[p.slot])) {
@@ -609,22 +575,12 @@ Status SmartHt::Get(std::string_view key, std::string* value) {
   return Status::OK();
 }
 
-Status SmartHt::Insert(std::string_view key, std::string_view value) {
-  return Write(key, value, Mode::kInsert);
-}
-Status SmartHt::Update(std::string_view key, std::string_view value) {
-  return Write(key, value, Mode::kUpdate);
-}
-Status SmartHt::Put(std::string_view key, std::string_view value) {
-  return Write(key, value, Mode::kPut);
-}
-
-Status SmartHt::Write(std::string_view key, std::string_view value, Mode mode) {
-  PMHASH_RETURN_IF_ERROR(SlotCodec::CheckSizes(key, value));
-  const uint64_t hash = HashKey(key);  // Alg. 1 line 1
-  if (mode == Mode::kUpdate && !FilterMayContain(hash)) {
+Status SmartHt::DoWrite(std::string_view key, std::string_view value, uint64_t hash,
+                        WriteMode mode) {
+  // Alg. 1 line 1, the hash, is the kit's (Engine::Insert).
+  if (mode == WriteMode::kUpdate && !FilterMayContain(hash)) {
     CountFiltered();
-    return Status::NotFound("key not found");
+    return Status::NotFound();
   }
   bool new_bucket = false;
   {
@@ -636,11 +592,11 @@ Status SmartHt::Write(std::string_view key, std::string_view value, Mode mode) {
     const Probe p = Find(key, hash, head, /*full_scan=*/maybe);
     persister().NoteRead(p.lines);
     if (p.bucket != nullptr) {
-      if (mode == Mode::kInsert) return Status::AlreadyExists("key already exists");  // line 4
+      if (mode == WriteMode::kInsert) return Status::AlreadyExists();  // line 4
       return UpdateAt(p, key, value, hash);
     }
     if (maybe) CountFalsePositive();
-    if (mode == Mode::kUpdate) return Status::NotFound("key not found");
+    if (mode == WriteMode::kUpdate) return Status::NotFound();
     new_bucket = p.free_bucket == nullptr;
     PMHASH_RETURN_IF_ERROR(InsertAt(p, head, key, value, hash));
   }
@@ -681,21 +637,22 @@ Status SmartHt::InsertAt(const Probe& p, uint64_t head, std::string_view key,
   }
   // Lines 16-29: a new chained bucket behind the head (head insertion).
   SmartBucket* h = &Heads()[head];
-  Result<uint64_t> block = allocator().Allocate(sizeof(SmartBucket));  // line 17
-  if (!block.ok()) {
+  uint64_t block = 0;
+  if (Status s = AllocateBlock(sizeof(SmartBucket), "a chained bucket", &block);  // line 17
+      !s.ok()) {
     codec().Release(form, words);
-    return Status::ResourceExhausted("smartht: cannot allocate a chained bucket: " +
-                                     block.status().message());  // lines 18-19
+    return s;  // lines 18-19
   }
   SmartBucket image{};  // every byte zero: tokens, padding, words
   image.slot[0] = words;                       // lines 21-22
   image.token[0] = static_cast<uint8_t>(form);  // line 23
   image.next = h->next;                        // line 24
-  SmartBucket* nb = BucketAt(*block);
+  SmartBucket* nb = BucketAt(block);
   ps.Copy(nb, &image, sizeof(image));
-  ps.Persist(nb, sizeof(SmartBucket));  // lines 25-26 (also orders the record's flush)
-  ps.Store(&h->next, *block);           // line 27: the commit, one 8-byte store
-  ps.Persist(&h->next, sizeof(uint64_t));  // lines 28-29
+  ps.Flush(nb, sizeof(SmartBucket));  // line 25
+  // Lines 26-29: fence (also ordering the record's flush), head.next = the new bucket
+  // (the commit, one 8-byte store), flush, fence.
+  ps.Publish(&h->next, block);
   FilterAdd(hash);                      // line 30
   return Status::OK();
 }
@@ -707,13 +664,11 @@ Status SmartHt::UpdateAt(const Probe& p, std::string_view key, std::string_view 
   return UpdateSlot(&p.bucket->token[p.slot], &p.bucket->slot[p.slot], key, value, hash);
 }
 
-Status SmartHt::Delete(std::string_view key) {
-  PMHASH_RETURN_IF_ERROR(SlotCodec::CheckKey(key));
-  const uint64_t hash = HashKey(key);
+Status SmartHt::DoDelete(std::string_view key, uint64_t hash) {
   // Sec. III-C3: the filter answers deletes of absent keys without PM.
   if (!FilterMayContain(hash)) {
     CountFiltered();
-    return Status::NotFound("key not found");
+    return Status::NotFound();
   }
   uint64_t deletes = 0;
   {
@@ -724,7 +679,7 @@ Status SmartHt::Delete(std::string_view key) {
     persister().NoteRead(p.lines);
     if (p.bucket == nullptr) {
       CountFalsePositive();
-      return Status::NotFound("key not found");
+      return Status::NotFound();
     }
     pm::Persister& ps = persister();
     const auto form = static_cast<SlotForm>(p.bucket->token[p.slot]);
@@ -749,32 +704,24 @@ uint64_t SmartHt::Count() const {
 }
 
 Status SmartHt::ForEach(const Visitor& fn) const {
-  std::shared_lock<std::shared_mutex> grow_lock(grow_mu_);  // no growth: no key twice
-  const uint64_t n = head_count_.load(std::memory_order_acquire);
-  std::vector<std::pair<std::string, std::string>> batch;
-  for (uint64_t first = 0; first < n; first += kSmartHtLockArea) {
-    batch.clear();
-    {
-      Stripe& s = StripeOf(first);
-      s.mu.lock_shared();
-      HeldLock guard(s.mu, LockMode::kShared);
-      for (uint64_t i = first; i < std::min(n, first + kSmartHtLockArea); ++i) {
-        Walk(i, [&](const SmartBucket* b) {
-          for (int k = 0; k < kSmartHtSlots; ++k) {
-            const SlotForm f = FormOf(b, k);
-            if (f == SlotForm::kEmpty) continue;
-            if (f == SlotForm::kRecord && !codec().Plausible(f, b->slot[k])) continue;
-            batch.emplace_back(codec().Key(f, b->slot[k]), codec().Value(f, b->slot[k]));
-          }
-          return true;
-        });
-      }
-    }
-    for (const auto& [k, v] : batch) {
-      if (!fn(k, v)) return Status::OK();
-    }
-  }
-  return Status::OK();
+  const IterationScope iterating(this, grow_mu_);  // no growth: no key twice
+  // One lock area of head buckets and their chains at a time.
+  return VisitAreas(
+      stripes_, head_count_.load(std::memory_order_acquire), kSmartHtLockArea,
+      [&](uint64_t first, uint64_t last, Entries* batch) {
+        for (uint64_t i = first; i < last; ++i) {
+          Walk(i, [&](const SmartBucket* b) {
+            for (int k = 0; k < kSmartHtSlots; ++k) {
+              const SlotForm f = FormOf(b, k);
+              if (f == SlotForm::kEmpty) continue;
+              if (f == SlotForm::kRecord && !codec().Plausible(f, b->slot[k])) continue;
+              batch->emplace_back(codec().Key(f, b->slot[k]), codec().Value(f, b->slot[k]));
+            }
+            return true;
+          });
+        }
+      },
+      fn);
 }
 
 // ---- Growth of the head table -------------------------------------------------------
@@ -794,14 +741,7 @@ Status SmartHt::Grow(uint64_t observed_n) {
   std::unique_lock<std::shared_mutex> grow_lock(grow_mu_, std::try_to_lock);
   if (!grow_lock.owns_lock()) return Status::OK();
   if (head_count_.load() != observed_n) return Status::OK();
-  for (size_t i = 0; i < num_stripes_; ++i) stripes_[i].mu.lock();
-  struct Unlock {
-    Stripe* stripes;
-    size_t n;
-    ~Unlock() {
-      for (size_t i = n; i > 0; --i) stripes[i - 1].mu.unlock();
-    }
-  } unlock{stripes_.get(), num_stripes_};
+  const Stripes<Stripe>::AllHeld all(stripes_);
 
   const uint64_t n2 = observed_n * 2;
   if (n2 > kSmartHtMaxHeadBuckets) return Status::OK();
@@ -824,7 +764,7 @@ Status SmartHt::Grow(uint64_t observed_n) {
       for (int k = 0; k < kSmartHtSlots; ++k) {
         const uint8_t t = static_cast<uint8_t>(FormOf(b, k));
         if (t == 0) continue;
-        SmartBucket* h = &nheads[HomeBucket(HashOf(static_cast<SlotForm>(t), b->slot[k]), n2)];
+        SmartBucket* h = &nheads[Reduce(HashOf(static_cast<SlotForm>(t), b->slot[k]), n2)];
         SmartBucket* dst = h;
         if (h->next != 0) dst = BucketAt(h->next);  // the newest chained bucket
         int free = -1;
@@ -855,9 +795,7 @@ Status SmartHt::Grow(uint64_t observed_n) {
   // One pass of flushes over the new structure, one fence, then the switch.
   ps.Flush(pool().At<char>(offset), sizeof(SmartHtTableHeader) + n2 * sizeof(SmartBucket));
   for (uint64_t b : new_chain) ps.Flush(BucketAt(b), sizeof(SmartBucket));
-  ps.Fence();
-  ps.Store(&root_->table, offset);  // growth's commit point
-  ps.Persist(&root_->table, sizeof(uint64_t));
+  ps.Publish(&root_->header.table, offset);  // growth's commit point
   // Only now is the old structure durably unreachable.
   std::vector<uint64_t> old_chain;
   for (uint64_t i = 0; i < observed_n; ++i) {
@@ -950,7 +888,7 @@ bool SmartHt::RebuildFilter(uint64_t expected_keys) {
     const uint64_t n = head_count_.load(std::memory_order_acquire);
     bool restarted = false;
     for (uint64_t first = 0; first < n && !stop_.load(); first += kSmartHtLockArea) {
-      Stripe& s = StripeOf(first);
+      Stripe& s = stripes_.Of(first);
       s.mu.lock_shared();
       HeldLock guard(s.mu, LockMode::kShared);
       if (head_count_.load(std::memory_order_acquire) != n) {  // the head table grew
@@ -1006,11 +944,11 @@ void SmartHt::FillStats(IndexStats* stats) const {
     FilterGuard guard(*this);
     if (const BloomFilter* f = filter_.load()) filter_bytes = f->MemoryBytes();
   }
-  stats->dram_bytes = sizeof(*this) + num_stripes_ * sizeof(Stripe) + filter_bytes;
+  stats->dram_bytes = sizeof(*this) + stripes_.size() * sizeof(Stripe) + filter_bytes;
   auto& c = stats->engine_counters;
   c["head_buckets"] = n;
   c["chain_buckets"] = chained;
-  c["lock_stripes"] = num_stripes_;
+  c["lock_stripes"] = stripes_.size();
   c["filter_bytes"] = filter_bytes;
   c["filter_expected_keys"] = filter_expected_.load();
   c["filter_negatives"] = filtered;  // answered by the filter alone (no PM read)
@@ -1049,7 +987,7 @@ Status SmartHt::CheckInvariants() const {
         if (form == SlotForm::kRecord && b->slot[k].word1 != hash) {
           return Status::Corruption("smartht: a record slot has a wrong hash word");
         }
-        if (HomeBucket(hash, n) != i) {
+        if (Reduce(hash, n) != i) {
           return Status::Corruption("smartht: a key is in the chain of the wrong head bucket");
         }
         if (!f->MayContainHash(hash)) {
@@ -1074,9 +1012,46 @@ Status SmartHt::CheckInvariants() const {
   return Status::OK();
 }
 
-}  // namespace pmhash::engines
+void RegisterEngines_smartht(EngineRegistry& registry) {
+  EngineInfo info;
+  info.description = {"smartht",
+                      "DRAM Bloom filter over a PM chained hash; 64-B buckets (3 tokens, 3 "
+                      "slots, next); 256-bucket lock stripes; head insertion; lazy deletion",
+                      "003 SmartHT", /*crash_consistent=*/true};
+  info.options = {OptionSpec::Uint("head_buckets", std::nullopt, kSmartHtMinHeadBuckets,
+                                   kSmartHtMaxHeadBuckets,
+                                   "head buckets of the first table, a power of two (auto: "
+                                   "initial_capacity / 3, else the paper's 2^24 capped at a "
+                                   "quarter of the pool)"),
+                  OptionSpec::Uint("expected_keys", std::nullopt, 1, uint64_t{1} << 40,
+                                   "keys the DRAM filter is sized for (auto: "
+                                   "initial_capacity, else 3 per head bucket; at least "
+                                   "1024); rebuilt twice as large when outgrown"),
+                  OptionSpec::Double("fp_rate", 1e-4, 1e-9, 0.5,
+                                     "the filter's false-positive rate at its expected keys"),
+                  OptionSpec::Uint("bloom_hashes", 3, 1, BloomFilter::kMaxProbes,
+                                   "probe bits per key in the filter (the paper's 3)"),
+                  OptionSpec::Double("rebuild_deletes", 0.5, 0, 1e6,
+                                     "rebuild the filter in the background after this many "
+                                     "deletes per expected key (0: never for deletes)"),
+                  OptionSpec::Double("max_chain", 1.0, 0.01, 1e6,
+                                     "chained buckets per head bucket past which the head "
+                                     "table doubles"),
+                  OptionSpec::Uint("recovery_threads", 1, 1, 256,
+                                   "threads scanning the table to rebuild the filter after a "
+                                   "crash")};
+  info.capabilities = {.resize_switch = true,
+                       .resize_when = "the head table doubles past max_chain",
+                       .background_work = true,
+                       .pipelined_multiget = true};
+  // The fewest head buckets, grown once a few buckets are chained; the DRAM filter
+  // (at least 1,024 keys, so it never outgrows itself here) rebuilt after 51 deletes.
+  info.test = {.crash_options = {{"head_buckets", "256"},
+                                 {"expected_keys", "16"},
+                                 {"max_chain", "0.01"},
+                                 {"rebuild_deletes", "0.05"}},
+               .growth_counters = {"grows", "filter_rebuilds"}};
+  registry.Add<SmartHt>(std::move(info));
+}
 
-PMHASH_REGISTER_ENGINE(smartht, "smartht",
-                       "DRAM Bloom filter over a PM chained hash; 64-B buckets (3 tokens, 3 "
-                       "slots, next); 256-bucket lock stripes; head insertion; lazy deletion",
-                       "003 SmartHT", true, pmhash::engines::SmartHt);
+}  // namespace pmhash::engines

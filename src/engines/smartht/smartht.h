@@ -7,12 +7,11 @@
 //
 //   root area (Engine::root, one cache line):
 //   struct SmartHtRoot {
-//     uint64 magic;         // kSmartHtRootMagic
-//                      // (creation commits with the pool's initialized flag, pool.h)
-//     uint64 version;       // kSmartHtVersion
-//     uint64 table;         // pool offset of the live head table. Growth switches it with
-//                           // one failure-atomic 8-byte store (the growth's commit point)
-//     uint64 count;         // keys stored; exact after a clean Close, recounted after a crash
+//     EngineRoot header;    // engines/root.h: magic kSmartHtRootMagic, version
+//                           // kSmartHtVersion, table = pool offset of the live head table
+//                           // (growth switches it with one failure-atomic 8-byte store,
+//                           // its commit point), count = keys stored (exact after a clean
+//                           // Close, recounted after a crash)
 //     uint64 filter;        // pool offset of the reserved filter area (0: none yet)
 //     uint64 filter_bytes;  // bytes of serialized filter in that area
 //     uint64 filter_valid;  // the paper's nonCrashed flag: 1 = the area holds the filter
@@ -38,7 +37,7 @@
 //
 // ---- Invariants (when no mutation is in flight) ---------------------------------------
 //
-//  1. A key k lives in the chain of head bucket HomeBucket(HashKey(k), N), at most once.
+//  1. A key k lives in the chain of head bucket Reduce(HashKey(k), N), at most once.
 //  2. A slot's token is its commit point: the words of a slot whose token is 0 mean
 //     nothing (lazy deletion leaves them as they were). A record slot owns its record.
 //  3. Every key in the PDL is in the live DRAM filter (the filter may hold more: deleted
@@ -53,27 +52,29 @@
 //    the token (a failure-atomic byte store) can never be durable without its words: one
 //    merged flush. Then the key is added to the filter (line 30).
 //  insert, new chained bucket (lines 16-29): the whole bucket (slot 0, token 0, next =
-//    head.next) written into a fresh block, flushed, fence (25-26); then head.next, one
-//    8-byte store, flushed, fence (27-29). A crash before the link leaves an unreachable
+//    head.next) written into a fresh block, flushed (25); then head.next published
+//    (Persister::Publish: fence (26), one 8-byte store (27), flush, fence (28-29)). A crash before the link leaves an unreachable
 //    block, which Allocator::Rebuild reclaims.
 //  delete (lazy, Sec. III-C3): token cleared (byte store), flushed, fence; the record (if
 //    any) freed; the filter is not touched.
 //  update (not in the paper): inline value: one 8-byte store of word1, persist. Record:
-//    new record flushed, fence, one 8-byte store of word0, persist, old record freed.
-//    Inline -> record: UndoLog Tx saving the slot and its token, stores, persist, Commit.
+//    new record flushed, word0 published (fence, one 8-byte store, persist), old record
+//    freed. Inline -> record: UndoLog Tx saving the slot and its token, stores, persist,
+//    Commit.
 //  growth (not in the paper): a new head table of 2N buckets and its chained buckets are
-//    written and persisted while unreachable; one 8-byte store of root.table switches;
-//    only then the old table and chains are freed. Records move by pointer.
+//    written and flushed while unreachable; root.table published (fence, one 8-byte
+//    store, persist) switches; only then the old table and chains are freed. Records
+//    move by pointer.
 //  clean shutdown (Sec. III-D): filter serialized into the reserved area, persisted;
-//    root.filter / filter_bytes persisted; root.filter_valid = 1 persisted (the flag is
-//    the commit). Clean open: reload, then filter_valid = 0 persisted.
+//    root.filter / filter_bytes flushed; root.filter_valid = 1 published (the flag is
+//    the commit); the kit then persists root.count. Clean open: reload, then filter_valid = 0 persisted.
 //  crash recovery (Sec. III-D): the filter is rebuilt by scanning the PDL (every token
 //    != 0 is added); root.count is rewritten. Nothing in the PDL needs repair.
 //
 // ---- Concurrency ----------------------------------------------------------------------
 //
 // Lock areas of 256 consecutive head buckets (Sec. III-B2, Fig. 4); area a is guarded by
-// stripe a % stripes (VersionedRwLock, src/common/locks.h). Searches check the filter
+// stripe a % stripes (engines/striping.h; VersionedRwLock, src/common/locks.h). Searches check the filter
 // with no lock (Alg. 2 line 1), then read the chain with no lock either, validated by the
 // stripe's version (FindOptimistic; the shared lock after a few retries or for a record);
 // inserts, updates and deletes take it exclusively and release it only after their change
@@ -106,6 +107,7 @@
 #include "common/locks.h"
 #include "common/slot.h"
 #include "engines/engine.h"
+#include "engines/striping.h"
 #include "pm/stats.h"
 
 namespace pmhash::engines {
@@ -123,18 +125,19 @@ inline constexpr int kSmartHtSlots = 3;
 inline constexpr size_t kSmartHtReaderSlots = pm::CounterTable::kMaxThreads;
 
 struct SmartHtRoot {
-  uint64_t magic;
-  uint64_t version;
-  uint64_t table;
-  uint64_t count;
+  EngineRoot header;
   uint64_t filter;
   uint64_t filter_bytes;
   uint64_t filter_valid;
   uint64_t chain_buckets;
 };
 static_assert(sizeof(SmartHtRoot) <= pm::kCacheLine, "the root fits one cache line");
-static_assert(offsetof(SmartHtRoot, table) % 8 == 0,
-              "root.table is switched by one failure-atomic 8-byte store");
+static_assert(offsetof(SmartHtRoot, header) == 0 && offsetof(SmartHtRoot, filter) == 32 &&
+                  offsetof(SmartHtRoot, filter_bytes) == 40 &&
+                  offsetof(SmartHtRoot, filter_valid) == 48 &&
+                  offsetof(SmartHtRoot, chain_buckets) == 56,
+              "the kit's root header, then the filter area and counts (the layout of "
+              "version 1); filter_valid is the shutdown's failure-atomic commit word");
 
 struct alignas(64) SmartBucket {
   uint8_t token[kSmartHtSlots];
@@ -154,30 +157,16 @@ struct alignas(64) SmartHtTableHeader {
   uint8_t pad[48];
 };
 static_assert(sizeof(SmartHtTableHeader) == 64, "head buckets start on a cache line");
+static_assert(offsetof(SmartHtTableHeader, head_buckets) == 8,
+              "the table header's layout (version 1)");
 
 class SmartHt : public Engine {
  public:
   SmartHt();
   ~SmartHt() override;
 
-  // Index contract (include/pmhash/index.h). A key the filter rules out is answered
-  // (NotFound, or inserted without a chain scan) without reading PM. Insert never fails
-  // for lack of table space (chains grow); ResourceExhausted only when the pool is full.
-  Status Insert(std::string_view key, std::string_view value) override;
-  Status Update(std::string_view key, std::string_view value) override;
-  Status Put(std::string_view key, std::string_view value) override;  // one lock round
-  Status Get(std::string_view key, std::string* value) override;
-  Status Delete(std::string_view key) override;
-  uint64_t Count() const override;
-  // Copies one lock area at a time and calls fn with no lock held (fn may call this
-  // index; growth is skipped while a ForEach runs).
-  Status ForEach(const Visitor& fn) const override;
-
-  // Head bucket of a key hash among n head buckets (multiply-high: doubling n sends
+  // A key's head bucket among N is Reduce(hash, N) (util/hash.h: doubling N sends
   // bucket b to 2b or 2b+1).
-  static uint64_t HomeBucket(uint64_t hash, uint64_t n) {
-    return static_cast<uint64_t>((static_cast<unsigned __int128>(hash) * n) >> 64);
-  }
   uint64_t head_buckets() const { return head_count_.load(std::memory_order_acquire); }
   // How the filter was obtained at open: "new", "reloaded" (clean shutdown) or "rebuilt".
   const std::string& filter_origin() const { return filter_origin_; }
@@ -185,25 +174,21 @@ class SmartHt : public Engine {
   uint64_t filter_rebuilds() const { return filter_rebuilds_.load(); }
   // Waits until no background filter rebuild runs (tests, benchmarks).
   void WaitForBackgroundWork() override;
-  // Checks invariants 1-4 by a full scan (tests; no concurrent mutation): Corruption
-  // naming the first violation.
-  Status CheckInvariants() const;
 
- protected:
-  void Configure(EngineOptions& options, const Options& index_options) override;
-  Status Create() override;
-  Status Recover(bool clean) override;
-  Status EnumerateBlocks(const pm::Allocator::LiveBlockVisitor& visit) const override;
+  // The Index contract (include/pmhash/index.h), and: a key the filter rules out is
+  // answered (NotFound, or inserted without a chain scan) without reading PM. Insert
+  // never fails for lack of table space (chains grow); PoolFull only when the pool is
+  // full. ForEach copies one lock area at a time and calls fn with no lock held (fn may
+  // call this index; growth is skipped while a ForEach runs). CheckInvariants checks
+  // invariants 1-4 by a full scan.
+  PMHASH_ENGINE_KIT_OVERRIDES;
+  // The key's filter block and head bucket.
+  void Prefetch(uint64_t hash) const override;
   Status Shutdown() override;
-  void FillStats(IndexStats* stats) const override;
   void StopBackgroundWork() override;
 
  private:
-  enum class Mode : uint8_t { kInsert, kUpdate, kPut };
-
-  struct alignas(64) Stripe {
-    VersionedRwLock mu;  // the version lets searches read without taking it
-  };
+  using Stripe = VersionedStripe;
   // A thread's counters and its filter-reader announcement, one cache line, written
   // only by its owner (plain load + store: no locked instruction on the hot path). The
   // last slot is shared by threads beyond kSmartHtReaderSlots and uses atomic RMWs.
@@ -245,11 +230,11 @@ class SmartHt : public Engine {
     size_t lines = 0;  // PM cache lines read
   };
 
-  Stripe& StripeOf(uint64_t head) const {
-    return stripes_[(head / kSmartHtLockArea) & (num_stripes_ - 1)];
-  }
   // Locks the stripe of the key's head bucket in the live table (retrying across a growth).
-  Stripe& LockHome(uint64_t hash, LockMode mode, uint64_t* head) const;
+  Stripe& LockHome(uint64_t hash, LockMode mode, uint64_t* head) const {
+    uint64_t n = 0;
+    return stripes_.LockHome(head_count_, hash, mode, head, &n);
+  }
   ReaderSlot& MySlot() const;
 
   SmartBucket* BucketAt(uint64_t offset) const { return pool().At<SmartBucket>(offset); }
@@ -281,15 +266,13 @@ class SmartHt : public Engine {
   // Alg. 2 lines 3-12 over the chain (full_scan), or only the head and first chained
   // bucket looking for an empty slot (Alg. 1 line 7, when the filter rules the key out).
   Probe Find(std::string_view key, uint64_t hash, uint64_t head, bool full_scan) const;
-  // Alg. 2 with no lock: kFound (*value_word holds an inline value) or kAbsent when the
-  // stripe's version held still and the head table did not grow; kRetry when a writer
-  // was in; kLocked when only the shared lock can answer (the key or its value is a
-  // record, whose bytes are read under the lock). *lines counts the PM lines read.
-  Optimistic FindOptimistic(std::string_view key, uint64_t hash, uint64_t* value_word,
-                            size_t* lines) const;
+  // Alg. 2 with no lock: kFound (read->value_word holds an inline value) or kAbsent when
+  // the stripe's version held still and the head table did not grow; kRetry when a
+  // writer was in; kLocked when only the shared lock can answer (the key or its value is
+  // a record, whose bytes are read under the lock).
+  Optimistic FindOptimistic(uint64_t hash, OptimisticRead* read) const;
   bool FilterMayContain(uint64_t hash) const;
   void FilterAdd(uint64_t hash);
-  Status Write(std::string_view key, std::string_view value, Mode mode);
   Status InsertAt(const Probe& p, uint64_t head, std::string_view key, std::string_view value,
                   uint64_t hash);
   Status UpdateAt(const Probe& p, std::string_view key, std::string_view value, uint64_t hash);
@@ -314,7 +297,8 @@ class SmartHt : public Engine {
   void WaitForReaders() const;
 
   Status NewTable(uint64_t n, uint64_t* offset);
-  Status ValidateRoot(uint64_t* table, uint64_t* n) const;
+  // Validates the head table's header at `table` (the root header validated first).
+  Status ValidateTable(uint64_t table, uint64_t* n) const;
   Status MakeFilter(uint64_t expected_keys, std::unique_ptr<BloomFilter>* out) const;
   // Crash recovery (Sec. III-D): validate the PDL, count keys, fill the filter.
   Status RecoverScan(uint64_t* count, uint64_t* chain_buckets);
@@ -322,6 +306,8 @@ class SmartHt : public Engine {
   Status SaveFilter();
   uint64_t HeadBucketsFor(uint64_t keys) const;
   void SetBounds();
+  // One stripe per lock area of head buckets (64..65536 stripes).
+  void ResetStripes(uint64_t head_buckets);
 
   // Options (Configure).
   uint64_t head_buckets_opt_ = 0;  // 0: from initial_capacity or the paper's default
@@ -333,7 +319,6 @@ class SmartHt : public Engine {
   bool resize_ = true;
   double max_chain_ = 1.0;  // chained buckets per head bucket before the head table doubles
   uint32_t recovery_threads_ = 1;
-  Status config_error_;
 
   // Structure.
   SmartHtRoot* root_ = nullptr;
@@ -343,8 +328,7 @@ class SmartHt : public Engine {
   SmartBucket* Heads() const { return heads_.load(std::memory_order_acquire); }
   uint64_t heap_begin_ = 0, heap_end_ = 0, chain_limit_ = 0;
   std::atomic<uint64_t> head_count_{0};
-  size_t num_stripes_ = 0;
-  std::unique_ptr<Stripe[]> stripes_;
+  Stripes<Stripe> stripes_;
   mutable std::shared_mutex grow_mu_;
   std::atomic<uint64_t> chain_buckets_{0};
   uint64_t base_count_ = 0;

@@ -16,11 +16,8 @@
 namespace pmhash::engines {
 namespace {
 
-using testing::CheckInvariantsOf;
-using testing::CrashDuringOp;
-using testing::Key8;
-using testing::Model;
-using testing::OpCrashOutcome;
+// The engine tests' helpers (tests/support/engine_tests.h, op_crash.h).
+using namespace testing;  // NOLINT(build/namespaces): pmhash::testing
 
 // 256 head buckets; keys of head bucket 9 only, so chains form at once.
 Options Small(PersistMode mode, const std::string& max_chain) {
@@ -33,8 +30,7 @@ Options Small(PersistMode mode, const std::string& max_chain) {
 }
 
 std::vector<std::string> ChainKeys(size_t n, uint64_t from) {
-  return testing::KeysWithHome([](uint64_t h) { return SmartHt::HomeBucket(h, 256); }, 9, n,
-                               from);
+  return testing::KeysWithHome(9, 256, n, from);
 }
 
 // n keys into head bucket 9's chain; every third value out of line.
@@ -52,26 +48,16 @@ class SmartHtCrashTest : public ::testing::TestWithParam<PersistMode> {};
 TEST_P(SmartHtCrashTest, InsertsDeletesAndUpdatesAreAllOrNothing) {
   const Options o = Small(GetParam(), "1000");
   const std::vector<std::string> keys = ChainKeys(6, 0);  // FillChain(5) uses keys[0..4]
-  // Five keys: the head bucket is full, the first chained bucket has one free slot.
-  // keys[0] and keys[3] hold records ("value N"); the others inline values.
-  std::vector<std::pair<std::string, std::function<Status(Index*)>>> ops = {
-      {"insert into a free slot", [&](Index* x) { return x->Insert(keys[5], Key8(1)); }},
-      {"record insert into a free slot",
-       [&](Index* x) { return x->Insert(keys[5], "a long value"); }},
-      {"lazy delete", [&](Index* x) { return x->Delete(keys[1]); }},
-      {"record delete", [&](Index* x) { return x->Delete(keys[0]); }},
-      {"inline value update", [&](Index* x) { return x->Update(keys[1], Key8(77)); }},
-      {"record update", [&](Index* x) { return x->Update(keys[3], "newer value"); }},
-      {"inline to record update",
-       [&](Index* x) { return x->Update(keys[2], "no longer 8 bytes"); }},
-  };
-  for (const auto& [name, op] : ops) {
-    SCOPED_TRACE(name);
-    OpCrashOutcome r = CrashDuringOp(o, [](Index* x, Model* m) { FillChain(x, m, 5); }, op,
-                                     CheckInvariantsOf<SmartHt>);
-    EXPECT_GE(r.crash_points, 2);
-    EXPECT_EQ(r.bad, 0) << r.first_bad;
-  }
+  // Five keys: the head bucket is full, the first chained bucket has one free slot (the
+  // inserts take it; the deletes are lazy). keys[0] and keys[3] hold records ("value N");
+  // the others inline values.
+  ExpectEachAllOrNothing(o, [](Index* x, Model* m) { FillChain(x, m, 5); },
+                         SlotEncodingOps({.absent_inline = keys[5],
+                                          .absent_record = keys[5],
+                                          .inline_key = keys[1],
+                                          .inline_key2 = keys[2],
+                                          .record_key = keys[3]}),
+                         2);
 }
 
 TEST_P(SmartHtCrashTest, NewChainedBucketIsAllOrNothing) {
@@ -86,24 +72,15 @@ TEST_P(SmartHtCrashTest, NewChainedBucketIsAllOrNothing) {
         ASSERT_TRUE(x->Delete("stale key").ok());
         FillChain(x, m, 3);
       },
-      [&](Index* x) { return x->Insert(keys[3], "a record value"); },
-      CheckInvariantsOf<SmartHt>);
-  EXPECT_GE(r.crash_points, 3);
-  EXPECT_EQ(r.bad, 0) << r.first_bad;
+      [&](Index* x) { return x->Insert(keys[3], "a record value"); });
+  ExpectAllOrNothing(r, 3);
 }
 
 TEST_P(SmartHtCrashTest, HeadTableGrowthIsAllOrNothing) {
   // max_chain 0.01 x 256 heads: the third chained bucket makes the table double.
-  OpCrashOutcome r = CrashDuringOp(
-      Small(GetParam(), "0.01"), [](Index* x, Model* m) { FillChain(x, m, 9); },
-      [](Index* x) {
-        Status s = x->Insert(ChainKeys(10, 0)[9], Key8(5001));
-        EXPECT_GT(dynamic_cast<SmartHt*>(x)->head_buckets(), 256u);
-        return s;
-      },
-      CheckInvariantsOf<SmartHt>);
-  EXPECT_GT(r.crash_points, 10);
-  EXPECT_EQ(r.bad, 0) << r.first_bad;
+  ExpectGrowthAllOrNothing(Small(GetParam(), "0.01"),
+                           [](Index* x, Model* m) { FillChain(x, m, 9); }, ChainKeys(10, 0)[9],
+                           "grows", 11);
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, SmartHtCrashTest, testing::PersistModes(),

@@ -16,28 +16,14 @@
 namespace pmhash::engines {
 namespace {
 
-using testing::Bytes;
-using testing::Counter;
-using testing::Key8;
-using testing::Model;
-using testing::OpenOrDie;
-using testing::TempDir;
+// The engine tests' helpers (tests/support/engine_tests.h, op_crash.h).
+using namespace testing;  // NOLINT(build/namespaces): pmhash::testing
 
 SmartHt* AsSmart(Index* index) { return dynamic_cast<SmartHt*>(index); }
 
 Options SmartOptions(std::map<std::string, std::string> engine_options = {},
                      uint64_t pool_size = 32ull << 20) {
   return testing::OptionsFor("smartht", std::move(engine_options), pool_size);
-}
-
-// Every key of the model is in the index with its value, nothing else is, and the
-// engine's invariants hold.
-constexpr auto ExpectMatches = testing::ExpectMatches<SmartHt>;
-
-TEST(SmartHtTest, IsRegisteredAsCrashConsistent) {
-  const EngineDescription d = testing::Registration("smartht");
-  EXPECT_TRUE(d.crash_consistent);
-  EXPECT_EQ(d.paper, "003 SmartHT");
 }
 
 TEST(SmartHtTest, NegativeSearchReadsNoPm) {
@@ -79,7 +65,7 @@ TEST(SmartHtTest, PersistSequencesFollowAlgorithm1) {
   // Keys of one head bucket: three fill the head bucket, the fourth needs a chained
   // bucket, the fifth and sixth fill it, the seventh needs a second one.
   const std::vector<std::string> keys =
-      testing::KeysWithHome([](uint64_t h) { return SmartHt::HomeBucket(h, 256); }, 17, 8, 0);
+      testing::KeysWithHome(17, 256, 8, 0);
   Model model;
   for (int k = 0; k < 7; ++k) {
     const PersistCounters before = index->Stats().persist;
@@ -346,7 +332,7 @@ TEST(SmartHtTest, BadOptionsAreInvalidArgument) {
   EXPECT_TRUE(Open(SmartOptions({{"head_buckets", "16"}}), &index).IsInvalidArgument());
   EXPECT_TRUE(Open(SmartOptions({{"fp_rate", "0.9"}}), &index).IsInvalidArgument());
   EXPECT_TRUE(Open(SmartOptions({{"no_such", "1"}}), &index).IsInvalidArgument());
-  EXPECT_TRUE(Open(SmartOptions({{"head_buckets", "4194304"}}), &index).IsResourceExhausted())
+  EXPECT_TRUE(Open(SmartOptions({{"head_buckets", "4194304"}}), &index).IsPoolFull())
       << "a 256 MiB head table in a 32 MiB pool";
 }
 

@@ -9,18 +9,10 @@
 #include <utility>
 #include <vector>
 
-#include "common/hash.h"
+#include "util/hash.h"
 
 namespace pmhash::engines {
 namespace {
-
-// The indexes whose ForEach runs on this thread, so that an Insert from a visitor never
-// waits for a resize that the visitor itself blocks (the resize is skipped instead).
-thread_local std::vector<const Wophi*> t_iterating;
-
-bool Iterating(const Wophi* index) {
-  return std::find(t_iterating.begin(), t_iterating.end(), index) != t_iterating.end();
-}
 
 constexpr uint64_t kBucketBytes = sizeof(WophiBucket);
 constexpr uint64_t kHeaderBytes = sizeof(WophiTableHeader);
@@ -49,8 +41,9 @@ bool KnownForm(uint8_t t) {
 
 }  // namespace
 
-Wophi::Wophi()
-    : stripes_(new Stripe[kWophiStripes]), counts_(new CountShard[kWophiCountShards]) {}
+Wophi::Wophi() : counts_(new CountShard[kWophiCountShards]) {
+  stripes_.Reset(kWophiStripes, /*area_shift=*/0);
+}
 Wophi::~Wophi() { StopBackgroundWork(); }
 
 Wophi::View Wophi::MakeView(uint64_t offset, uint64_t buckets) const {
@@ -65,13 +58,14 @@ Wophi::View Wophi::MakeView(uint64_t offset, uint64_t buckets) const {
 
 // ---- Options and sizes --------------------------------------------------------------
 
-void Wophi::Configure(EngineOptions& options, const Options& index_options) {
-  initial_buckets_ = options.Uint("buckets", 0, 1, uint64_t{1} << 36);
-  pab_block_opt_ = options.Uint("pab_buckets", 0, 1, uint64_t{1} << 24);
-  pab_low_opt_ = options.Uint("pab_low", 0, 1, uint64_t{1} << 24);
-  resize_ = options.Bool("resize", true);
-  max_load_factor_ = options.Double("max_load_factor", 1.0, 0.05, 64.0);
+Status Wophi::Configure(EngineOptions& options, const Options& index_options) {
+  initial_buckets_ = options.Uint("buckets");
+  pab_block_opt_ = options.Uint("pab_buckets");
+  pab_low_opt_ = options.Uint("pab_low");
+  resize_ = options.Bool("resize");
+  max_load_factor_ = options.Double("max_load_factor");
   initial_capacity_ = index_options.initial_capacity;
+  return Status::OK();
 }
 
 uint64_t Wophi::BucketsFor(uint64_t keys) const {
@@ -95,20 +89,15 @@ uint64_t Wophi::PabLowWater(uint64_t main_buckets) const {
 
 Status Wophi::NewTable(uint64_t buckets, uint64_t* offset) {
   const uint64_t bytes = TableBytes(buckets);
-  Result<uint64_t> block = allocator().Allocate(bytes);
-  if (!block.ok()) {
-    return Status::ResourceExhausted("wophi: cannot allocate " + std::to_string(buckets) +
-                                     " main buckets (" + std::to_string(bytes) +
-                                     " bytes): " + block.status().message());
-  }
+  PMHASH_RETURN_IF_ERROR(
+      AllocateBlock(bytes, std::to_string(buckets) + " main buckets", offset));
   // Unreachable until the root links it: zeroed here, flushed by the caller with the rest.
   pm::Persister& p = persister();
-  char* table = pool().At<char>(*block);
+  char* table = pool().At<char>(*offset);
   p.Zero(table, bytes);
   auto* h = reinterpret_cast<WophiTableHeader*>(table);
   p.Store(&h->buckets, buckets);
   p.Store(&h->magic, kWophiTableMagic);
-  *offset = *block;
   return Status::OK();
 }
 
@@ -147,8 +136,8 @@ Status Wophi::NewPabBlock(uint64_t buckets, uint64_t next, uint64_t* offset, uin
     *got = n;
     return Status::OK();
   }
-  return Status::ResourceExhausted("wophi: no room for another pre-allocated bucket: " +
-                                   last.message());
+  return Status::PoolFull("wophi: no room for another pre-allocated bucket: " +
+                          std::string(last.message()));
 }
 
 Status Wophi::RefillPab(bool locked) {
@@ -162,10 +151,8 @@ Status Wophi::RefillPab(bool locked) {
   }
   uint64_t off = 0, got = 0;
   PMHASH_RETURN_IF_ERROR(NewPabBlock(PabBlockSize(n), view_.header->pab_head, &off, &got));
-  pm::Persister& p = persister();
-  p.Fence();  // the block is durable before it becomes reachable
-  p.Store(&view_.header->pab_head, off);
-  p.Persist(&view_.header->pab_head, sizeof(uint64_t));
+  // The block (flushed by NewPabBlock) is durable before it becomes reachable.
+  persister().Publish(&view_.header->pab_head, off);
   {
     std::lock_guard<std::mutex> g(pab_mu_);
     // The list is a stack (back = taken next): the buckets already listed are taken first,
@@ -262,13 +249,8 @@ Status Wophi::Create() {
   p.Store(&h->pab_head, pab);
   p.Flush(h, TableBytes(n));
   p.Fence();
-  root_ = root<WophiRoot>();
-  p.Store(&root_->version, kWophiVersion);
-  p.Store(&root_->table, table);
-  p.Store(&root_->count, uint64_t{0});
-  p.Persist(root_, sizeof(*root_));
-  p.Store(&root_->magic, kWophiRootMagic);
-  p.Persist(&root_->magic, sizeof(root_->magic));
+  root_ = root_header();
+  CreateRoot(kWophiRootMagic, kWophiVersion, table, sizeof(EngineRoot));
   view_ = MakeView(table, n);
   mb_.store(view_.mb, std::memory_order_release);
   main_buckets_.store(n, std::memory_order_release);
@@ -282,20 +264,7 @@ Status Wophi::Create() {
   return Status::OK();
 }
 
-Status Wophi::ValidateRoot(uint64_t* table, uint64_t* buckets) const {
-  const auto* r = root<const WophiRoot>();
-  if (r->magic != kWophiRootMagic) {
-    return Status::Corruption("wophi: root magic is wrong (not a wophi index, or damaged)");
-  }
-  if (r->version != kWophiVersion) {
-    return Status::Corruption("wophi: root layout version " + std::to_string(r->version) +
-                              " (this build reads " + std::to_string(kWophiVersion) + ")");
-  }
-  const uint64_t off = r->table;
-  if (off == 0 || off % pm::kCacheLine != 0 || !pool().Contains(off, kHeaderBytes)) {
-    return Status::Corruption("wophi: root table offset " + std::to_string(off) +
-                              " is outside the pool");
-  }
+Status Wophi::ValidateTable(uint64_t off, uint64_t* buckets) const {
   const auto* h = pool().At<const WophiTableHeader>(off);
   const uint64_t n = h->buckets;
   if (h->magic != kWophiTableMagic || n == 0 || n > pool().size() / kBucketBytes ||
@@ -303,7 +272,6 @@ Status Wophi::ValidateRoot(uint64_t* table, uint64_t* buckets) const {
     return Status::Corruption("wophi: table header at offset " + std::to_string(off) +
                               " is damaged (magic or bucket count " + std::to_string(n) + ")");
   }
-  *table = off;
   *buckets = n;
   return Status::OK();
 }
@@ -401,7 +369,8 @@ Status Wophi::WalkTable(uint64_t table, uint64_t buckets, bool validate, Walk* w
 
 Status Wophi::EnumerateBlocks(const pm::Allocator::LiveBlockVisitor& visit) const {
   uint64_t table = 0, n = 0;
-  PMHASH_RETURN_IF_ERROR(ValidateRoot(&table, &n));
+  PMHASH_RETURN_IF_ERROR(ValidateRoot(kWophiRootMagic, kWophiVersion, kHeaderBytes, &table));
+  PMHASH_RETURN_IF_ERROR(ValidateTable(table, &n));
   visit(table);
   Walk walk;
   PMHASH_RETURN_IF_ERROR(WalkTable(table, n, /*validate=*/true, &walk,
@@ -422,13 +391,11 @@ uint64_t Wophi::HashOf(SlotForm form, const KvWords& words) const {
 }
 
 Status Wophi::Recover(bool clean) {
-  root_ = root<WophiRoot>();
+  root_ = root_header();
   uint64_t table = 0, n = 0;
-  PMHASH_RETURN_IF_ERROR(ValidateRoot(&table, &n));
-  if (!allocator().IsAllocated(table) || allocator().UsableSize(table) < TableBytes(n)) {
-    return Status::Corruption("wophi: the table at offset " + std::to_string(table) +
-                              " is not an allocated block of its size");
-  }
+  PMHASH_RETURN_IF_ERROR(OpenRoot(kWophiRootMagic, kWophiVersion, kHeaderBytes, &table));
+  PMHASH_RETURN_IF_ERROR(ValidateTable(table, &n));
+  PMHASH_RETURN_IF_ERROR(CheckTableBlock(table, TableBytes(n)));
   view_ = MakeView(table, n);
   mb_.store(view_.mb, std::memory_order_release);
   main_buckets_.store(n, std::memory_order_release);
@@ -472,7 +439,7 @@ Status Wophi::RebuildVolatile(bool clean) {
             return Status::Corruption("wophi: a slot of main bucket " + std::to_string(home) +
                                       "'s chain points to no valid record (damaged pool)");
           }
-          if (HomeBucket(HashOf(form, w), n) != home) {
+          if (Reduce(HashOf(form, w), n) != home) {
             return Status::Corruption("wophi: main bucket " + std::to_string(home) +
                                       "'s chain holds a key of another bucket (damaged pool)");
           }
@@ -501,8 +468,7 @@ Status Wophi::RebuildVolatile(bool clean) {
     }
     if (flushed) p.Fence();
     recovered_unlinked_ = unlinked;
-    p.Store(&root_->count, count);
-    p.Persist(&root_->count, sizeof(root_->count));
+    PersistRootCount(count);
   }
   // The free PAB list: unlinked buckets, lowest offset taken first.
   pab_free_list_.clear();
@@ -521,24 +487,6 @@ Status Wophi::RebuildVolatile(bool clean) {
   for (size_t i = 0; i < kWophiCountShards; ++i) counts_[i].delta.store(0);
   expand_bucket_num_.store(chain_buckets);
   return Status::OK();
-}
-
-Status Wophi::Shutdown() {
-  // The count lives in DRAM while open; a clean close makes it durable.
-  pm::Persister& p = persister();
-  p.Store(&root_->count, Count());
-  p.Persist(&root_->count, sizeof(root_->count));
-  return Status::OK();
-}
-
-// ---- Locking ------------------------------------------------------------------------
-
-Wophi::Stripe& Wophi::LockHome(uint64_t hash, LockMode mode, uint64_t* home,
-                               uint64_t* buckets) const {
-  return LockHomeStripe<Stripe>(main_buckets_, mode, [&](uint64_t n, uint64_t* k) -> Stripe& {
-    *k = HomeBucket(hash, n);
-    return StripeOf(*k);
-  }, home, buckets);
 }
 
 
@@ -576,31 +524,27 @@ Wophi::Probe Wophi::Find(std::string_view key, uint64_t hash, uint64_t home) con
   }
 }
 
-Optimistic Wophi::FindOptimistic(std::string_view key, uint64_t hash, uint64_t* value_word,
-                                  size_t* lines) const {
+Optimistic Wophi::FindOptimistic(uint64_t hash, OptimisticRead* read) const {
   const OptimisticReadScope unchecked_by_tsan;  // validated below instead
   const uint64_t n = main_buckets_.load(std::memory_order_acquire);
-  const WophiBucket* b = mb_.load(std::memory_order_acquire) + HomeBucket(hash, n);
-  const VersionedRwLock& mu = StripeOf(HomeBucket(hash, n)).mu;
-  const uint64_t version = mu.ReadBegin();
-  if (version % 2 != 0) return Optimistic::kRetry;
-  uint64_t key_word = 0;
-  const bool inline_key = key.size() == 8;
-  if (inline_key) std::memcpy(&key_word, key.data(), 8);
+  const uint64_t home = Reduce(hash, n);
+  const WophiBucket* b = mb_.load(std::memory_order_acquire) + home;
+  const VersionedRwLock& mu = stripes_.Of(home).mu;
+  if (!read->Begin(mu)) return Optimistic::kRetry;
   // Find's walk, every word an acquire load (VersionedRwLock's contract): a writer may be
   // half-way, so a next pointer is followed only to a bucket inside the pool, and the
   // walk is bounded (a garbage pointer could close a cycle).
   Optimistic answer = Optimistic::kAbsent;
   const uint64_t max_depth = pool().size() / kBucketBytes;
   for (uint64_t depth = 0; answer == Optimistic::kAbsent && depth < max_depth; ++depth) {
-    *lines += 1;
+    read->lines += 1;
     for (size_t i = 0; i < kWophiAssoc; ++i) {
       const uint8_t t = __atomic_load_n(&b->token[i], __ATOMIC_ACQUIRE);
       if (t == 0) continue;
-      if (i == 3) *lines += 1;  // slot 3 sits in line 1
-      if (t == static_cast<uint8_t>(SlotForm::kInline) && inline_key &&
-          __atomic_load_n(&b->slot[i].word0, __ATOMIC_ACQUIRE) == key_word) {
-        *value_word = __atomic_load_n(&b->slot[i].word1, __ATOMIC_ACQUIRE);
+      if (i == 3) read->lines += 1;  // slot 3 sits in line 1
+      if (t == static_cast<uint8_t>(SlotForm::kInline) && read->inline_key &&
+          __atomic_load_n(&b->slot[i].word0, __ATOMIC_ACQUIRE) == read->key_word) {
+        read->value_word = __atomic_load_n(&b->slot[i].word1, __ATOMIC_ACQUIRE);
         answer = Optimistic::kFound;
         break;
       }
@@ -614,52 +558,40 @@ Optimistic Wophi::FindOptimistic(std::string_view key, uint64_t hash, uint64_t* 
     if (next == 0 || next % pm::kCacheLine != 0 || !pool().Contains(next, kBucketBytes)) break;
     b = pool().At<const WophiBucket>(next);
   }
-  if (!mu.ReadValidate(version) || main_buckets_.load(std::memory_order_acquire) != n) {
+  if (!read->Valid(mu) || main_buckets_.load(std::memory_order_acquire) != n) {
     return Optimistic::kRetry;
   }
   return answer;
 }
 
-Status Wophi::Get(std::string_view key, std::string* value) {
-  PMHASH_RETURN_IF_ERROR(SlotCodec::CheckKey(key));
-  const uint64_t hash = HashKey(key);
+void Wophi::Prefetch(uint64_t hash) const {
+  // With no lock, as FindOptimistic reads them: mb_ is stored before main_buckets_, so a
+  // stale pair points into the old or the new array, either a harmless prefetch.
+  const uint64_t n = main_buckets_.load(std::memory_order_acquire);
+  __builtin_prefetch(mb_.load(std::memory_order_acquire) + Reduce(hash, n));
+}
+
+Status Wophi::DoGet(std::string_view key, uint64_t hash, std::string* value) {
   // Alg. 2's walk with no lock first (not in the paper): no locked instruction, so
   // consecutive searches overlap their PM misses. A writer in the area makes it retry;
   // after a few tries, or for a record, the shared lock answers.
-  size_t lines = 0;
-  uint64_t word = 0;
-  const Optimistic answer =
-      SearchOptimistically([&] { return FindOptimistic(key, hash, &word, &lines); });
-  persister().NoteRead(lines);
-  if (answer == Optimistic::kFound) {
-    value->assign(reinterpret_cast<const char*>(&word), sizeof(word));
-    return Status::OK();
-  }
-  if (answer == Optimistic::kAbsent) return Status::NotFound("key not found");
+  const Optimistic answer = SearchOptimistically(
+      persister(), key, value, [&](OptimisticRead* read) { return FindOptimistic(hash, read); });
+  if (answer == Optimistic::kFound) return Status::OK();
+  if (answer == Optimistic::kAbsent) return Status::NotFound();
   uint64_t home = 0, n = 0;
   Stripe& s = LockHome(hash, LockMode::kShared, &home, &n);
   HeldLock guard(s.mu, LockMode::kShared);
   const Probe p = Find(key, hash, home);
   persister().NoteRead(p.lines);
-  if (p.bucket == nullptr) return Status::NotFound("key not found");
+  if (p.bucket == nullptr) return Status::NotFound();
   value->assign(codec().Value(static_cast<SlotForm>(p.bucket->token[p.index]),
                               p.bucket->slot[p.index]));
   return Status::OK();
 }
 
-Status Wophi::Insert(std::string_view key, std::string_view value) {
-  return Write(key, value, Mode::kInsert);
-}
-Status Wophi::Update(std::string_view key, std::string_view value) {
-  return Write(key, value, Mode::kUpdate);
-}
-Status Wophi::Put(std::string_view key, std::string_view value) {
-  return Write(key, value, Mode::kPut);
-}
-
-Status Wophi::Write(std::string_view key, std::string_view value, Mode mode) {
-  PMHASH_RETURN_IF_ERROR(SlotCodec::CheckSizes(key, value));
-  const uint64_t hash = HashKey(key);
+Status Wophi::DoWrite(std::string_view key, std::string_view value, uint64_t hash,
+                      WriteMode mode) {
   bool took_pab = false, grow = false;
   uint64_t n = 0;
   {
@@ -669,10 +601,10 @@ Status Wophi::Write(std::string_view key, std::string_view value, Mode mode) {
     const Probe p = Find(key, hash, home);
     persister().NoteRead(p.lines);
     if (p.bucket != nullptr) {
-      if (mode == Mode::kInsert) return Status::AlreadyExists("key already exists");
+      if (mode == WriteMode::kInsert) return Status::AlreadyExists();
       return UpdateAt(p, key, value, hash);
     }
-    if (mode == Mode::kUpdate) return Status::NotFound("key not found");
+    if (mode == WriteMode::kUpdate) return Status::NotFound();
     took_pab = p.free_bucket == nullptr;
     PMHASH_RETURN_IF_ERROR(InsertAt(p, key, value, hash, s, &grow));
   }
@@ -693,14 +625,12 @@ Status Wophi::InsertAt(const Probe& p, std::string_view key, std::string_view va
     WophiBucket* tb = p.free_bucket;
     const size_t i = p.free_index;
     // Alg. 1 lines 10-11: memcpy key and value (as two word stores: lock-free searches
-    // read them with atomic loads); 12-13: pflush; 14: fence.
+    // read them with atomic loads); 12-13: pflush.
     ps.Store(&tb->slot[i].word1, words.word1);
     ps.Store(&tb->slot[i].word0, words.word0);
     ps.Flush(&tb->slot[i], sizeof(words));
-    ps.Fence();
-    // Alg. 1 lines 15-17: token = 1 (its form), pflush, fence: committed.
-    ps.Store(&tb->token[i], static_cast<uint8_t>(form));
-    ps.Persist(&tb->token[i], 1);
+    // Alg. 1 lines 14-17: fence; token = 1 (its form), pflush, fence: committed.
+    ps.Publish(&tb->token[i], static_cast<uint8_t>(form));
     ShardOf(stripe).delta.fetch_add(1, std::memory_order_relaxed);
     return Status::OK();
   }
@@ -720,10 +650,9 @@ Status Wophi::InsertAt(const Probe& p, std::string_view key, std::string_view va
   ps.Copy(tmp, &head, sizeof(head));
   ps.Copy(&tmp->slot[0], &words, sizeof(words));
   ps.Flush(tmp, pm::kCacheLine);
-  ps.Fence();
-  // Alg. 1 line 32: link tmp to the chain with one 8-byte store: committed.
-  ps.Store(&p.tail->next, tmp_off);
-  ps.Persist(&p.tail->next, sizeof(uint64_t));
+  // Alg. 1 lines 31-32: fence, then link tmp to the chain with one 8-byte store,
+  // persisted: committed.
+  ps.Publish(&p.tail->next, tmp_off);
   // Alg. 1 line 33: expand_bucket_num += 1 (DRAM; recovery recounts chain buckets).
   expand_bucket_num_.fetch_add(1, std::memory_order_relaxed);
   ShardOf(stripe).delta.fetch_add(1, std::memory_order_relaxed);
@@ -743,16 +672,14 @@ Status Wophi::UpdateAt(const Probe& p, std::string_view key, std::string_view va
   return UpdateSlot(&p.bucket->token[p.index], &p.bucket->slot[p.index], key, value, hash);
 }
 
-Status Wophi::Delete(std::string_view key) {
-  PMHASH_RETURN_IF_ERROR(SlotCodec::CheckKey(key));
-  const uint64_t hash = HashKey(key);
+Status Wophi::DoDelete(std::string_view key, uint64_t hash) {
   uint64_t home = 0, n = 0;
   Stripe& s = LockHome(hash, LockMode::kExclusive, &home, &n);
   HeldLock guard(s.mu, LockMode::kExclusive);
   const Probe p = Find(key, hash, home);
   persister().NoteRead(p.lines);
   // Alg. 2 line 18: not found.
-  if (p.bucket == nullptr) return Status::NotFound("key not found");
+  if (p.bucket == nullptr) return Status::NotFound();
   pm::Persister& ps = persister();
   uint8_t* token = &p.bucket->token[p.index];
   const auto form = static_cast<SlotForm>(*token);
@@ -779,56 +706,36 @@ uint64_t Wophi::pab_free() const {
 }
 
 Status Wophi::ForEach(const Visitor& fn) const {
-  // No resize while iterating: a key never moves, so it is seen at most once.
-  std::shared_lock<std::shared_mutex> resize_lock(resize_mu_, std::defer_lock);
-  if (!Iterating(this)) resize_lock.lock();
-  t_iterating.push_back(this);
-  struct Scope {
-    ~Scope() { t_iterating.pop_back(); }
-  } scope;
-  const uint64_t n = main_buckets_.load(std::memory_order_acquire);
-  std::vector<std::pair<std::string, std::string>> batch;
-  for (uint64_t k = 0; k < n; ++k) {
-    batch.clear();
-    {
-      Stripe& s = StripeOf(k);
-      s.mu.lock_shared();
-      HeldLock guard(s.mu, LockMode::kShared);
-      for (const WophiBucket* b = &view_.mb[k];;) {
-        for (size_t i = 0; i < kWophiAssoc; ++i) {
-          const auto f = static_cast<SlotForm>(b->token[i]);
-          if (f == SlotForm::kEmpty) continue;
-          batch.emplace_back(codec().Key(f, b->slot[i]), codec().Value(f, b->slot[i]));
+  const IterationScope iterating(this, resize_mu_);
+  // One chain at a time (consecutive main buckets lie in different stripes).
+  return VisitAreas(
+      stripes_, view_.buckets, 1,
+      [&](uint64_t k, uint64_t, Entries* batch) {
+        for (const WophiBucket* b = &view_.mb[k];;) {
+          for (size_t i = 0; i < kWophiAssoc; ++i) {
+            const auto f = static_cast<SlotForm>(b->token[i]);
+            if (f == SlotForm::kEmpty) continue;
+            batch->emplace_back(codec().Key(f, b->slot[i]), codec().Value(f, b->slot[i]));
+          }
+          if (b->next == 0) break;
+          b = pool().At<const WophiBucket>(b->next);
         }
-        if (b->next == 0) break;
-        b = pool().At<const WophiBucket>(b->next);
-      }
-    }
-    for (const auto& [key, value] : batch) {
-      if (!fn(key, value)) return Status::OK();
-    }
-  }
-  return Status::OK();
+      },
+      fn);
 }
 
 // ---- Resize -------------------------------------------------------------------------
 
 Status Wophi::Grow(uint64_t observed_buckets) {
-  if (Iterating(this)) return Status::OK();  // deferred: the visitor blocks resizes
+  if (IterationScope::Active(this)) return Status::OK();  // deferred: ForEach blocks it
   std::unique_lock<std::shared_mutex> resize_lock(resize_mu_);
-  for (size_t i = 0; i < kWophiStripes; ++i) stripes_[i].mu.lock();
-  struct Unlock {
-    Stripe* stripes;
-    ~Unlock() {
-      for (size_t i = kWophiStripes; i > 0; --i) stripes[i - 1].mu.unlock();
-    }
-  } unlock{stripes_.get()};
+  const Stripes<Stripe>::AllHeld all(stripes_);
   std::lock_guard<std::mutex> refill_lock(refill_mu_);
   if (main_buckets_.load(std::memory_order_relaxed) != observed_buckets) return Status::OK();
   const View old = view_;
   const uint64_t n2 = old.buckets * 2;
   if (n2 > pool().size() / kBucketBytes) {
-    return Status::ResourceExhausted("wophi: the main bucket array cannot double beyond the pool");
+    return Status::PoolFull("wophi: the main bucket array cannot double beyond the pool");
   }
   uint64_t table = 0;
   PMHASH_RETURN_IF_ERROR(NewTable(n2, &table));
@@ -857,7 +764,7 @@ Status Wophi::Grow(uint64_t observed_buckets) {
       for (size_t i = 0; i < kWophiAssoc; ++i) {
         const uint8_t t = b->token[i];
         if (t == 0) continue;
-        const uint64_t nk = HomeBucket(HashOf(static_cast<SlotForm>(t), b->slot[i]), n2);
+        const uint64_t nk = Reduce(HashOf(static_cast<SlotForm>(t), b->slot[i]), n2);
         WophiBucket* dst = &nv.mb[nk];
         size_t slot = kWophiAssoc;
         for (;;) {
@@ -905,10 +812,8 @@ Status Wophi::Grow(uint64_t observed_buckets) {
       ps.Flush(b, b->token[kWophiAssoc - 1] != 0 ? sizeof(WophiBucket) : pm::kCacheLine);
     }
   }
-  ps.Fence();
   // The resize's commit point: one failure-atomic 8-byte store of root.table.
-  ps.Store(&root_->table, table);
-  ps.Persist(&root_->table, sizeof(root_->table));
+  ps.Publish(&root_->table, table);
   // Only now is the old table durably unreachable.
   std::vector<PabBlock> old_blocks;
   if (ReadPabList(old.header, &old_blocks).ok()) {
@@ -979,7 +884,7 @@ Status Wophi::CheckInvariants() const {
         if (form == SlotForm::kRecord && w.word1 != hash) {
           return Status::Corruption("wophi: a record slot has a wrong hash word");
         }
-        if (HomeBucket(hash, n) != home) {
+        if (Reduce(hash, n) != home) {
           return Status::Corruption("wophi: a key is outside its home bucket's chain");
         }
         if (!keys.insert(key).second) return Status::Corruption("wophi: a key is stored twice");
@@ -1013,9 +918,33 @@ Status Wophi::CheckInvariants() const {
   return Status::OK();
 }
 
-}  // namespace pmhash::engines
+void RegisterEngines_wophi(EngineRegistry& registry) {
+  EngineInfo info;
+  info.description = {"wophi",
+                      "chained buckets (4 tokens, 4 slots, next); pre-allocated chain "
+                      "buckets; log-free token commit",
+                      "000 WOPHI", /*crash_consistent=*/true};
+  info.options = {OptionSpec::Uint("buckets", std::nullopt, 1, uint64_t{1} << 36,
+                                   "main buckets of the first table (auto: initial_capacity "
+                                   "/ 4, else 1024)"),
+                  OptionSpec::Uint("pab_buckets", std::nullopt, 1, uint64_t{1} << 24,
+                                   "buckets per pre-allocated block (auto: main buckets / 8, "
+                                   "in 8..65536, rounded up to the block the allocator "
+                                   "gives)"),
+                  OptionSpec::Uint("pab_low", std::nullopt, 1, uint64_t{1} << 24,
+                                   "free pre-allocated buckets at which the background refill "
+                                   "starts (auto: a quarter of a block)"),
+                  OptionSpec::Double("max_load_factor", 1.0, 0.05, 64.0,
+                                     "keys per main-bucket slot past which the main buckets "
+                                     "double")};
+  info.capabilities = {.resize_switch = true,
+                       .resize_when = "the main buckets double past max_load_factor",
+                       .background_work = true,
+                       .pipelined_multiget = true};
+  // Few main buckets, small PAB blocks refilled early: resizes and refills.
+  info.test = {.crash_options = {{"buckets", "8"}, {"pab_buckets", "8"}, {"pab_low", "4"}},
+               .growth_counters = {"resizes", "pab_refills"}};
+  registry.Add<Wophi>(std::move(info));
+}
 
-PMHASH_REGISTER_ENGINE(wophi, "wophi",
-                       "chained buckets (4 tokens, 4 slots, next); pre-allocated chain buckets; "
-                       "log-free token commit",
-                       "000 WOPHI", true, pmhash::engines::Wophi);
+}  // namespace pmhash::engines

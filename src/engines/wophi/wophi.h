@@ -8,15 +8,15 @@
 //
 // ---- On-media layout ----------------------------------------------------------------
 //
-//   root area (Engine::root, one cache line used):
-//   struct WophiRoot {
-//     uint64 magic;    // kWophiRootMagic
-//                      // (creation commits with the pool's initialized flag, pool.h)
-//     uint64 version;  // kWophiVersion
-//     uint64 table;    // pool offset of the live WophiTable. A resize switches it with one
-//                      // failure-atomic 8-byte store (the resize's commit point).
-//     uint64 count;    // keys stored: exact after a clean Close (Shutdown writes it),
-//                      // recounted by recovery after a crash
+//   root area (Engine::root, one cache line used): the kit's root header alone
+//   struct EngineRoot {  // engines/root.h
+//     uint64 magic;      // kWophiRootMagic
+//     uint32 version;    // kWophiVersion
+//     uint32 check;      // reserved (0)
+//     uint64 table;      // pool offset of the live WophiTable. A resize switches it with
+//                        // one failure-atomic 8-byte store (the resize's commit point).
+//     uint64 count;      // keys stored: exact after a clean Close (the kit stores it),
+//                        // recounted by recovery after a crash
 //   };
 //
 //   table block (allocator, a large run): the MB array and the head of its PAB list.
@@ -26,7 +26,7 @@
 //     uint64 pab_head;      // pool offset of the newest PAB block (0: none). A refill
 //                           // links a block with one failure-atomic 8-byte store.
 //     uint8  pad[40];
-//     WophiBucket mb[N];    // main bucket k holds keys with HomeBucket(hash, N) == k
+//     WophiBucket mb[N];    // main bucket k holds keys with Reduce(hash, N) == k
 //   };
 //
 //   PAB block (allocator): a run of pre-allocated, unaddressable chain buckets.
@@ -54,7 +54,7 @@
 //
 // ---- Invariants (when no mutation is in flight) ---------------------------------------
 //
-//  1. A key with home bucket k = HomeBucket(HashKey(key), N) is in the chain of mb[k]
+//  1. A key with home bucket k = Reduce(HashKey(key), N) is in the chain of mb[k]
 //     (mb[k] and the PAB buckets linked from it), nowhere else, and at most once.
 //  2. The token is a slot's commit point: the words of a slot whose token is 0 mean
 //     nothing. A record slot owns its record; no other reachable slot points to it.
@@ -67,38 +67,39 @@
 // ---- Persist order (Algorithms 1 and 2; line numbers as printed) -----------------------
 //
 //  insert into a free slot of the chain (Alg. 1 lines 6-17): record (if any) flushed;
-//    slot words stored (lines 10-11), flushed (12-13), fence (14); token stored with one
-//    byte store (15), persisted (16-17): committed.
+//    slot words stored (lines 10-11), flushed (12-13); token published (Persister::
+//    Publish: fence (14), one byte store (15), persist (16-17)): committed.
 //  insert with a full chain (Alg. 1 lines 27-33): tmp = a free PAB bucket (no allocation);
 //    its first line (tokens = {form,0,0,0}, taken = 1, next = 0, slot 0) written and
-//    flushed, fence (line 31); then the tail's next stored with one 8-byte store, persisted
-//    (line 32): committed (tmp is unreachable before). expand_bucket_num += 1 (line 33,
+//    flushed (line 31); then the tail's next published (fence, one 8-byte store, persist;
+//    lines 31-32): committed (tmp is unreachable before). expand_bucket_num += 1 (line 33,
 //    DRAM; recovery recounts it).
 //  PAB refill (not in the paper; a background thread, woken when an insert leaves the
 //    free list at its low-water mark): a new block's header (next_block = the current
-//    head) and line 0 of each bucket (taken = 0, tokens 0) are zeroed and flushed, fence;
-//    table.pab_head stored, persisted. Unlinked blocks are reclaimed by
+//    head) and line 0 of each bucket (taken = 0, tokens 0) are zeroed and flushed;
+//    table.pab_head published (fence, one 8-byte store, persist). Unlinked blocks are reclaimed by
 //    Allocator::Rebuild after a crash.
 //  delete (Alg. 2 lines 6-17): token cleared with one byte store (10), persisted (11-12):
 //    committed; the record (if any) freed after that.
 //  update (not in the paper): inline value: one 8-byte store of word1, persist. Record:
-//    new record flushed, fence, one 8-byte store of word0, persist, old record freed.
-//    Inline -> record: UndoLog Tx saving the slot's words and token, stores, persist,
-//    Commit.
+//    new record flushed, word0 published (fence, one 8-byte store, persist), old record
+//    freed. Inline -> record: UndoLog Tx saving the slot's words and token, stores,
+//    persist, Commit.
 //  resize (not in the paper): a new table of 2N main buckets and its own PAB blocks are
-//    zeroed and filled from the old table (which is only read), flushed, fence; then one
-//    8-byte store of root.table, persisted; only then the old table and its PAB blocks are
+//    zeroed and filled from the old table (which is only read), flushed; then root.table
+//    published (fence, one 8-byte store, persist); only then the old table and its PAB blocks are
 //    freed. Before the switch the new blocks are unreachable (reclaimed after a crash).
 //    Records move by pointer.
 //  recovery (after a crash): walk every chain, validate tokens, records, placement and
 //    next pointers (a damaged pool is Corruption, never a crash), count keys and chain
 //    buckets, clear the taken byte of PAB buckets that were taken but never linked (a
-//    crash between Alg. 1 lines 31 and 32), rebuild the free PAB list, store root.count.
+//    crash between Alg. 1 lines 31 and 32), rebuild the free PAB list, persist root.count.
 //
 // ---- Concurrency ----------------------------------------------------------------------
 //
-// Lock striping over main buckets: the chain of mb[k] is guarded by stripe k % kStripes, a
-// reader-writer spin lock with a version (VersionedRwLock, src/common/locks.h). Get reads
+// Lock striping over main buckets (engines/striping.h): the chain of mb[k] is guarded by
+// stripe k % kWophiStripes, a reader-writer spin lock with a version (VersionedRwLock,
+// src/common/locks.h). Get reads
 // the chain with no lock, validated by that version and the main-bucket count
 // (FindOptimistic), and takes the stripe shared only after a few failed tries or for a
 // record; Insert, Update, Put and Delete take it exclusively and release it only after
@@ -128,6 +129,7 @@
 #include "common/locks.h"
 #include "common/slot.h"
 #include "engines/engine.h"
+#include "engines/striping.h"
 
 namespace pmhash::engines {
 
@@ -141,16 +143,6 @@ inline constexpr uint64_t kWophiDefaultBuckets = 1024;
 inline constexpr size_t kWophiStripes = 1024;  // lock stripes (power of two)
 inline constexpr size_t kWophiCountShards = 64;  // key-count shards (power of two)
 
-struct WophiRoot {
-  uint64_t magic;
-  uint64_t version;
-  uint64_t table;
-  uint64_t count;
-};
-static_assert(sizeof(WophiRoot) <= pm::kCacheLine, "the root fits one cache line");
-static_assert(offsetof(WophiRoot, table) % 8 == 0,
-              "root.table is switched by one failure-atomic 8-byte store");
-
 struct alignas(64) WophiBucket {
   uint8_t token[kWophiAssoc];
   uint8_t taken;
@@ -163,6 +155,9 @@ static_assert(sizeof(WophiBucket) == 2 * pm::kCacheLine,
               "a bucket is two cache lines: tokens, next and slots 0-2 share line 0");
 static_assert(offsetof(WophiBucket, next) % 8 == 0,
               "next is linked with one failure-atomic 8-byte store (Alg. 1 line 32)");
+static_assert(offsetof(WophiBucket, taken) == 4 && offsetof(WophiBucket, next) == 8 &&
+                  offsetof(WophiBucket, slot) == 16,
+              "the bucket's layout (version 1)");
 static_assert(offsetof(WophiBucket, slot) + 3 * sizeof(KvWords) == pm::kCacheLine,
               "slots 0-2 fill line 0, so the first slot of a new chain bucket and its "
               "header are persisted with one flush");
@@ -178,6 +173,9 @@ static_assert(sizeof(WophiTableHeader) == pm::kCacheLine,
               "the header is one line, so the buckets start line aligned");
 static_assert(offsetof(WophiTableHeader, pab_head) % 8 == 0,
               "pab_head is switched by one failure-atomic 8-byte store");
+static_assert(offsetof(WophiTableHeader, buckets) == 8 &&
+                  offsetof(WophiTableHeader, pab_head) == 16,
+              "the table header's layout (version 1)");
 
 struct alignas(64) WophiPabHeader {
   uint64_t magic;
@@ -186,30 +184,17 @@ struct alignas(64) WophiPabHeader {
   uint8_t pad[40];
 };
 static_assert(sizeof(WophiPabHeader) == pm::kCacheLine, "the PAB header is one line");
+static_assert(offsetof(WophiPabHeader, next_block) == 8 &&
+                  offsetof(WophiPabHeader, buckets) == 16,
+              "the PAB header's layout (version 1)");
 
 class Wophi : public Engine {
  public:
   Wophi();
   ~Wophi() override;
 
-  // Index contract (include/pmhash/index.h). Insert never fails for lack of a PAB bucket
-  // while the pool can hold one more; ResourceExhausted only when the pool is full.
-  Status Insert(std::string_view key, std::string_view value) override;
-  Status Update(std::string_view key, std::string_view value) override;
-  // One lock round: updates in place or inserts.
-  Status Put(std::string_view key, std::string_view value) override;
-  Status Get(std::string_view key, std::string* value) override;
-  Status Delete(std::string_view key) override;
-  uint64_t Count() const override;
-  // Copies one chain at a time and calls fn with no stripe held, so fn may call any
-  // method of this index (a resize that an Insert from fn would start is deferred).
-  Status ForEach(const Visitor& fn) const override;
-
-  // The main bucket of a key hash in a table of `buckets` main buckets (multiply-shift:
-  // the high bits pick the bucket, so doubling sends bucket k to 2k or 2k+1).
-  static uint64_t HomeBucket(uint64_t hash, uint64_t buckets) {
-    return static_cast<uint64_t>((static_cast<unsigned __int128>(hash) * buckets) >> 64);
-  }
+  // A key's main bucket among N is Reduce(hash, N) (util/hash.h: the high bits pick the
+  // bucket, so doubling sends bucket k to 2k or 2k+1).
   uint64_t main_buckets() const { return main_buckets_.load(std::memory_order_acquire); }
   // Chain buckets taken from the PAB since the table was built (the paper's
   // expand_bucket_num) and free PAB buckets left.
@@ -217,34 +202,28 @@ class Wophi : public Engine {
   uint64_t pab_free() const;
   uint64_t pab_refills() const { return pab_refills_.load(std::memory_order_relaxed); }
   uint64_t resizes() const { return resizes_.load(std::memory_order_relaxed); }
-  // Checks invariants 1-4 by a full walk (tests; no concurrent mutation): Corruption
-  // naming the first violation.
-  Status CheckInvariants() const;
   // Waits for the background PAB refill (if one is due or running).
   void WaitForBackgroundWork() override;
 
- protected:
-  void Configure(EngineOptions& options, const Options& index_options) override;
-  Status Create() override;
-  Status Recover(bool clean) override;
-  Status EnumerateBlocks(const pm::Allocator::LiveBlockVisitor& visit) const override;
-  Status Shutdown() override;
-  void FillStats(IndexStats* stats) const override;
+  // The Index contract (include/pmhash/index.h), and: Insert never fails for lack of a
+  // PAB bucket while the pool can hold one more; PoolFull only when the pool is full.
+  // ForEach copies one chain at a time and calls fn with no stripe held, so fn may call
+  // any method of this index (a resize that an Insert from fn would start is deferred).
+  // CheckInvariants checks invariants 1-4 by a full walk.
+  PMHASH_ENGINE_KIT_OVERRIDES;
+  // The key's main bucket (line 0: tokens, next, slots 0-2).
+  void Prefetch(uint64_t hash) const override;
   void StopBackgroundWork() override;
 
  private:
-  enum class Mode : uint8_t { kInsert, kUpdate, kPut };
-
-  struct alignas(64) Stripe {
-    VersionedRwLock mu;  // the version lets searches read without taking it
-  };
+  using Stripe = VersionedStripe;
   // Inserts minus deletes since open, sharded by stripe: Count() sums 64 lines, cheap
   // enough for the load-factor check on every chain extension.
   struct alignas(64) CountShard {
     std::atomic<int64_t> delta{0};
   };
   CountShard& ShardOf(const Stripe& s) const {
-    return counts_[static_cast<size_t>(&s - stripes_.get()) & (kWophiCountShards - 1)];
+    return counts_[stripes_.IndexOf(s) & (kWophiCountShards - 1)];
   }
 
   // Where a key is, or where it could go.
@@ -272,18 +251,17 @@ class Wophi : public Engine {
     uint64_t buckets;
   };
 
-  Stripe& StripeOf(uint64_t home) const { return stripes_[home & (kWophiStripes - 1)]; }
-  Stripe& LockHome(uint64_t hash, LockMode mode, uint64_t* home, uint64_t* buckets) const;
+  Stripe& LockHome(uint64_t hash, LockMode mode, uint64_t* home, uint64_t* buckets) const {
+    return stripes_.LockHome(main_buckets_, hash, mode, home, buckets);
+  }
 
   // Walks the chain of mb[home] (Alg. 1 lines 6-26 / Alg. 2 lines 6-17).
   Probe Find(std::string_view key, uint64_t hash, uint64_t home) const;
-  // The search walk with no lock: kFound (*value_word holds an inline value) or kAbsent
-  // when the stripe's version held still and the table did not grow; kRetry when a
-  // writer was in; kLocked when only the shared lock can answer (the key or its value is
-  // a record, whose bytes are read under the lock). *lines counts the PM lines read.
-  Optimistic FindOptimistic(std::string_view key, uint64_t hash, uint64_t* value_word,
-                            size_t* lines) const;
-  Status Write(std::string_view key, std::string_view value, Mode mode);
+  // The search walk with no lock: kFound (read->value_word holds an inline value) or
+  // kAbsent when the stripe's version held still and the table did not grow; kRetry
+  // when a writer was in; kLocked when only the shared lock can answer (the key or its
+  // value is a record, whose bytes are read under the lock).
+  Optimistic FindOptimistic(uint64_t hash, OptimisticRead* read) const;
   // Alg. 1 lines 9-17 or 27-33. *grow is set when the table should grow afterwards.
   Status InsertAt(const Probe& p, std::string_view key, std::string_view value, uint64_t hash,
                   Stripe& stripe, bool* grow);
@@ -309,8 +287,9 @@ class Wophi : public Engine {
   uint64_t PabBlockSize(uint64_t main_buckets) const;
   uint64_t PabLowWater(uint64_t main_buckets) const;
 
-  // Raw-PM validation, no allocator needed (EnumerateBlocks runs before Recover).
-  Status ValidateRoot(uint64_t* table, uint64_t* buckets) const;
+  // Raw-PM validation of the table header at `table` (the root header validated first),
+  // no allocator needed (EnumerateBlocks runs before Recover).
+  Status ValidateTable(uint64_t table, uint64_t* buckets) const;
   Status ReadPabList(const WophiTableHeader* header, std::vector<PabBlock>* blocks) const;
   // The index of the PAB bucket at `offset` among all buckets of `blocks` (sorted by
   // offset), or Corruption.
@@ -338,7 +317,7 @@ class Wophi : public Engine {
   bool resize_ = true;
   double max_load_factor_ = 1.0;
 
-  std::unique_ptr<Stripe[]> stripes_;
+  Stripes<Stripe> stripes_;
   std::unique_ptr<CountShard[]> counts_;
   mutable std::shared_mutex resize_mu_;
   mutable std::mutex refill_mu_;
@@ -353,7 +332,7 @@ class Wophi : public Engine {
   mutable std::mutex pab_mu_;
   std::vector<uint64_t> pab_free_list_;  // free PAB bucket offsets (back = next taken)
   uint64_t pab_total_ = 0;               // buckets in the live table's PAB blocks
-  WophiRoot* root_ = nullptr;
+  EngineRoot* root_ = nullptr;
   View view_;
   // view_.mb, for searches that take no lock: stored before main_buckets_ (release), so a
   // search that read the new count reads the new array.

@@ -16,20 +16,16 @@
 namespace pmhash::engines {
 namespace {
 
-using testing::CheckInvariantsOf;
-using testing::CrashDuringOp;
-using testing::Key8;
-using testing::Model;
-using testing::OpCrashOutcome;
+// The engine tests' helpers (tests/support/engine_tests.h, op_crash.h).
+using namespace testing;  // NOLINT(build/namespaces): pmhash::testing
 
-// wophi's invariants hold in a recovered image, and the index keeps working: a new key
-// goes in (maybe taking a PAB bucket) and comes back.
+// A recovered image keeps working (CrashDuringOp checked its invariants): a new key goes
+// in (maybe taking a PAB bucket) and comes back, and the invariants still hold.
 std::string CheckRecovered(Index* index) {
-  if (std::string why = CheckInvariantsOf<Wophi>(index); !why.empty()) return why;
   if (!index->Insert("after recovery", "yes").ok()) return "insert after recovery failed";
   std::string v;
   if (!index->Get("after recovery", &v).ok() || v != "yes") return "lost a post-recovery insert";
-  if (std::string why = CheckInvariantsOf<Wophi>(index); !why.empty()) {
+  if (std::string why = CheckInvariantsOf(index); !why.empty()) {
     return "after a new insert: " + why;
   }
   return "";
@@ -64,24 +60,14 @@ class WophiCrashTest : public ::testing::TestWithParam<PersistMode> {};
 
 TEST_P(WophiCrashTest, InsertsDeletesAndUpdatesAreAllOrNothing) {
   const Options o = OneChain(GetParam(), /*resize=*/false);
-  std::vector<std::pair<std::string, std::function<Status(Index*)>>> ops = {
-      {"insert into a free slot", [](Index* x) { return x->Insert(Key8(1000), Key8(1)); }},
-      {"record insert into a free slot",
-       [](Index* x) { return x->Insert("long key 1000", "long value"); }},
-      {"inline delete", [](Index* x) { return x->Delete(Key8(1)); }},
-      {"record delete", [](Index* x) { return x->Delete("a 16-byte key..."); }},
-      {"inline value update", [](Index* x) { return x->Update(Key8(2), Key8(77)); }},
-      {"record update", [](Index* x) { return x->Update(Key8(0), "newer value"); }},
-      {"inline to record update",
-       [](Index* x) { return x->Update(Key8(4), "no longer 8 bytes"); }},
-  };
-  for (const auto& [name, op] : ops) {
-    SCOPED_TRACE(name);
-    OpCrashOutcome r =
-        CrashDuringOp(o, [](Index* x, Model* m) { Fill(x, m, 6); }, op, CheckRecovered);
-    EXPECT_GE(r.crash_points, 2);
-    EXPECT_EQ(r.bad, 0) << r.first_bad;
-  }
+  // Inserts into the chain's free slot.
+  ExpectEachAllOrNothing(o, [](Index* x, Model* m) { Fill(x, m, 6); },
+                         SlotEncodingOps({.absent_inline = Key8(1000),
+                                          .absent_record = "long key 1000",
+                                          .inline_key = Key8(1),
+                                          .inline_key2 = Key8(4),
+                                          .record_key = "a 16-byte key..."}),
+                         2, CheckRecovered);
 }
 
 TEST_P(WophiCrashTest, TakingAPreallocatedBucketAndRefillingAreAllOrNothing) {
@@ -105,25 +91,16 @@ TEST_P(WophiCrashTest, TakingAPreallocatedBucketAndRefillingAreAllOrNothing) {
           return s;
         },
         CheckRecovered);
-    EXPECT_GE(r.crash_points, 6);  // tmp written, fence, link, fence, block zeroed, switch
-    EXPECT_EQ(r.bad, 0) << r.first_bad;
+    ExpectAllOrNothing(r, 6);  // tmp written, fence, link, fence, block zeroed, switch
   }
 }
 
 TEST_P(WophiCrashTest, ResizeIsAllOrNothing) {
   // 8 keys in one main bucket (4 slots) with max_load_factor 1: the insert that takes a
   // chain bucket finds the load factor over 1 and doubles the main buckets.
-  OpCrashOutcome r = CrashDuringOp(
-      OneChain(GetParam(), /*resize=*/true), [](Index* x, Model* m) { Fill(x, m, 4); },
-      [](Index* x) {
-        Status s = x->Insert(Key8(5000), Key8(5001));
-        EXPECT_EQ(dynamic_cast<Wophi*>(x)->main_buckets(), 2u);
-        EXPECT_EQ(dynamic_cast<Wophi*>(x)->resizes(), 1u);
-        return s;
-      },
-      CheckRecovered);
-  EXPECT_GT(r.crash_points, 10);
-  EXPECT_EQ(r.bad, 0) << r.first_bad;
+  ExpectGrowthAllOrNothing(OneChain(GetParam(), /*resize=*/true),
+                           [](Index* x, Model* m) { Fill(x, m, 4); }, Key8(5000), "resizes", 11,
+                           CheckRecovered);
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, WophiCrashTest, testing::PersistModes(),

@@ -1,4 +1,4 @@
-#include "common/hash.h"
+#include "util/hash.h"
 
 #include <gtest/gtest.h>
 

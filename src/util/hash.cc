@@ -1,4 +1,4 @@
-#include "common/hash.h"
+#include "util/hash.h"
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>

@@ -1,4 +1,4 @@
-#include "common/errors.h"
+#include "util/errors.h"
 
 #include <gtest/gtest.h>
 
@@ -47,7 +47,7 @@ TEST(ErrnoStatus, MessageCarriesContextAndReason) {
   EXPECT_TRUE(s.IsNotFound());
   EXPECT_EQ(s.message(), context + ": " + std::strerror(ENOENT));
   EXPECT_NE(s.message().find("No such file"), std::string::npos) << s.message();
-  EXPECT_EQ(s.ToString(), "NotFound: " + s.message());
+  EXPECT_EQ(s.ToString(), "NotFound: " + std::string(s.message()));
 
   const Status full = ErrnoStatus("cannot reserve 1 GiB for /mnt/pm/a.pool", ENOSPC);
   EXPECT_NE(full.message().find("/mnt/pm/a.pool"), std::string::npos);

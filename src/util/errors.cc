@@ -1,4 +1,4 @@
-#include "common/errors.h"
+#include "util/errors.h"
 
 #include <cstring>
 

@@ -1,0 +1,368 @@
+// The engine kit itself: the template method (checks, one hash, the virtuals called),
+// pipelined MultiGet, option declarations, the root header, the registry.
+#include "engines/engine.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "util/hash.h"
+
+namespace pmhash::engines {
+namespace {
+
+// An engine whose data lives in a std::map (nothing in PM but the kit's root header),
+// recording what the kit calls.
+class RecordingEngine : public Engine {
+ public:
+  uint64_t Count() const override { return data_.size(); }
+  Status ForEach(const Visitor& fn) const override {
+    for (const auto& [k, v] : data_) {
+      if (!fn(k, v)) break;
+    }
+    return Status::OK();
+  }
+  Status CheckInvariants() const override { return Status::OK(); }
+
+  std::vector<std::string> calls;   // "get", "write", "delete", "prefetch" in order
+  std::vector<uint64_t> hashes;     // the hash each call was given
+  uint64_t option_value = 0;
+
+ protected:
+  Status DoGet(std::string_view key, uint64_t hash, std::string* value) override {
+    Note("get", hash);
+    auto it = data_.find(std::string(key));
+    if (it == data_.end()) return Status::NotFound();
+    *value = it->second;
+    return Status::OK();
+  }
+  Status DoWrite(std::string_view key, std::string_view value, uint64_t hash,
+                 WriteMode mode) override {
+    Note("write", hash);
+    const bool present = data_.count(std::string(key)) != 0;
+    if (present && mode == WriteMode::kInsert) return Status::AlreadyExists();
+    if (!present && mode == WriteMode::kUpdate) return Status::NotFound();
+    data_[std::string(key)] = value;
+    return Status::OK();
+  }
+  Status DoDelete(std::string_view key, uint64_t hash) override {
+    Note("delete", hash);
+    return data_.erase(std::string(key)) ? Status::OK() : Status::NotFound();
+  }
+  void Prefetch(uint64_t hash) const override {
+    const_cast<RecordingEngine*>(this)->Note("prefetch", hash);
+  }
+  Status Configure(EngineOptions& options, const Options&) override {
+    if (info().options.size() == 1) option_value = options.Uint("size");
+    return Status::OK();
+  }
+  Status Create() override {
+    CreateRoot(kMagic, 3, /*table=*/pm::kCacheLine, sizeof(EngineRoot));
+    return Status::OK();
+  }
+  Status Recover(bool) override {
+    uint64_t table = 0;
+    return OpenRoot(kMagic, 3, 8, &table);
+  }
+  Status EnumerateBlocks(const pm::Allocator::LiveBlockVisitor&) const override {
+    uint64_t table = 0;
+    return ValidateRoot(kMagic, 3, 8, &table);
+  }
+  void FillStats(IndexStats*) const override {}
+
+ private:
+  static constexpr uint64_t kMagic = 0x5453455454494b21ull;
+  void Note(const char* what, uint64_t hash) {
+    calls.push_back(what);
+    hashes.push_back(hash);
+  }
+  std::map<std::string, std::string> data_;
+};
+
+EngineInfo Info(bool pipelined) {
+  EngineInfo info;
+  info.description = {"kit-test", "test-only", "none", true};
+  info.capabilities.pipelined_multiget = pipelined;
+  return info;
+}
+
+// Opens a RecordingEngine described by `info` on a fresh DRAM pool.
+Status OpenRecording(const EngineInfo& info, const Options& options,
+                     std::unique_ptr<Engine>* engine) {
+  std::unique_ptr<pm::Pool> pool;
+  PMHASH_RETURN_IF_ERROR(pm::Pool::CreateDram("kit-test", 8ull << 20, &pool));
+  return OpenEngine(MakeEngine<RecordingEngine>(info), std::move(pool), true, options, nullptr,
+                    engine);
+}
+
+RecordingEngine* Recording(const std::unique_ptr<Engine>& e) {
+  return dynamic_cast<RecordingEngine*>(e.get());
+}
+
+TEST(EngineKit, EachOperationChecksHashesOnceAndCallsItsVirtual) {
+  const EngineInfo info = Info(false);
+  std::unique_ptr<Engine> e;
+  ASSERT_TRUE(OpenRecording(info, {}, &e).ok());
+  RecordingEngine* r = Recording(e);
+  ASSERT_TRUE(e->Insert("k", "v").ok());
+  EXPECT_TRUE(e->Insert("k", "v").IsAlreadyExists());
+  ASSERT_TRUE(e->Update("k", "w").ok());
+  EXPECT_TRUE(e->Update("absent", "w").IsNotFound());
+  ASSERT_TRUE(e->Put("p", "1").ok());
+  std::string v;
+  ASSERT_TRUE(e->Get("k", &v).ok());
+  EXPECT_EQ(v, "w");
+  ASSERT_TRUE(e->Delete("k").ok());
+  EXPECT_EQ(r->calls, (std::vector<std::string>{"write", "write", "write", "write", "write",
+                                                "get", "delete"}));
+  for (size_t i = 0; i < r->calls.size(); ++i) {
+    const char* key = i < 2 || i == 2 || i >= 5 ? "k" : i == 3 ? "absent" : "p";
+    EXPECT_EQ(r->hashes[i], HashKey(key)) << i;
+  }
+  // Over the limits: refused before the engine is called.
+  r->calls.clear();
+  const std::string big_key(kMaxKeySize + 1, 'k'), big_value(kMaxValueSize + 1, 'v');
+  EXPECT_TRUE(e->Insert(big_key, "v").IsInvalidArgument());
+  EXPECT_TRUE(e->Update("k", big_value).IsInvalidArgument());
+  EXPECT_TRUE(e->Put("k", big_value).IsInvalidArgument());
+  EXPECT_TRUE(e->Get(big_key, &v).IsInvalidArgument());
+  EXPECT_TRUE(e->Delete(big_key).IsInvalidArgument());
+  EXPECT_TRUE(r->calls.empty());
+}
+
+TEST(EngineKit, MultiGetPrefetchesDepthKeysAheadWhenTheEngineCan) {
+  const EngineInfo info = Info(true);
+  for (const uint64_t depth : {1, 3, 8}) {
+    SCOPED_TRACE(depth);
+    Options o;
+    o.engine_options = {{"multiget_depth", std::to_string(depth)}};
+    std::unique_ptr<Engine> e;
+    ASSERT_TRUE(OpenRecording(info, o, &e).ok());
+    RecordingEngine* r = Recording(e);
+    for (int i = 0; i < 10; ++i) ASSERT_TRUE(e->Insert("k" + std::to_string(i), "v").ok());
+    r->calls.clear();
+    r->hashes.clear();
+    const std::string big(kMaxKeySize + 1, 'x');
+    std::vector<std::string> owned = {"k0", "k1", "absent", big, "k2", "k1", "k3", "k4"};
+    std::vector<std::string_view> keys(owned.begin(), owned.end());
+    std::vector<std::string> values(keys.size());
+    std::vector<Status> statuses(keys.size());
+    e->MultiGet(keys, values, statuses);
+    // Key i + depth is prefetched before key i is finished; the overlong key is neither.
+    std::vector<std::string> want;
+    std::vector<uint64_t> want_hashes;
+    std::vector<size_t> valid;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (keys[i] != big) valid.push_back(i);
+    }
+    size_t ahead = 0;
+    auto prefetch_to = [&](size_t end) {
+      for (; ahead < keys.size() && ahead < end; ++ahead) {
+        if (keys[ahead] == big) continue;
+        want.push_back("prefetch");
+        want_hashes.push_back(HashKey(keys[ahead]));
+      }
+    };
+    prefetch_to(depth);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (keys[i] != big) {
+        want.push_back("get");
+        want_hashes.push_back(HashKey(keys[i]));
+      }
+      prefetch_to(i + 1 + depth);
+    }
+    EXPECT_EQ(r->calls, want);
+    EXPECT_EQ(r->hashes, want_hashes);
+    EXPECT_TRUE(statuses[0].ok());
+    EXPECT_EQ(values[1], "v");
+    EXPECT_TRUE(statuses[2].IsNotFound());
+    EXPECT_TRUE(statuses[3].IsInvalidArgument());
+    EXPECT_TRUE(statuses[5].ok());
+  }
+}
+
+TEST(EngineKit, MultiGetWithoutThePipelineIsGetAfterGet) {
+  const EngineInfo info = Info(false);
+  std::unique_ptr<Engine> e;
+  ASSERT_TRUE(OpenRecording(info, {}, &e).ok());
+  std::vector<std::string_view> keys = {"a", "b", "c"};
+  std::vector<std::string> values(3);
+  std::vector<Status> statuses(3);
+  e->MultiGet(keys, values, statuses);
+  EXPECT_EQ(Recording(e)->calls, (std::vector<std::string>{"get", "get", "get"}));
+}
+
+TEST(EngineKit, OptionsComeFromTheDeclarations) {
+  EngineInfo info = Info(false);
+  info.options = {OptionSpec::Uint("size", 42, 10, 100, "a size")};
+  std::unique_ptr<Engine> e;
+  ASSERT_TRUE(OpenRecording(info, {}, &e).ok());
+  EXPECT_EQ(Recording(e)->option_value, 42u);  // the declared default
+  Options o;
+  o.engine_options = {{"size", "77"}};
+  ASSERT_TRUE(OpenRecording(info, o, &e).ok());
+  EXPECT_EQ(Recording(e)->option_value, 77u);
+  for (const char* bad : {"9", "101", "ten", ""}) {
+    o.engine_options = {{"size", bad}};
+    const Status s = OpenRecording(info, o, &e);
+    EXPECT_TRUE(s.IsInvalidArgument()) << bad << ": " << s.ToString();
+    EXPECT_NE(s.message().find("size"), std::string::npos) << s.ToString();
+  }
+  o.engine_options = {{"sise", "50"}};
+  const Status s = OpenRecording(info, o, &e);
+  EXPECT_TRUE(s.IsInvalidArgument());
+  EXPECT_NE(s.message().find("unknown engine option 'sise' (this engine accepts: size, "
+                             "multiget_depth)"),
+            std::string::npos)
+      << s.ToString();
+}
+
+TEST(EngineKit, ReadingAnUndeclaredOptionIsAnEngineBug) {
+  const std::map<std::string, std::string> none;
+  const std::vector<OptionSpec> declared = {OptionSpec::Bool("flag", true, "a flag")};
+  EngineOptions options(none, declared);
+  EXPECT_TRUE(options.Bool("flag"));
+  (void)options.Uint("flag");      // the wrong type
+  (void)options.Double("other");   // not declared
+  const Status s = options.Finish();
+  EXPECT_TRUE(s.IsInvalidArgument());
+  EXPECT_NE(s.message().find("engine bug: option flag is read as another type"),
+            std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("engine bug: option other is read but not declared"),
+            std::string::npos) << s.ToString();
+}
+
+TEST(EngineKit, ResizeSwitchIsDeclaredFromTheCapability) {
+  EngineInfo info = Info(false);
+  EXPECT_TRUE(DeclaredOptions(info, false).empty());
+  info.capabilities.resize_switch = true;
+  info.capabilities.resize_when = "it doubles";
+  info.capabilities.refuses_when_full = true;
+  std::vector<OptionSpec> d = DeclaredOptions(info, true);
+  ASSERT_EQ(d.size(), 1 + CommonOptions().size());
+  EXPECT_EQ(d[0].name, "resize");
+  EXPECT_EQ(d[0].DefaultText(), "on");
+  EXPECT_NE(d[0].help.find("on: it doubles; off: an insert that finds no place is refused"),
+            std::string::npos) << d[0].help;
+  EXPECT_EQ(d[1].name, "multiget_depth");
+  EXPECT_EQ(d[1].RangeText(), "1..64");
+}
+
+TEST(EngineKit, PersistModesTheEngineDoesNotDeclareAreRefused) {
+  EngineInfo info = Info(false);
+  info.capabilities.persist_modes = {PersistMode::kEadr};
+  Options o;
+  std::unique_ptr<Engine> e;
+  o.persist = PersistMode::kAdr;
+  const Status s = OpenRecording(info, o, &e);
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_NE(s.message().find("does not support persist mode adr"), std::string::npos);
+  o.persist = PersistMode::kEadr;
+  EXPECT_TRUE(OpenRecording(info, o, &e).ok());
+}
+
+TEST(EngineKit, AnEngineMadeWithoutItsRegistryDataIsRefused) {
+  // Not through MakeEngine: no EngineInfo.
+  class Bare : public RecordingEngine {};
+  std::unique_ptr<pm::Pool> pool;
+  ASSERT_TRUE(pm::Pool::CreateDram("kit-test", 8ull << 20, &pool).ok());
+  std::unique_ptr<Engine> e;
+  const Status s = OpenEngine(std::make_unique<Bare>(), std::move(pool), true, {}, nullptr, &e);
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_NE(s.message().find("MakeEngine"), std::string::npos) << s.ToString();
+}
+
+// The root header: CreateRoot writes it, Close stores the count, a reopen validates it
+// and names the engine when the magic or the version is not its own.
+TEST(EngineKit, RootHeaderIsCreatedValidatedAndCountedAtClose) {
+  const EngineInfo info = Info(false);
+  char dir[] = "/tmp/pmhash-kit-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string path = std::string(dir) + "/kit.pool";
+  std::unique_ptr<pm::Pool> pool;
+  ASSERT_TRUE(pm::Pool::Create(path, "kit-test", 8ull << 20, &pool).ok());
+  std::unique_ptr<Engine> e;
+  ASSERT_TRUE(OpenEngine(MakeEngine<RecordingEngine>(info), std::move(pool), true, {}, nullptr,
+                         &e).ok());
+  ASSERT_TRUE(e->Insert("a", "1").ok());
+  ASSERT_TRUE(e->Insert("b", "2").ok());
+  const EngineRoot* live = static_cast<const EngineRoot*>(e->pool().root());
+  EXPECT_EQ(live->version, 3u);
+  EXPECT_EQ(live->check, 0u);
+  EXPECT_EQ(live->table, pm::kCacheLine);
+  EXPECT_EQ(live->count, 0u);  // in DRAM until Close
+  ASSERT_TRUE(e->Close().ok());
+  e.reset();
+  // The root as the file holds it, and a way to change it.
+  auto root_in_file = [&](EngineRoot* r, bool write) {
+    std::FILE* f = std::fopen(path.c_str(), "r+b");
+    ASSERT_NE(f, nullptr);
+    ASSERT_EQ(std::fseek(f, pm::kRootOffset, SEEK_SET), 0);
+    if (write) {
+      ASSERT_EQ(std::fwrite(r, sizeof(*r), 1, f), 1u);
+    } else {
+      ASSERT_EQ(std::fread(r, sizeof(*r), 1, f), 1u);
+    }
+    std::fclose(f);
+  };
+  EngineRoot root{};
+  root_in_file(&root, false);
+  EXPECT_EQ(root.count, 2u);
+  auto reopen = [&]() {
+    std::unique_ptr<pm::Pool> p;
+    Status s = pm::Pool::Open(path, "kit-test", &p);
+    if (s.ok()) {
+      s = OpenEngine(MakeEngine<RecordingEngine>(info), std::move(p), false, {}, nullptr, &e);
+    }
+    if (e != nullptr) (void)e->Close();
+    e.reset();
+    return s;
+  };
+  EXPECT_TRUE(reopen().ok());
+  root.version = 4;
+  root_in_file(&root, true);
+  Status s = reopen();
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(s.message().find("kit-test: root layout version 4 (this build reads 3)"),
+            std::string::npos) << s.ToString();
+  root.version = 3;
+  root.magic ^= 1;
+  root_in_file(&root, true);
+  s = reopen();
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(s.message().find("kit-test: root magic is wrong"), std::string::npos)
+      << s.ToString();
+  std::remove(path.c_str());
+  ::rmdir(dir);
+}
+
+// Registration survives static linking: this test binary links the library as a plain
+// static archive (no --whole-archive), and every engine folder's engines are there.
+TEST(EngineRegistry, EveryEngineFolderIsRegisteredWithoutWholeArchive) {
+  const std::set<std::string> expected = {"group", "linear", "linear-log", "smartht", "wophi"};
+  std::set<std::string> got;
+  for (const auto& [name, reg] : Registrations()) {
+    got.insert(name);
+    EXPECT_EQ(reg.info.description.name, name);
+    EXPECT_FALSE(reg.info.description.summary.empty()) << name;
+    EXPECT_FALSE(reg.info.description.paper.empty()) << name;
+    EXPECT_TRUE(reg.make != nullptr) << name;
+    // A table that refuses when full must have the switch that makes it refuse.
+    EXPECT_TRUE(!reg.info.capabilities.refuses_when_full || reg.info.capabilities.resize_switch)
+        << name;
+  }
+  for (const std::string& name : expected) EXPECT_EQ(got.count(name), 1u) << name;
+  EXPECT_EQ(FindEngine("no-such-engine"), nullptr);
+  const std::string unknown(UnknownEngine("x").message());
+  EXPECT_EQ(unknown.rfind("unknown engine 'x'; known engines: ", 0), 0u) << unknown;
+  for (const std::string& name : got) EXPECT_NE(unknown.find(name), std::string::npos) << name;
+}
+
+}  // namespace
+}  // namespace pmhash::engines

@@ -1,0 +1,41 @@
+// The root header every engine's root area opens with (Engine::root, pm::kRootOffset);
+// the engine's own root fields follow it. Engine creates, validates and shuts it down
+// for every engine (CreateRoot, OpenRoot / ValidateRoot, Close), so no engine repeats it.
+//
+//   struct EngineRoot {      // 32 bytes at the start of the root area
+//     uint64 magic;          // the engine's root magic: stored last at creation, so a
+//                            // root is valid only once everything before it is durable
+//     uint32 version;        // the engine's layout version (bumped when its layout changes)
+//     uint32 check;          // reserved, 0: a checksum of the immutable root fields later
+//     uint64 table;          // pool offset of the live table. A resize switches it with
+//                            // one failure-atomic 8-byte store (the resize's commit point)
+//     uint64 count;          // keys stored: exact after a clean Close (the kit stores it),
+//                            // recounted by an engine's recovery after a crash
+//   };
+//
+// The words are where every engine kept them before the kit (magic, version, table,
+// count as four 8-byte words): a little-endian version word reads as version and a zero
+// check, so existing pools open unchanged.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace pmhash::engines {
+
+struct EngineRoot {
+  uint64_t magic;
+  uint32_t version;
+  uint32_t check;
+  uint64_t table;
+  uint64_t count;
+};
+static_assert(sizeof(EngineRoot) == 32, "the root header is four words");
+static_assert(offsetof(EngineRoot, magic) == 0 && offsetof(EngineRoot, version) == 8 &&
+                  offsetof(EngineRoot, check) == 12 && offsetof(EngineRoot, table) == 16 &&
+                  offsetof(EngineRoot, count) == 24,
+              "the header's words sit where every engine kept them (existing pools)");
+static_assert(offsetof(EngineRoot, table) % 8 == 0 && offsetof(EngineRoot, count) % 8 == 0,
+              "table and count are stored with one failure-atomic 8-byte store each");
+
+}  // namespace pmhash::engines
