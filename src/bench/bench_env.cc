@@ -8,13 +8,19 @@ namespace pmhash::bench {
 
 BenchEnv DefaultEnv() {
   BenchEnv env;
-  env.open = [](const Options& o, std::unique_ptr<Index>* index) { return Open(o, index); };
+  env.open = [](const Options& o, std::unique_ptr<engines::Engine>* index) {
+    return engines::Open(o, index);
+  };
   env.open_on_pool = [](const Options& o, std::unique_ptr<pm::Pool> pool,
-                        pm::PersistObserver* observer, std::unique_ptr<Index>* index) {
+                        pm::PersistObserver* observer, std::unique_ptr<engines::Engine>* index) {
     const engines::EngineRegistration* reg = engines::FindEngine(o.engine);
     if (reg == nullptr) return engines::UnknownEngine(o.engine);
     return engines::OpenEngine(reg->make(), std::move(pool), /*fresh=*/true, o, observer,
                                index);
+  };
+  env.info = [](const std::string& engine) -> const engines::EngineInfo* {
+    const engines::EngineRegistration* reg = engines::FindEngine(engine);
+    return reg == nullptr ? nullptr : &reg->info;
   };
   env.warn = [](const std::string& w) {
     std::fprintf(stderr, "pmhash bench: warning: %s\n", w.c_str());

@@ -136,7 +136,9 @@ TEST(Compare, DriverOutputAgainstItselfIsAllNoise) {
   Captured run;
   BenchEnv env = CaptureEnv(&run);
   env.engines = [] { return std::vector<std::string>{"linear"}; };
-  env.open = [](const Options& o, std::unique_ptr<Index>* index) { return Open(o, index); };
+  const BenchEnv registered = DefaultEnv();
+  env.open = registered.open;
+  env.info = registered.info;
   ASSERT_EQ(RunBenchArgs({"--engine", "linear", "--records", "500", "--phases", "load,search",
                           "--pool", "dram", "--pool-size", "8M", "--repeat", "2", "--json",
                           path, "--quiet"},

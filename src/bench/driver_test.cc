@@ -250,7 +250,7 @@ std::unique_ptr<engines::Engine> MakeTestEngine(EngineMode mode) {
   return engines::MakeEngine<TestEngine>(InfoFor(mode), mode);
 }
 
-Status TestOpen(const Options& o, std::unique_ptr<Index>* index, EngineMode mode) {
+Status TestOpen(const Options& o, std::unique_ptr<engines::Engine>* index, EngineMode mode) {
   std::unique_ptr<pm::Pool> pool;
   bool fresh = true;
   if (o.path.empty()) {
@@ -273,11 +273,13 @@ struct Captured {
 
 BenchEnv TestEnv(Captured* cap, EngineMode mode = {}) {
   BenchEnv env;
-  env.open = [mode](const Options& o, std::unique_ptr<Index>* index) {
+  env.open = [mode](const Options& o, std::unique_ptr<engines::Engine>* index) {
     return TestOpen(o, index, mode);
   };
+  env.info = [mode](const std::string&) { return &InfoFor(mode); };
   env.open_on_pool = [mode](const Options& o, std::unique_ptr<pm::Pool> pool,
-                            pm::PersistObserver* observer, std::unique_ptr<Index>* index) {
+                            pm::PersistObserver* observer,
+                            std::unique_ptr<engines::Engine>* index) {
     return engines::OpenEngine(MakeTestEngine(mode), std::move(pool), true, o, observer,
                                index);
   };

@@ -5,22 +5,9 @@
 #include "bench/plans.h"
 #include "bench/pool_files.h"
 #include "bench/workers.h"
+#include "engines/engine.h"
 
 namespace pmhash::bench {
-
-namespace {
-
-// What a refusal says, read from its text: the only two places the runner does so.
-// Opening with resize=off failed because the engine has no `resize` option.
-bool RejectsResizeOption(const Status& s) {
-  return s.IsInvalidArgument() && s.message().find("resize") != std::string::npos;
-}
-// An insert was refused because the pool, not the table, is full.
-bool RefusedByPool(const std::string& refusal) {
-  return refusal.find("pool full") != std::string::npos;
-}
-
-}  // namespace
 
 Status RunFill(const BenchConfig& config, const BenchEnv& env, const std::string& engine,
                int threads, size_t phase_pos, const KeySpace& keys, const ValuePool& values,
@@ -30,25 +17,20 @@ Status RunFill(const BenchConfig& config, const BenchEnv& env, const std::string
   Options o = BaseOptions(config, engine);
   o.path = config.redundancy ? std::string() : path;
   o.pool_size = PoolSizeFor(config, 2 * config.records);
+  // What the engine can do, from its registry data: whether it accepts resize=off.
+  const engines::EngineInfo* info = env.info ? env.info(engine) : nullptr;
+  if (info == nullptr) return Status::InvalidArgument("fill: unknown engine '" + engine + "'");
+  const bool resize_switch = info->capabilities.resize_switch;
   const auto given = o.engine_options.find("resize");
   const bool user_resize = given != o.engine_options.end();
-  bool resize_off = !user_resize || given->second == "off" || given->second == "false" ||
-                    given->second == "0" || given->second == "no";
-  if (!user_resize) o.engine_options["resize"] = "off";
+  const bool resize_off = user_resize ? (given->second == "off" || given->second == "false" ||
+                                         given->second == "0" || given->second == "no")
+                                      : resize_switch;
+  if (!user_resize && resize_switch) o.engine_options["resize"] = "off";
   PoolGuard guard(config.redundancy ? std::string() : path);
   OpenedIndex opened;
-  Status s = OpenFresh(config, env, o, &opened);
-  if (!s.ok() && !user_resize && RejectsResizeOption(s)) {
-    // The engine has no such option: it never refuses for want of a resize (chained),
-    // or it always resizes.
-    resize_off = false;
-    o.engine_options.erase("resize");
-    opened.index.reset();
-    opened.sim.reset();
-    s = OpenFresh(config, env, o, &opened);
-  }
-  PMHASH_RETURN_IF_ERROR(s);
-  Index* index = opened.get();
+  PMHASH_RETURN_IF_ERROR(OpenFresh(config, env, o, &opened));
+  engines::Engine* index = opened.get();
   const Planner planner(config, keys, values);
   Quiesce(index);
   const IndexStats before = index->Stats();
@@ -59,7 +41,7 @@ Status RunFill(const BenchConfig& config, const BenchEnv& env, const std::string
   plans.clear();
   Quiesce(index);
   const IndexStats after_load = index->Stats();
-  const bool by_pool1 = m.refused && RefusedByPool(m.refusal);
+  const bool by_pool1 = m.refused && m.refused_by_pool;
   const bool grew1 = after_load.key_slots > before.key_slots;
 
   // The row's span: step 1 unless step 2 ends in a refusal by the table.
@@ -93,7 +75,7 @@ Status RunFill(const BenchConfig& config, const BenchEnv& env, const std::string
     plans.clear();
     Quiesce(index);
     after = index->Stats();
-    const bool by_pool2 = m2.refused && RefusedByPool(m2.refusal);
+    const bool by_pool2 = m2.refused && m2.refused_by_pool;
     if (m2.refused && !by_pool2) {
       both = m;
       Accumulate(m2, &both);

@@ -5,11 +5,7 @@
 
 namespace pmhash::bench {
 
-engines::Engine* AsEngine(Index* index) { return dynamic_cast<engines::Engine*>(index); }
-
-void Quiesce(Index* index) {
-  if (engines::Engine* eng = AsEngine(index)) eng->WaitForBackgroundWork();
-}
+void Quiesce(engines::Engine* index) { index->WaitForBackgroundWork(); }
 
 Options BaseOptions(const BenchConfig& config, const std::string& engine) {
   Options o;
@@ -41,12 +37,7 @@ Status OpenFresh(const BenchConfig& config, const BenchEnv& env, const Options& 
   PMHASH_RETURN_IF_ERROR(pm::Pool::CreateDram(o.engine, o.pool_size, &pool));
   out->sim = std::make_unique<pm::CrashSim>(pool->base(), pool->size(), config.persist);
   PMHASH_RETURN_IF_ERROR(env.open_on_pool(o, std::move(pool), out->sim.get(), &out->index));
-  engines::Engine* eng = AsEngine(out->index.get());
-  if (eng == nullptr) {
-    return Status::InvalidArgument("--redundancy: engine " + o.engine +
-                                   " is not an engines::Engine");
-  }
-  out->sim->ReportTo(&eng->persister());
+  out->sim->ReportTo(&out->index->persister());
   return Status::OK();
 }
 

@@ -1,5 +1,4 @@
-// Opening the indexes a run measures. AsEngine is the one place the runner looks past the
-// Index interface (background work, the crash simulator's counters, Abandon).
+// Opening the indexes a run measures.
 #pragma once
 
 #include <memory>
@@ -7,22 +6,15 @@
 
 #include "bench/config.h"
 #include "bench/runner.h"
+#include "engines/engine.h"
 #include "pm/crashsim.h"
 #include "pmhash/index.h"
 
-namespace pmhash::engines {
-class Engine;
-}  // namespace pmhash::engines
-
 namespace pmhash::bench {
-
-// The engine behind `index`, or nullptr when it is not an engines::Engine (an index
-// opened some other way).
-engines::Engine* AsEngine(Index* index);
 
 // Background work an operation started (wophi's PAB refill, smartht's filter rebuild)
 // finishes before the phase's counters are read, outside the timed part.
-void Quiesce(Index* index);
+void Quiesce(engines::Engine* index);
 
 // The Options every index of the run gets for `engine`: persistence from the config,
 // counters on, sized for --records, --opt applied ("engine:name=value" to that engine
@@ -33,13 +25,13 @@ Options BaseOptions(const BenchConfig& config, const std::string& engine);
 // must outlive the index (the index's persister calls it until the index is gone).
 struct OpenedIndex {
   std::unique_ptr<pm::CrashSim> sim;
-  std::unique_ptr<Index> index;
+  std::unique_ptr<engines::Engine> index;
 
   OpenedIndex() = default;
   OpenedIndex(const OpenedIndex&) = delete;
   OpenedIndex& operator=(const OpenedIndex&) = delete;
   ~OpenedIndex() { index.reset(); }
-  Index* get() const { return index.get(); }
+  engines::Engine* get() const { return index.get(); }
 };
 
 // Opens a fresh index with options `o` (o.path set, or empty for DRAM). Under

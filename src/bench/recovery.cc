@@ -11,8 +11,7 @@ RecoveryTimes TimeRecovery(const BenchConfig& config, const BenchEnv& env,
                            const std::string& engine, int threads, const Options& options,
                            const std::string& path, OpenedIndex* opened) {
   RecoveryTimes times;
-  engines::Engine* eng = AsEngine(opened->get());
-  const bool file_pool = !path.empty() && eng != nullptr;
+  const bool file_pool = !path.empty();
   Options reopen_options = options;
   reopen_options.error_if_exists = false;
   reopen_options.create_if_missing = false;
@@ -27,7 +26,7 @@ RecoveryTimes TimeRecovery(const BenchConfig& config, const BenchEnv& env,
   };
   if (config.recovery && file_pool) {
     const uint64_t count = opened->get()->Count();
-    eng->Abandon();
+    opened->get()->Abandon();
     opened->index.reset();
     double open_ms = 0;
     Status s = reopen_timed("recovery", &open_ms);

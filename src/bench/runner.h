@@ -39,6 +39,11 @@
 #include "bench/json.h"
 #include "pmhash/index.h"
 
+namespace pmhash::engines {
+class Engine;
+struct EngineInfo;
+}  // namespace pmhash::engines
+
 namespace pmhash::pm {
 class Pool;
 class PersistObserver;
@@ -97,14 +102,19 @@ struct PhaseResult {
   Json ToJson() const;
 };
 
-// How the runner opens indexes (tests substitute a test-only engine).
+// How the runner opens indexes (tests substitute a test-only engine). The runner holds
+// engines (engines/engine.h), not only Indexes: it waits for their background work,
+// abandons them to time recovery, and reads what they can do from their registry data.
 struct BenchEnv {
-  std::function<Status(const Options&, std::unique_ptr<Index>*)> open;
+  std::function<Status(const Options&, std::unique_ptr<engines::Engine>*)> open;
   // Opens a fresh index of options.engine on a mapped (DRAM) pool with an observer
-  // (--redundancy: the crash simulator). The index must be an engines::Engine.
+  // (--redundancy: the crash simulator).
   std::function<Status(const Options&, std::unique_ptr<pm::Pool>, pm::PersistObserver*,
-                       std::unique_ptr<Index>*)>
+                       std::unique_ptr<engines::Engine>*)>
       open_on_pool;
+  // The registry data of an engine (capabilities: e.g. whether it accepts resize=off),
+  // nullptr if unknown.
+  std::function<const engines::EngineInfo*(const std::string& engine)> info;
   // Live progress (may be empty): called from the runner's thread while a phase runs.
   std::function<void(const std::string& what, uint64_t done, uint64_t total)> progress;
   // Warnings (e.g. a recovered index lost keys): one line each.

@@ -40,6 +40,7 @@ struct alignas(64) ThreadOutcome {
   uint64_t errors = 0, checksum = 0, attempted = 0;
   std::string first_error;
   bool refused = false;
+  bool refused_by_pool = false;
 };
 
 struct WorkerContext {
@@ -156,6 +157,7 @@ void Worker(const WorkerContext& ctx, const ThreadPlan& plan, ThreadOutcome* out
     if (!ok) {
       if (ctx.stop_on_refusal && kind == OpKind::kInsert && s.IsResourceExhausted()) {
         out->refused = true;
+        out->refused_by_pool = s.IsPoolFull();
         out->first_error = s.ToString();
         ctx.stop->store(true, std::memory_order_relaxed);
         ++i;
@@ -221,6 +223,7 @@ Measured RunWorkers(Index* index, const ValuePool& values, const BenchConfig& co
     m.checksum += o.checksum;
     if (o.refused && !m.refused) {
       m.refused = true;
+      m.refused_by_pool = o.refused_by_pool;
       m.refusal = o.first_error;
     } else if (!o.first_error.empty() && m.first_error.empty() && !o.refused) {
       m.first_error = o.first_error;
@@ -239,6 +242,7 @@ void Accumulate(const Measured& more, Measured* m) {
   m->checksum += more.checksum;
   if (m->first_error.empty()) m->first_error = more.first_error;
   m->refused = more.refused;
+  m->refused_by_pool = more.refused_by_pool;
   m->refusal = more.refusal;
 }
 

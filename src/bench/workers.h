@@ -39,6 +39,7 @@ struct Measured {
   uint64_t errors = 0, checksum = 0;
   std::string first_error;
   bool refused = false;   // an insert was refused (stop_on_refusal)
+  bool refused_by_pool = false;  // ... because the pool, not the table, was full (PoolFull)
   std::string refusal;    // its status
   std::vector<int> pinned;  // --pin: the CPU of each thread (empty: unpinned)
 };
