@@ -1,0 +1,52 @@
+// Tag matching: compares a row of one-byte tags (fingerprints, form bytes, tokens) with one
+// byte and returns a bit mask, bit i set when tags[i] equals the byte. Engines scan a
+// bucket's or a group's tags this way instead of byte by byte.
+//
+// One small type with four implementations of the same contract: portable (8 bytes at a
+// time in a 64-bit word, for any CPU), SSE2 (16 bytes per compare, every x86-64 CPU),
+// AVX2 (32) and AVX-512BW (64). `TagMatcher::Best()` picks the widest the CPU and the OS
+// support, once, by cpuid (util/cpu.h): nothing is built with -march=native. Tests run
+// every implementation the machine has on the same inputs and require equal masks.
+//
+// Contract: MatchN reads exactly N bytes at `tags` (no alignment needed); a caller with
+// fewer live tags masks the result (e.g. `mask & ((1 << live) - 1)`).
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+namespace pmhash {
+
+enum class MatchIsa : uint8_t { kPortable, kSse2, kAvx2, kAvx512 };
+std::string_view MatchIsaName(MatchIsa isa);
+
+class TagMatcher {
+ public:
+  using Fn16 = uint16_t (*)(const uint8_t* tags, uint8_t byte);
+  using Fn32 = uint32_t (*)(const uint8_t* tags, uint8_t byte);
+  using Fn64 = uint64_t (*)(const uint8_t* tags, uint8_t byte);
+
+  // The widest implementation this machine runs (chosen once).
+  static const TagMatcher& Best();
+  // A given implementation, or nullptr when this CPU (or OS) cannot run it.
+  static const TagMatcher* For(MatchIsa isa);
+  // Every implementation this machine runs, portable first.
+  static std::vector<const TagMatcher*> Available();
+
+  uint16_t Match16(const uint8_t* tags, uint8_t byte) const { return match16_(tags, byte); }
+  uint32_t Match32(const uint8_t* tags, uint8_t byte) const { return match32_(tags, byte); }
+  uint64_t Match64(const uint8_t* tags, uint8_t byte) const { return match64_(tags, byte); }
+  MatchIsa isa() const { return isa_; }
+
+  constexpr TagMatcher(MatchIsa isa, Fn16 m16, Fn32 m32, Fn64 m64)
+      : isa_(isa), match16_(m16), match32_(m32), match64_(m64) {}
+
+ private:
+  MatchIsa isa_;
+  Fn16 match16_;
+  Fn32 match32_;
+  Fn64 match64_;
+};
+
+}  // namespace pmhash
