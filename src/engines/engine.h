@@ -2,14 +2,15 @@
 // allocator, undo log and slot codec), engine-option parsing, and the registry.
 //
 // Open sequence (src/engines/engine.cc):
-//   new pool:        Pool::Create -> Persister -> Configure -> MarkInUse ->
-//                    UndoLog::Format -> Allocator::Format -> Create -> MarkInitialized
-//   existing pool:   Pool::Open -> Persister -> Configure -> MarkInUse ->
+//   new pool:        Pool::Create (state kCreating) -> Persister -> Configure ->
+//                    UndoLog::Format -> Allocator::Format -> Create -> MarkCreated (kOpen)
+//   existing pool:   Pool::Open -> Persister -> Configure -> MarkInUse (kClean -> kOpen) ->
 //                    UndoLog::Recover -> (clean) Allocator::Load |
 //                    (crashed) Allocator::Rebuild(EnumerateBlocks) -> Recover(clean)
-//   a pool whose creation crashed (not initialized): zero the root, then as a new pool.
-//   Create therefore never has to recognize a half-created root, and Recover may treat
-//   any root it cannot read as Corruption.
+//   a pool still kCreating (its creation crashed): zero the root, then as a new pool.
+//   Only that positive marker formats a pool (src/pm/pool.h). Create therefore never has
+//   to recognize a half-created root, and Recover may treat any root it cannot read as
+//   Corruption.
 //   Close():         Shutdown -> Allocator::PersistState -> Pool::MarkClean
 // An engine adds a folder src/engines/<name>/ and registers itself with
 // PMHASH_REGISTER_ENGINE; the conformance and crash suites then pick it up.

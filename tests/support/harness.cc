@@ -39,6 +39,7 @@ Status OpenFile(const EngineSpec& spec, const std::string& path, const Options& 
     Options o = options;
     o.engine = spec.name;
     o.path = path;
+    o.create_if_missing = true;
     return Open(o, index);
   }
   struct stat st;
