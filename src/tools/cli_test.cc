@@ -649,13 +649,41 @@ TEST(CliEngine, DamagedHeaderStateIsRefusedAndFormatsNothing) {
         EXPECT_NE(r.err.find(what), std::string::npos) << r;
         EXPECT_EQ(r.out.find("verdict         OK"), std::string::npos) << r;
       }
-      EXPECT_EQ(ReadFile(p), bad) << "a refused command wrote to the pool";
+      EXPECT_TRUE(ReadFile(p) == bad) << "a refused command wrote to the pool";
       bad[off] ^= flip;
       std::ofstream(p, std::ios::binary | std::ios::trunc) << bad;
       ToolRun r = RunTool({"get", p, "survivor"});
       EXPECT_EQ(r.out, "value\n") << r;
     }
   }
+}
+
+// Guards issue 13's "an undo lane can replay a stale entry", through the public tool: an
+// idle pool whose first undo lane (an inline value became a record: one transaction on
+// lane 0) has its entry count set to 1 must be refused, not rolled back to an old slot.
+TEST(CliEngine, IdleUndoLaneWithACountIsRefused) {
+  REQUIRE_ENGINE(engine);
+  TempDir dir;
+  const std::string p = dir.File("p.pool");
+  const std::vector<std::string> create = {"--create", "--engine", engine, "--size", "8M"};
+  ASSERT_EQ(RunTool({"put", p, "the-key!", "8-bytes!", "--create", "--engine", engine,
+                     "--size", "8M"})
+                .exit_code,
+            0);
+  ASSERT_EQ(RunTool({"put", p, "the-key!", "a value that is not 8 bytes long"}).exit_code, 0);
+  std::string bytes = ReadFile(p);
+  // The log follows the root area (pool.h); its lanes follow a 64-byte header.
+  const uint64_t lane0 = pm::kRootOffset + pm::kRootSize + 64, one = 1;
+  std::memcpy(bytes.data() + lane0, &one, 8);
+  std::ofstream(p, std::ios::binary | std::ios::trunc) << bytes;
+  ToolRun r = RunTool({"pool", "check", p});
+  ExpectFailure(r, 1, "undo log lane 0");
+  EXPECT_EQ(r.out.find("verdict         OK"), std::string::npos) << r;
+  // Nothing was rolled back (the open marked the pool in use before it read the log).
+  std::string after = ReadFile(p);
+  ASSERT_EQ(after.size(), bytes.size());
+  std::memcpy(after.data() + pm::kPoolStateOffset, bytes.data() + pm::kPoolStateOffset, 8);
+  EXPECT_TRUE(after == bytes) << "a refused check changed the pool";
 }
 
 TEST(CliEngine, PutGetDelCountDump) {
