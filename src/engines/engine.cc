@@ -325,6 +325,13 @@ Status Engine::UpdateSlot(uint8_t* form, KvWords* words, std::string_view key,
   return Status::OK();
 }
 
+Result<uint64_t> Engine::VerifyBlocks() {
+  if (pool_ == nullptr) return Status::InvalidArgument("index is closed");
+  WaitForBackgroundWork();
+  return allocator_->Verify(
+      [this](const pm::Allocator::LiveBlockVisitor& visit) { return EnumerateBlocks(visit); });
+}
+
 Engine::~Engine() { Abandon(); }
 
 Status Engine::Close() {

@@ -78,6 +78,12 @@ class Engine : public Index {
   pm::Pool& pool() const { return *pool_; }
   pm::Persister& persister() const { return *persister_; }
 
+  // For `pmhash pool check`: the allocator against the blocks EnumerateBlocks reaches
+  // (Allocator::Verify): the number of blocks, or Corruption naming leaked, twice-reached
+  // and unallocated blocks. Waits for background work first; no other thread may use the
+  // index meanwhile.
+  Result<uint64_t> VerifyBlocks();
+
  protected:
   Engine() = default;
 

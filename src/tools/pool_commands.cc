@@ -13,6 +13,7 @@
 #include <ctime>
 #include <memory>
 
+#include "engines/engine.h"
 #include "pm/pool.h"
 #include "pmhash/index.h"
 #include "tools/commands.h"
@@ -188,6 +189,14 @@ int CmdPoolCheck(const std::string& path, const std::string& engine,
   const uint64_t count = index->Count();
   std::printf("keys            %llu by iteration, Count() = %llu\n",
               static_cast<unsigned long long>(seen), static_cast<unsigned long long>(count));
+  auto* eng = dynamic_cast<engines::Engine*>(index.get());
+  const Result<uint64_t> blocks =
+      eng != nullptr ? eng->VerifyBlocks()
+                     : Result<uint64_t>(Status::InvalidArgument("not a pmhash engine"));
+  if (blocks.ok()) {
+    std::printf("allocator       %llu blocks reachable, each allocated once, none leaked\n",
+                static_cast<unsigned long long>(blocks.value()));
+  }
   s = index->Close();
   if (!s.ok()) return Fail(kExitFailure, "closing " + path + ": " + s.message());
   if (seen != count) {
@@ -195,6 +204,10 @@ int CmdPoolCheck(const std::string& path, const std::string& engine,
     return Fail(kExitFailure, path + " is inconsistent: iteration found " +
                                   std::to_string(seen) + " keys but Count() is " +
                                   std::to_string(count));
+  }
+  if (!blocks.ok()) {
+    std::printf("verdict         INCONSISTENT\n");
+    return Fail(kExitFailure, path + " is inconsistent: " + blocks.status().message());
   }
   std::printf("verdict         OK\n");
   return kExitOk;

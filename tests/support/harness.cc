@@ -159,6 +159,11 @@ std::string CheckIndex(Index* index, const Model& model, const std::vector<Op>& 
     return "Count() is " + std::to_string(index->Count()) + " but ForEach returned " +
            std::to_string(seen.size()) + " keys";
   }
+  if (auto* engine = dynamic_cast<engines::Engine*>(index)) {
+    if (Result<uint64_t> blocks = engine->VerifyBlocks(); !blocks.ok()) {
+      return "the allocator disagrees with the reachable blocks: " + blocks.status().ToString();
+    }
+  }
   // The states each interrupted operation may leave its key in (distinct keys).
   struct Allowed {
     std::optional<std::string> before, after;
