@@ -59,6 +59,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstddef>
 #include <cstring>
 #include <iterator>
 #include <map>
@@ -129,7 +130,8 @@ struct StateHeader {
   uint64_t checksum;
   uint64_t reserved[7];
 };
-static_assert(sizeof(StateHeader) == 64, "the state header is one cache line");
+static_assert(sizeof(StateHeader) == 64 && offsetof(StateHeader, checksum) == 0,
+              "the state header is one cache line, its checksum first");
 static_assert(sizeof(AllocHeader) + sizeof(StateHeader) <= kMetaOffset,
               "headers fit before the table");
 

@@ -44,6 +44,7 @@
 #include "pm/undo_log.h"
 
 #include <condition_variable>
+#include <cstddef>
 #include <cstring>
 #include <mutex>
 #include <string>
