@@ -94,8 +94,9 @@ class Engine : public Index {
   // Attaches to the structure in an existing pool. `clean` is false after a crash:
   // repair what the persist order allows to be torn. The allocator is ready.
   virtual Status Recover(bool clean) = 0;
-  // Visits every block reachable from the root (for Allocator::Rebuild). Runs before
-  // Recover, reading raw PM: offsets must be checked (pool().Contains) before use.
+  // Visits every block reachable from the root (for Allocator::Rebuild), each once. Runs
+  // before Recover, reading raw PM: offsets must be checked (pool().Contains) before use;
+  // VerifyBlocks also runs it on an open, quiet index.
   virtual Status EnumerateBlocks(const pm::Allocator::LiveBlockVisitor& visit) const = 0;
   // Persists what a clean reopen needs (e.g. a DRAM filter). Default: nothing.
   virtual Status Shutdown() { return Status::OK(); }
