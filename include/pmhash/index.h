@@ -3,6 +3,7 @@
 //   pmhash::Options options;
 //   options.engine = "group";
 //   options.path = "/mnt/pmem/my.pool";
+//   options.create_if_missing = true;                   // default: open only
 //   std::unique_ptr<pmhash::Index> index;
 //   pmhash::Status s = pmhash::Open(options, &index);   // creates or recovers
 //   s = index->Put("key", "value");
@@ -107,7 +108,9 @@ class Index {
   virtual Status Close() = 0;
 };
 
-// Creates (options.path missing, or empty for DRAM) or opens and recovers an index.
+// Opens and recovers the index at options.path, or creates it (a missing path with
+// create_if_missing; an empty path: a new DRAM index). NotFound for a missing path
+// without create_if_missing, AlreadyExists for an existing one with error_if_exists.
 Status Open(const Options& options, std::unique_ptr<Index>* index);
 
 struct EngineDescription {

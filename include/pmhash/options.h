@@ -28,8 +28,8 @@ struct Options {
   // it may be empty, meaning "whatever engine the pool holds"; if set, it must match.
   std::string engine;
 
-  // Pool file. Empty means an anonymous DRAM pool: volatile, for benchmarking only.
-  // The file is created when missing (create_if_missing) and recovered when present.
+  // Pool file. Empty means an anonymous DRAM pool: volatile, for benchmarking only, and
+  // always new (the two creation options below do not apply).
   std::string path;
 
   // Size of a newly created pool in bytes (range 4 MiB .. 1 TiB, pm::kMinPoolSize ..
@@ -37,7 +37,18 @@ struct Options {
   // grows: an insert that needs more is ResourceExhausted. Ignored on open.
   uint64_t pool_size = 256ull << 20;
 
-  bool create_if_missing = true;
+  // Creation is explicit (as in LevelDB):
+  //   create_if_missing  false (default): a missing `path` is NotFound.
+  //                      true: a missing `path` is created (`engine` required).
+  //   error_if_exists    false (default): an existing `path` is opened and recovered.
+  //                      true: an existing `path` is AlreadyExists (to create only).
+  // Opening an existing file never formats it, whatever these say: only a pool whose own
+  // header says its creation never finished is created again (src/pm/pool.h). The
+  // default opens what exists and creates nothing, so a mistyped path is an error, not a
+  // new empty index. Callers that relied on the old default (create when missing) set
+  // create_if_missing = true; the CLI creates only with `pmhash pool create` or a data
+  // command's --create.
+  bool create_if_missing = false;
   bool error_if_exists = false;
 
   PersistMode persist = PersistMode::kAdr;

@@ -3,20 +3,44 @@
 #include <cstring>
 #include <string>
 
+#include "util/hash.h"
+
 namespace pmhash {
 namespace {
 
-// The fixed part of an out-of-line record; key and value bytes follow it.
+// The fixed part of an out-of-line record, one 8-byte word; key and value bytes follow.
+//   bits  0..16  key length    (0 .. kMaxKeySize)
+//   bits 17..37  value length  (0 .. kMaxValueSize)
+//   bits 38..63  check: the top 26 bits of Hash64(value, seed = Hash64(key, seed = the
+//                record's pool offset ^ the two lengths))
+constexpr int kKeyLenBits = 17, kValueLenBits = 21, kCheckShift = kKeyLenBits + kValueLenBits;
+static_assert(kMaxKeySize < (uint64_t{1} << kKeyLenBits) &&
+                  kMaxValueSize < (uint64_t{1} << kValueLenBits),
+              "the lengths fit their fields");
+constexpr uint64_t kKeyLenMask = (uint64_t{1} << kKeyLenBits) - 1;
+constexpr uint64_t kValueLenMask = (uint64_t{1} << kValueLenBits) - 1;
+constexpr uint64_t kLengthsMask = (uint64_t{1} << kCheckShift) - 1;
+
 struct RecordHeader {
-  uint32_t key_len;
-  uint32_t value_len;
+  uint64_t word;
+  uint64_t key_len() const { return word & kKeyLenMask; }
+  uint64_t value_len() const { return (word >> kKeyLenBits) & kValueLenMask; }
 };
-static_assert(sizeof(RecordHeader) == 8, "the record header is one 8-byte word");
+static_assert(sizeof(RecordHeader) == SlotCodec::kRecordHeaderSize,
+              "the record header is one 8-byte word");
+
+// The header word of a record at `offset` holding key and value.
+uint64_t RecordWord(uint64_t offset, std::string_view key, std::string_view value) {
+  const uint64_t lengths = key.size() | uint64_t{value.size()} << kKeyLenBits;
+  const uint64_t check =
+      Hash64(value.data(), value.size(), Hash64(key.data(), key.size(), offset ^ lengths));
+  return lengths | (check >> kCheckShift) << kCheckShift;
+}
 
 // The allocator aligns every block to 16 bytes at least (src/pm/alloc.h).
 constexpr uint64_t kMinBlockAlign = 16;
 
-uint64_t RecordSize(size_t key_len, size_t value_len) {
+uint64_t RecordSize(uint64_t key_len, uint64_t value_len) {
   return sizeof(RecordHeader) + key_len + value_len;
 }
 
@@ -71,11 +95,9 @@ Status SlotCodec::EncodeRecord(std::string_view key, std::string_view value,
   const uint64_t offset = *block;
   char* rec = pool_.At<char>(offset);
 
-  // Header as one aligned 8-byte store (blocks are 16-byte aligned).
-  RecordHeader header{static_cast<uint32_t>(key.size()), static_cast<uint32_t>(value.size())};
-  uint64_t header_word;
-  std::memcpy(&header_word, &header, sizeof(header_word));
-  persister_.Store(reinterpret_cast<uint64_t*>(rec), header_word);
+  // Header as one aligned 8-byte store (blocks are 16-byte aligned), its check computed
+  // from the caller's bytes: the record is written once and never changes.
+  persister_.Store(reinterpret_cast<uint64_t*>(rec), RecordWord(offset, key, value));
   if (!key.empty()) persister_.Copy(rec + sizeof(RecordHeader), key.data(), key.size());
   if (!value.empty()) {
     persister_.Copy(rec + sizeof(RecordHeader) + key.size(), value.data(), value.size());
@@ -94,9 +116,9 @@ const char* SlotCodec::RecordAt(uint64_t offset, RecordHeaderView* header) const
   const char* rec = pool_.At<const char>(offset);
   RecordHeader h;
   std::memcpy(&h, rec, sizeof(h));
-  if (RecordSize(h.key_len, h.value_len) > pool_.size() - offset) return nullptr;
-  header->key_len = h.key_len;
-  header->value_len = h.value_len;
+  if (RecordSize(h.key_len(), h.value_len()) > pool_.size() - offset) return nullptr;
+  header->key_len = h.key_len();
+  header->value_len = h.value_len();
   return rec;
 }
 
@@ -189,9 +211,13 @@ bool SlotCodec::Plausible(SlotForm form, const KvWords& words) const {
   if (!allocator_.IsAllocated(offset)) return false;
   RecordHeader header;
   std::memcpy(&header, pool_.At<const char>(offset), sizeof(header));
-  if (header.key_len > kMaxKeySize || header.value_len > kMaxValueSize) return false;
-  const uint64_t size = RecordSize(header.key_len, header.value_len);
-  return size <= heap_end - offset && size <= allocator_.UsableSize(offset);
+  if (header.key_len() > kMaxKeySize || header.value_len() > kMaxValueSize) return false;
+  const uint64_t size = RecordSize(header.key_len(), header.value_len());
+  if (size > heap_end - offset || size > allocator_.UsableSize(offset)) return false;
+  // The record's check: every byte of it as written.
+  const char* key = pool_.At<const char>(offset) + sizeof(RecordHeader);
+  return RecordWord(offset, std::string_view(key, header.key_len()),
+                    std::string_view(key + header.key_len(), header.value_len())) == header.word;
 }
 
 }  // namespace pmhash

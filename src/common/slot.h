@@ -5,7 +5,20 @@
 //   record form (anything else, up to kMaxKeySize / kMaxValueSize):
 //     word0 = pool offset of a record, word1 = HashKey(key) (compared before the record
 //     is read, so a mismatch costs no PM read)
-//     record = struct { uint32 key_len; uint32 value_len; key bytes; value bytes; }
+//     record = struct { uint64 header; key bytes; value bytes; }, header = key length
+//     (17 bits), value length (21 bits) and a 26-bit check of the lengths, the bytes and
+//     the record's pool offset (slot.cc), written once with the record.
+//
+// What is verified: a record is written once and never changes, so its check holds for
+// its whole life. Plausible verifies it, and every engine calls Plausible on every slot
+// when it recovers after a crash and in CheckInvariants, so a damaged record (header,
+// key or value) is Corruption there; smartht's Get and ForEach call it too. The other
+// engines' Get does not verify (Value returns a view with no Status to report through,
+// and verifying costs one hash of key and value per read): a damaged record there reads
+// as a wrong key (a miss) or a wrong value until recovery or a check finds it.
+// Not protected: the inline form (16 bytes in the slot, no room for a check) and the
+// engines' per-slot metadata; a damaged byte there is found only where an engine's own
+// invariants catch it (e.g. a key outside its home bucket).
 //
 // The form is not derivable from the words, so each engine keeps it in its per-slot
 // metadata (token, bitmap byte), which is also the slot's commit point:
@@ -39,6 +52,9 @@ static_assert(sizeof(KvWords) == 16, "a key-value slot is two 8-byte words");
 
 class SlotCodec {
  public:
+  // Bytes before a record's key: one header word (format above; part of the media format).
+  static constexpr size_t kRecordHeaderSize = 8;
+
   SlotCodec(pm::Pool& pool, pm::Persister& persister, pm::Allocator& allocator)
       : pool_(pool), persister_(persister), allocator_(allocator) {}
 
@@ -79,8 +95,9 @@ class SlotCodec {
                           const pm::Allocator::LiveBlockVisitor& visit) {
     if (form == SlotForm::kRecord) visit(words.word0);
   }
-  // Whether a slot read from PM is well-formed (known form; record inside the heap with
-  // plausible lengths). Recovery uses it to reject a damaged pool with Corruption.
+  // Whether a slot read from PM is well-formed (known form; record allocated, inside the
+  // heap, with plausible lengths, and its check holding over every byte). Recovery uses
+  // it to reject a damaged pool with Corruption.
   bool Plausible(SlotForm form, const KvWords& words) const;
 
  private:

@@ -250,21 +250,50 @@ TEST_F(SlotCodecTest, PlausibleRejectsDamagedSlots) {
   EXPECT_FALSE(codec_->Plausible(SlotForm::kRecord, with_offset(pool_->size())));
   EXPECT_FALSE(codec_->Plausible(SlotForm::kRecord, with_offset(~0ull - 15)));
 
-  // Damaged lengths: over the limits, or past the end of the block.
-  uint32_t* lens = pool_->At<uint32_t>(off);
-  persister_->Store(&lens[0], static_cast<uint32_t>(kMaxKeySize + 1));
+  // Damaged lengths: over the limits, or past the end of the block (key length: bits
+  // 0..16 of the header word; value length: bits 17..37).
+  uint64_t* header = pool_->At<uint64_t>(off);
+  const uint64_t good = *header;
+  const uint64_t checkless = good & ~((uint64_t{1} << 38) - 1);
+  persister_->Store(header, checkless | (kMaxKeySize + 1));
   EXPECT_FALSE(codec_->Plausible(SlotForm::kRecord, words));
-  persister_->Store(&lens[0], 3u);
-  persister_->Store(&lens[1], static_cast<uint32_t>(kMaxValueSize + 1));
+  persister_->Store(header, checkless | 3 | uint64_t{kMaxValueSize + 1} << 17);
   EXPECT_FALSE(codec_->Plausible(SlotForm::kRecord, words));
-  persister_->Store(&lens[1], static_cast<uint32_t>(allocator_->UsableSize(off)));
+  persister_->Store(header, checkless | 3 | uint64_t{allocator_->UsableSize(off)} << 17);
   EXPECT_FALSE(codec_->Plausible(SlotForm::kRecord, words));
-  persister_->Store(&lens[1], 5u);
+  persister_->Store(header, good);
   EXPECT_TRUE(codec_->Plausible(SlotForm::kRecord, words));
 
   // A freed record is no longer plausible.
   codec_->Release(SlotForm::kRecord, words);
   EXPECT_FALSE(codec_->Plausible(SlotForm::kRecord, words));
+}
+
+// Guards issue 13's "out-of-line records carry a checksum": every damaged byte of a
+// record (its header, key or value, in any bits) makes it implausible, and so Corruption
+// wherever engines validate slots (recovery, CheckInvariants); so does the same bytes at
+// another offset (a record is bound to its place).
+TEST_F(SlotCodecTest, EveryDamagedRecordByteIsImplausible) {
+  const std::string key = "a key of 20 bytes...", value = "and a value of 27 bytes....";
+  KvWords words = EncodeAndCheck(key, value, SlotForm::kRecord);
+  char* rec = pool_->At<char>(words.word0);
+  const size_t size = SlotCodec::kRecordHeaderSize + key.size() + value.size();
+  for (size_t i = 0; i < size; ++i) {
+    for (const uint8_t mask : {0x01, 0x10, 0x80, 0xff}) {
+      persister_->Store(reinterpret_cast<uint8_t*>(rec + i),
+                        static_cast<uint8_t>(rec[i] ^ mask));
+      EXPECT_FALSE(codec_->Plausible(SlotForm::kRecord, words)) << "byte " << i << " ^ " << +mask;
+      persister_->Store(reinterpret_cast<uint8_t*>(rec + i),
+                        static_cast<uint8_t>(rec[i] ^ mask));
+    }
+  }
+  EXPECT_TRUE(codec_->Plausible(SlotForm::kRecord, words));
+  EXPECT_EQ(codec_->Key(SlotForm::kRecord, words), key);
+  EXPECT_EQ(codec_->Value(SlotForm::kRecord, words), value);
+  // A copy of the record in another block of the same size class is not plausible.
+  KvWords other = EncodeAndCheck(std::string(20, 'x'), std::string(27, 'y'), SlotForm::kRecord);
+  persister_->Copy(pool_->At<char>(other.word0), rec, size);
+  EXPECT_FALSE(codec_->Plausible(SlotForm::kRecord, KvWords{other.word0, words.word1}));
 }
 
 TEST_F(SlotCodecTest, FullPoolIsResourceExhausted) {

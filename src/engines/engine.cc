@@ -150,11 +150,11 @@ Status Engine::Start(std::unique_ptr<pm::Pool> pool, bool fresh, const Options& 
   PMHASH_RETURN_IF_ERROR(engine_options.Finish());
   PMHASH_RETURN_IF_ERROR(configured);
 
-  // A pool whose creation a crash interrupted never acknowledged anything: it is created
-  // again from nothing, like a new one.
-  const bool initialized = !fresh && pool_->initialized();
+  // Only the pool's own state word decides creation (src/pm/pool.h): kCreating, a new
+  // pool or one whose creation a crash interrupted (it never acknowledged anything), is
+  // created from nothing; a pool in any other state is opened, never formatted.
   PMHASH_RETURN_IF_ERROR(pool_->MarkInUse(*persister_));
-  if (!initialized) {
+  if (pool_->needs_creation()) {
     if (!fresh) {
       persister_->Zero(pool_->root(), pm::kRootSize);
       persister_->Persist(pool_->root(), pm::kRootSize);
@@ -164,7 +164,7 @@ Status Engine::Start(std::unique_ptr<pm::Pool> pool, bool fresh, const Options& 
     PMHASH_RETURN_IF_ERROR(pm::Allocator::Format(*pool_, *persister_, &allocator_));
     codec_ = std::make_unique<SlotCodec>(*pool_, *persister_, *allocator_);
     PMHASH_RETURN_IF_ERROR(Create());
-    return pool_->MarkInitialized(*persister_);
+    return pool_->MarkCreated(*persister_);
   }
   PMHASH_RETURN_IF_ERROR(pm::UndoLog::Recover(*pool_, *persister_, &undo_log_));
   if (clean) {
@@ -183,6 +183,13 @@ Status Engine::Start(std::unique_ptr<pm::Pool> pool, bool fresh, const Options& 
                        .count();
   }
   return Status::OK();
+}
+
+Result<uint64_t> Engine::VerifyBlocks() {
+  if (pool_ == nullptr) return Status::InvalidArgument("index is closed");
+  WaitForBackgroundWork();
+  return allocator_->Verify(
+      [this](const pm::Allocator::LiveBlockVisitor& visit) { return EnumerateBlocks(visit); });
 }
 
 Engine::~Engine() { Abandon(); }

@@ -13,14 +13,15 @@
 // (Reduce, util/hash.h), the commit of a persist sequence (pm::Persister::Publish).
 //
 // Open sequence (src/engines/engine.cc):
-//   new pool:        Pool::Create -> Persister -> Configure -> MarkInUse ->
-//                    UndoLog::Format -> Allocator::Format -> Create -> MarkInitialized
-//   existing pool:   Pool::Open -> Persister -> Configure -> MarkInUse ->
+//   new pool:        Pool::Create (state kCreating) -> Persister -> Configure ->
+//                    UndoLog::Format -> Allocator::Format -> Create -> MarkCreated (kOpen)
+//   existing pool:   Pool::Open -> Persister -> Configure -> MarkInUse (kClean -> kOpen) ->
 //                    UndoLog::Recover -> (clean) Allocator::Load |
 //                    (crashed) Allocator::Rebuild(EnumerateBlocks) -> Recover(clean)
-//   a pool whose creation crashed (not initialized): zero the root, then as a new pool.
-//   Create therefore never has to recognize a half-created root, and Recover may treat
-//   any root it cannot read as Corruption.
+//   a pool still kCreating (its creation crashed): zero the root, then as a new pool.
+//   Only that positive marker formats a pool (src/pm/pool.h). Create therefore never has
+//   to recognize a half-created root, and Recover may treat any root it cannot read as
+//   Corruption.
 //   Close():         Shutdown -> root count -> Allocator::PersistState -> Pool::MarkClean
 //
 // Adding an engine: a folder src/engines/<name>/ with its header, source, tests and doc,
@@ -112,6 +113,12 @@ class Engine : public Index {
   pm::Pool& pool() const { return *pool_; }
   pm::Persister& persister() const { return *persister_; }
 
+  // For `pmhash pool check`: the allocator against the blocks EnumerateBlocks reaches
+  // (Allocator::Verify): the number of blocks, or Corruption naming leaked, twice-reached
+  // and unallocated blocks. Waits for background work first; no other thread may use the
+  // index meanwhile.
+  Result<uint64_t> VerifyBlocks();
+
  protected:
   Engine() = default;
   void SetInfo(const EngineInfo& info) { info_ = &info; }
@@ -140,8 +147,9 @@ class Engine : public Index {
   // Attaches to the structure in an existing pool. `clean` is false after a crash:
   // repair what the persist order allows to be torn. The allocator is ready.
   virtual Status Recover(bool clean) = 0;
-  // Visits every block reachable from the root (for Allocator::Rebuild). Runs before
-  // Recover, reading raw PM: offsets must be checked (pool().Contains) before use.
+  // Visits every block reachable from the root (for Allocator::Rebuild), each once. Runs
+  // before Recover, reading raw PM: offsets must be checked (pool().Contains) before use;
+  // VerifyBlocks also runs it on an open, quiet index.
   virtual Status EnumerateBlocks(const pm::Allocator::LiveBlockVisitor& visit) const = 0;
   // Persists what a clean reopen needs beyond the root count (e.g. a DRAM filter).
   // Default: nothing.

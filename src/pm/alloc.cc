@@ -19,12 +19,17 @@
 //   };
 //   struct StateHeader { uint64_t checksum; uint64_t reserved[7]; };
 //
-//   Chunk table entry (8 bytes, changed only by failure-atomic Store):
-//     0                                     free
-//     kTag<<56 | kSmall<<48 | class         units of kClassSizes[class], back to back
+//   Chunk table entry c (8 bytes, changed only by one failure-atomic Store): the sealed
+//   word SealWord(kind << 40 | value, salt = c) (common/hash.h), so a damaged byte of an
+//   entry is always detected, at Load and Rebuild alike, and an entry copied to another
+//   chunk almost always:
+//     kFree  << 40                          free (Format writes it into every entry)
+//     kSmall << 40 | class                  units of kClassSizes[class], back to back
 //                                           from the chunk start
-//     kTag<<56 | kHead<<48  | n             first chunk of a run of n chunks
-//     kTag<<56 | kCont<<48  | d             d-th chunk of a run (its head is d back)
+//     kHead  << 40 | n                      first chunk of a run of n chunks
+//     kCont  << 40 | d                      d-th chunk of a run (its head is d back)
+//   Sealing within the entry keeps every update one 8-byte store: no separate check field
+//   that a crash could leave out of step with its entry.
 //
 //   Bitmap of a small chunk: bit u (word u/64, bit u%64, little endian) = unit u in use;
 //   bits past the class's unit count are zero.
@@ -32,10 +37,14 @@
 // Invariants:
 //  * A chunk's table entry is persisted (flush + fence) before any block in it is handed
 //    out, so after a crash every block the engine reached is described by the table.
-//    Entries of blocks never handed out may be stale or torn (a run being written):
-//    Rebuild rewrites them.
+//    Entries of blocks never handed out may be stale (a run half written is a head
+//    without all its continuations, or continuations without a head): Rebuild rewrites
+//    them. No entry is ever torn (one 8-byte store each), so an entry that fails its seal
+//    is damage: Corruption naming the chunk and the entry's pool offset, at Load and at
+//    Rebuild.
 //  * The state is checksummed over the table and the bitmaps of small chunks. Load (clean
 //    shutdown only) trusts nothing it has not validated: a damaged pool gives Corruption.
+//  * Verify (pmhash pool check) compares the allocated set with what the engine reaches.
 //  * Rebuild keeps exactly the visited blocks: a small chunk without live units and a
 //    run whose head is not visited become free.
 //
@@ -50,6 +59,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstddef>
 #include <cstring>
 #include <iterator>
 #include <map>
@@ -65,7 +75,7 @@ namespace pmhash::pm {
 namespace {
 
 inline constexpr char kAllocMagic[8] = {'P', 'M', 'H', 'A', 'L', 'L', 'O', 'C'};
-inline constexpr uint32_t kAllocVersion = 1;
+inline constexpr uint32_t kAllocVersion = 2;  // 2: sealed chunk-table entries
 inline constexpr uint32_t kChunkShift = 16;
 inline constexpr uint64_t kChunkSize = uint64_t{1} << kChunkShift;  // 64 KiB
 inline constexpr uint64_t kMetaOffset = 4096;  // the table starts one page into the heap
@@ -107,30 +117,38 @@ struct AllocHeader {
   uint64_t table_offset, state_offset, data_offset, heap_end;
   uint64_t checksum;
 };
-static_assert(sizeof(AllocHeader) == 64, "the allocator header is one cache line");
+static_assert(sizeof(AllocHeader) == 64 && offsetof(AllocHeader, version) == 8 &&
+                  offsetof(AllocHeader, chunk_shift) == 12 &&
+                  offsetof(AllocHeader, chunk_count) == 16 &&
+                  offsetof(AllocHeader, table_offset) == 24 &&
+                  offsetof(AllocHeader, state_offset) == 32 &&
+                  offsetof(AllocHeader, data_offset) == 40 &&
+                  offsetof(AllocHeader, heap_end) == 48 && offsetof(AllocHeader, checksum) == 56,
+              "the allocator header is one cache line, laid out as above");
 
 struct StateHeader {
   uint64_t checksum;
   uint64_t reserved[7];
 };
-static_assert(sizeof(StateHeader) == 64, "the state header is one cache line");
+static_assert(sizeof(StateHeader) == 64 && offsetof(StateHeader, checksum) == 0,
+              "the state header is one cache line, its checksum first");
 static_assert(sizeof(AllocHeader) + sizeof(StateHeader) <= kMetaOffset,
               "headers fit before the table");
 
-// ---- chunk table entries ----
-inline constexpr uint64_t kTag = 0xA1;
-enum Kind : uint64_t { kFree = 0, kSmall = 1, kHead = 2, kCont = 3 };
-inline constexpr uint64_t kPayloadMask = (uint64_t{1} << 48) - 1;
+// ---- chunk table entries: the unsealed (logical) form, as the DRAM mirror holds it ----
+enum Kind : uint64_t { kFree = 1, kSmall = 2, kHead = 3, kCont = 4 };  // 0: never valid
+inline constexpr int kKindShift = 40;
+inline constexpr uint64_t kPayloadMask = (uint64_t{1} << kKindShift) - 1;
+static_assert(kKindShift + 8 <= kSealedPayloadBits, "an entry fits a sealed word");
 
 constexpr uint64_t Entry(Kind kind, uint64_t payload) {
-  return kind == kFree ? 0 : (kTag << 56) | (uint64_t{kind} << 48) | payload;
+  return (uint64_t{kind} << kKindShift) | payload;
 }
-// kFree for 0; an invalid tag or kind is reported as 0xff.
+inline constexpr uint64_t kFreeEntry = Entry(kFree, 0);
+// An invalid kind is reported as 0xff.
 constexpr uint64_t KindOf(uint64_t e) {
-  if (e == 0) return kFree;
-  if ((e >> 56) != kTag) return 0xff;
-  const uint64_t k = (e >> 48) & 0xff;
-  return k >= kSmall && k <= kCont ? k : 0xff;
+  const uint64_t k = e >> kKindShift;
+  return k >= kFree && k <= kCont ? k : 0xff;
 }
 constexpr uint64_t PayloadOf(uint64_t e) { return e & kPayloadMask; }
 
@@ -204,7 +222,7 @@ class HeapAllocator final : public Allocator {
         small_(g.chunk_count),
         arena_(new std::atomic<uint8_t>[g.chunk_count]) {
     for (uint64_t c = 0; c < g.chunk_count; ++c) {
-      mirror_[c].store(0, std::memory_order_relaxed);
+      mirror_[c].store(kFreeEntry, std::memory_order_relaxed);
       arena_[c].store(0, std::memory_order_relaxed);
     }
   }
@@ -270,6 +288,7 @@ class HeapAllocator final : public Allocator {
   uint64_t Capacity() const override { return g_.chunk_count * kChunkSize; }
 
   Status PersistState() override;
+  Result<uint64_t> Verify(const LiveBlockEnumerator& enumerate) const override;
 
  private:
   struct SmallChunk {
@@ -328,9 +347,16 @@ class HeapAllocator final : public Allocator {
   void PersistEntries(uint64_t c, uint64_t n) {
     persister_.Persist(&table_[c], n * sizeof(uint64_t));
   }
+  uint64_t Mirror(uint64_t c) const { return mirror_[c].load(std::memory_order_relaxed); }
   void SetEntry(uint64_t c, uint64_t e) {
-    persister_.Store(&table_[c], e);
+    persister_.Store(&table_[c], SealWord(e, c));
     mirror_[c].store(e, std::memory_order_release);
+  }
+  // Unseals every table entry into the mirror; Corruption naming the first damaged one.
+  Status ReadTable();
+  std::string EntryWhere(uint64_t c) const {
+    return "allocator chunk " + std::to_string(c) + " (table entry at pool offset " +
+           std::to_string(g_.table_offset + 8 * c) + ")";
   }
 
   std::string FullMessage(const std::string& what) const {
@@ -358,7 +384,7 @@ class HeapAllocator final : public Allocator {
   // lists reclaiming at once cannot deadlock), or kNumLists for none.
   bool ReclaimEmptyChunks(uint32_t held);
 
-  // Rebuilds every DRAM structure from table_ (entries validated) and small_.
+  // Rebuilds every DRAM structure from mirror_ (entries validated) and small_.
   void RebuildDram();
   uint64_t StateChecksum() const;
 
@@ -500,7 +526,7 @@ void HeapAllocator::FreeSmall(uint64_t offset, uint64_t c, uint32_t cls) {
 void HeapAllocator::ReleaseChunk(SizeClass& sc, uint64_t c) {
   RemoveFromPartial(sc, static_cast<uint32_t>(c));
   std::lock_guard<std::mutex> chunk_lock(chunk_mu_);
-  SetEntry(c, 0);
+  SetEntry(c, kFreeEntry);
   PersistEntries(c, 1);
   AddFree(c, 1);
   small_[c].reset();
@@ -553,8 +579,8 @@ void HeapAllocator::FreeRun(uint64_t c) {
   const uint64_t e = mirror_[c].load(std::memory_order_relaxed);
   if (KindOf(e) != kHead) return;  // freed meanwhile: ignore
   const uint64_t n = PayloadOf(e);
-  SetEntry(c, 0);  // head first: a torn run without a head is just free space
-  for (uint64_t i = 1; i < n; ++i) SetEntry(c + i, 0);
+  SetEntry(c, kFreeEntry);  // head first: a torn run without a head is just free space
+  for (uint64_t i = 1; i < n; ++i) SetEntry(c + i, kFreeEntry);
   PersistEntries(c, n);
   AddFree(c, n);
   run_bytes_.store(run_bytes_.load(std::memory_order_relaxed) - n * kChunkSize,
@@ -573,9 +599,8 @@ void HeapAllocator::RebuildDram() {
   uint64_t run_bytes = 0;
   uint64_t free_start = 0, free_len = 0;
   for (uint64_t c = 0; c < g_.chunk_count; ++c) {
-    const uint64_t e = table_[c];
-    mirror_[c].store(e, std::memory_order_relaxed);
-    if (e == 0) {
+    const uint64_t e = mirror_[c].load(std::memory_order_relaxed);
+    if (e == kFreeEntry) {
       if (free_len == 0) free_start = c;
       ++free_len;
       continue;
@@ -600,7 +625,15 @@ void HeapAllocator::RebuildDram() {
 }
 
 Status HeapAllocator::FormatHeap() {
-  persister_.Zero(table_, g_.chunk_count * sizeof(uint64_t));
+  uint64_t words[512];  // sealed free entries, written a batch at a time
+  for (uint64_t c = 0; c < g_.chunk_count; c += std::size(words)) {
+    const uint64_t n = std::min<uint64_t>(std::size(words), g_.chunk_count - c);
+    for (uint64_t i = 0; i < n; ++i) {
+      words[i] = SealWord(kFreeEntry, c + i);
+      mirror_[c + i].store(kFreeEntry, std::memory_order_relaxed);
+    }
+    persister_.Copy(&table_[c], words, n * sizeof(uint64_t));
+  }
   persister_.Flush(table_, g_.chunk_count * sizeof(uint64_t));
   auto* state = pool_.At<StateHeader>(pool_.heap_offset() + sizeof(AllocHeader));
   persister_.Zero(state, sizeof(*state));
@@ -625,7 +658,7 @@ Status HeapAllocator::FormatHeap() {
 uint64_t HeapAllocator::StateChecksum() const {
   uint64_t h = Hash64(table_, g_.chunk_count * sizeof(uint64_t), 0x7374617465ull);
   for (uint64_t c = 0; c < g_.chunk_count; ++c) {
-    const uint64_t e = table_[c];
+    const uint64_t e = mirror_[c].load(std::memory_order_relaxed);
     if (KindOf(e) != kSmall || PayloadOf(e) >= kNumClasses) continue;
     const char* bitmap = pool_.At<char>(g_.state_offset + c * kBitmapBytes);
     h = Hash64(bitmap, WordsOf(static_cast<uint32_t>(PayloadOf(e))) * 8, h ^ c);
@@ -651,22 +684,32 @@ Status HeapAllocator::PersistState() {
   return Status::OK();
 }
 
-std::string ChunkWhere(uint64_t c) { return "allocator chunk " + std::to_string(c); }
+Status HeapAllocator::ReadTable() {
+  for (uint64_t c = 0; c < g_.chunk_count; ++c) {
+    uint64_t e;
+    if (!UnsealWord(Persister::Load(&table_[c]), c, &e) || KindOf(e) == 0xff) {
+      return Status::Corruption(EntryWhere(c) + " fails its check (allocator metadata damaged)");
+    }
+    mirror_[c].store(e, std::memory_order_relaxed);
+  }
+  return Status::OK();
+}
 
 Status HeapAllocator::LoadState() {
+  PMHASH_RETURN_IF_ERROR(ReadTable());
   const auto* state = pool_.At<StateHeader>(pool_.heap_offset() + sizeof(AllocHeader));
   if (StateChecksum() != state->checksum) {
     return Status::Corruption(
         "allocator state checksum mismatch (state not written at shutdown, or damaged)");
   }
   for (uint64_t c = 0; c < g_.chunk_count; ++c) {
-    const uint64_t e = table_[c];
+    const uint64_t e = Mirror(c);
     const uint64_t kind = KindOf(e);
-    if (kind == kFree) continue;
+    if (e == kFreeEntry) continue;
     if (kind == kSmall) {
       const uint64_t cls = PayloadOf(e);
       if (cls >= kNumClasses) {
-        return Status::Corruption(ChunkWhere(c) + " has unknown size class " +
+        return Status::Corruption(EntryWhere(c) + " has unknown size class " +
                                   std::to_string(cls));
       }
       auto ch = std::make_unique<SmallChunk>(static_cast<uint32_t>(cls));
@@ -676,7 +719,9 @@ Status HeapAllocator::LoadState() {
         uint64_t bits = saved[w];
         if (w == ch->words - 1) {
           if (bits & TailMask(ch->cls)) {
-            return Status::Corruption(ChunkWhere(c) + " bitmap marks units past the end");
+            return Status::Corruption(
+                "allocator chunk " + std::to_string(c) + ": its saved bitmap at pool offset " +
+                std::to_string(g_.state_offset + c * kBitmapBytes) + " marks units past the end");
           }
           bits |= TailMask(ch->cls);
         }
@@ -690,27 +735,29 @@ Status HeapAllocator::LoadState() {
     if (kind == kHead) {
       const uint64_t n = PayloadOf(e);
       if (n == 0 || n > g_.chunk_count - c) {
-        return Status::Corruption(ChunkWhere(c) + " heads a run of " + std::to_string(n) +
+        return Status::Corruption(EntryWhere(c) + " heads a run of " + std::to_string(n) +
                                   " chunks that does not fit the heap");
       }
       for (uint64_t i = 1; i < n; ++i) {
-        if (table_[c + i] != Entry(kCont, i)) {
-          return Status::Corruption(ChunkWhere(c + i) + " should continue the run at chunk " +
+        if (Mirror(c + i) != Entry(kCont, i)) {
+          return Status::Corruption(EntryWhere(c + i) + " should continue the run at chunk " +
                                     std::to_string(c));
         }
       }
       c += n - 1;
       continue;
     }
-    return Status::Corruption(ChunkWhere(c) + " has a malformed table entry");
+    return Status::Corruption(EntryWhere(c) + " has a malformed table entry");
   }
   RebuildDram();
   return Status::OK();
 }
 
 Status HeapAllocator::RebuildState(const LiveBlockEnumerator& enumerate) {
-  // Entries are trusted only where a visited block needs them; everything else is
-  // recomputed and rewritten below.
+  // Every entry must pass its seal (no entry is ever torn); beyond that, entries are
+  // trusted only where a visited block needs them, and everything else is recomputed and
+  // rewritten below.
+  PMHASH_RETURN_IF_ERROR(ReadTable());
   std::vector<uint8_t> live_run(g_.chunk_count, 0);
   Status bad;
   auto visit = [&](uint64_t offset) {
@@ -721,7 +768,7 @@ Status HeapAllocator::RebuildState(const LiveBlockEnumerator& enumerate) {
                                " is outside the allocator's chunks");
       return;
     }
-    const uint64_t e = table_[c];
+    const uint64_t e = Mirror(c);
     const uint64_t kind = KindOf(e);
     const uint64_t within = offset - ChunkOffset(c);
     if (kind == kSmall && PayloadOf(e) < kNumClasses) {
@@ -742,7 +789,7 @@ Status HeapAllocator::RebuildState(const LiveBlockEnumerator& enumerate) {
     } else if (kind == kHead && within == 0) {
       const uint64_t n = PayloadOf(e);
       bool ok = n >= 1 && n <= g_.chunk_count - c;
-      for (uint64_t i = 1; ok && i < n; ++i) ok = table_[c + i] == Entry(kCont, i);
+      for (uint64_t i = 1; ok && i < n; ++i) ok = Mirror(c + i) == Entry(kCont, i);
       if (ok) {
         live_run[c] = 1;
         return;
@@ -753,7 +800,7 @@ Status HeapAllocator::RebuildState(const LiveBlockEnumerator& enumerate) {
     }
     bad = Status::Corruption("live block at offset " + std::to_string(offset) +
                              " is not the start of a block the chunk table knows (" +
-                             ChunkWhere(c) + ")");
+                             EntryWhere(c) + ")");
   };
   PMHASH_RETURN_IF_ERROR(enumerate(visit));
   PMHASH_RETURN_IF_ERROR(bad);
@@ -761,21 +808,21 @@ Status HeapAllocator::RebuildState(const LiveBlockEnumerator& enumerate) {
   // Canonical table: live runs, small chunks with a live unit; the rest free.
   uint64_t changed_lo = g_.chunk_count, changed_hi = 0;
   for (uint64_t c = 0; c < g_.chunk_count; ++c) {
-    uint64_t want = 0;
+    uint64_t want = kFreeEntry;
     uint64_t run = 1;
     if (live_run[c]) {
-      run = PayloadOf(table_[c]);
+      run = PayloadOf(Mirror(c));
     } else if (small_[c] != nullptr && small_[c]->free < small_[c]->units) {
-      want = table_[c];
+      want = Mirror(c);
     } else {
       small_[c].reset();
     }
     // A visited run's continuation entries were checked, so no visited block lies in
     // them: runs and small chunks cannot overlap here.
     for (uint64_t i = 0; i < run; ++i) {
-      const uint64_t w = live_run[c] ? (i == 0 ? table_[c] : Entry(kCont, i)) : want;
-      if (table_[c + i] != w) {
-        persister_.Store(&table_[c + i], w);
+      const uint64_t w = live_run[c] ? (i == 0 ? Mirror(c) : Entry(kCont, i)) : want;
+      if (Mirror(c + i) != w) {
+        SetEntry(c + i, w);
         changed_lo = std::min(changed_lo, c + i);
         changed_hi = std::max(changed_hi, c + i + 1);
       }
@@ -785,6 +832,83 @@ Status HeapAllocator::RebuildState(const LiveBlockEnumerator& enumerate) {
   if (changed_lo < changed_hi) PersistEntries(changed_lo, changed_hi - changed_lo);
   RebuildDram();
   return Status::OK();
+}
+
+Result<uint64_t> HeapAllocator::Verify(const LiveBlockEnumerator& enumerate) const {
+  constexpr size_t kShown = 4;  // problems named in the message; the rest are counted
+  std::vector<std::string> shown;
+  uint64_t problems = 0;
+  auto problem = [&](std::string what) {
+    if (++problems <= kShown) shown.push_back(std::move(what));
+  };
+  auto block = [](uint64_t offset) { return "block at pool offset " + std::to_string(offset); };
+  for (uint64_t c = 0; c < g_.chunk_count; ++c) {
+    uint64_t e;
+    if (!UnsealWord(Persister::Load(&table_[c]), c, &e)) {
+      problem(EntryWhere(c) + " fails its check");
+    } else if (e != Mirror(c)) {
+      problem(EntryWhere(c) + " disagrees with the allocator's state");
+    }
+  }
+  // What the engine reaches: per small chunk a bitmap of units seen, per run a flag.
+  std::vector<std::vector<uint64_t>> units_seen(g_.chunk_count);
+  std::vector<uint8_t> run_seen(g_.chunk_count, 0);
+  uint64_t reached = 0;
+  auto visit = [&](uint64_t offset) {
+    ++reached;
+    uint64_t c;
+    if (!ChunkOf(offset, &c)) {
+      problem(block(offset) + " is outside the allocator's chunks");
+      return;
+    }
+    const uint64_t e = Mirror(c);
+    const uint64_t within = offset - ChunkOffset(c);
+    if (KindOf(e) == kSmall && small_[c] != nullptr) {
+      const uint32_t size = kClassSizes[PayloadOf(e)];
+      const uint64_t u = within / size;
+      if (within % size == 0 && u < UnitsOf(small_[c]->cls) &&
+          ((small_[c]->bits[u / 64] >> (u % 64)) & 1)) {
+        std::vector<uint64_t>& seen = units_seen[c];
+        if (seen.empty()) seen.assign(small_[c]->words, 0);
+        if ((seen[u / 64] >> (u % 64)) & 1) {
+          problem(block(offset) + " is reached twice");
+        }
+        seen[u / 64] |= uint64_t{1} << (u % 64);
+        return;
+      }
+    } else if (KindOf(e) == kHead && within == 0) {
+      if (run_seen[c]) problem(block(offset) + " is reached twice");
+      run_seen[c] = 1;
+      return;
+    }
+    problem(block(offset) + " is reached but is not an allocated block");
+  };
+  PMHASH_RETURN_IF_ERROR(enumerate(visit));
+  // Allocated but never reached: leaked.
+  for (uint64_t c = 0; c < g_.chunk_count; ++c) {
+    const uint64_t e = Mirror(c);
+    if (KindOf(e) == kHead && !run_seen[c]) {
+      problem(block(ChunkOffset(c)) + " (" + std::to_string(PayloadOf(e) * kChunkSize) +
+              " bytes) is allocated but unreachable (leaked)");
+    }
+    if (KindOf(e) != kSmall || small_[c] == nullptr) continue;
+    const SmallChunk& ch = *small_[c];
+    for (uint32_t u = 0; u < ch.units; ++u) {
+      const bool used = (ch.bits[u / 64] >> (u % 64)) & 1;
+      const bool seen = !units_seen[c].empty() && ((units_seen[c][u / 64] >> (u % 64)) & 1);
+      if (used && !seen) {
+        problem(block(ChunkOffset(c) + uint64_t{u} * kClassSizes[ch.cls]) + " (" +
+                std::to_string(kClassSizes[ch.cls]) +
+                " bytes) is allocated but unreachable (leaked)");
+      }
+    }
+  }
+  if (problems == 0) return reached;
+  std::string msg = "allocator: " + std::to_string(problems) +
+                    (problems == 1 ? " problem: " : " problems: ");
+  for (size_t i = 0; i < shown.size(); ++i) msg += (i == 0 ? "" : "; ") + shown[i];
+  if (problems > shown.size()) msg += "; ...";
+  return Status::Corruption(msg);
 }
 
 // Validates the allocator header against the pool; Corruption on any mismatch.

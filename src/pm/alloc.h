@@ -1,5 +1,11 @@
 // Crash-safe allocator of PM blocks.
 //
+// Its persistent metadata checks itself (layout in alloc.cc): the header and the state
+// written at clean shutdown carry checksums, and every chunk-table entry is a sealed word
+// (common/hash.h: 48 bits and a CRC-16 in one 8-byte word), so each update stays one
+// failure-atomic store while a damaged byte in any entry is Corruption, naming the chunk
+// and the entry's pool offset, at Load and at Rebuild.
+//
 // A block becomes reachable only when the engine persists an 8-byte pointer (pool
 // offset) to it. The allocator keeps its fine-grained state (which small units are in use)
 // in DRAM and writes it to PM only at clean shutdown; what must be durable at all times is
@@ -62,6 +68,14 @@ class Allocator {
 
   // Writes the fine-grained state to PM and persists it (clean shutdown).
   virtual Status PersistState() = 0;
+
+  // Checks the allocator against the blocks `enumerate` reports reachable (pmhash pool
+  // check): the number of blocks reached, or Corruption naming (the first few of) the
+  // blocks reached twice, reached but not allocated, or allocated and never reached
+  // (leaked), with their pool offsets, and any chunk-table entry in PM that fails its
+  // check or disagrees with the allocator's state. Like PersistState, called while no
+  // other thread uses the allocator.
+  virtual Result<uint64_t> Verify(const LiveBlockEnumerator& enumerate) const = 0;
 };
 
 }  // namespace pmhash::pm

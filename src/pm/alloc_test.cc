@@ -438,6 +438,7 @@ TEST_F(AllocatorTest, LoadOfDamagedMetadataIsCorruption) {
   EXPECT_TRUE(load_after(h + 64, 1).IsCorruption());      // state checksum
   EXPECT_TRUE(load_after(h + 4096, 1).IsCorruption());    // first table entry
   EXPECT_TRUE(load_after(h + 4096 + 7, 0x10).IsCorruption());
+  EXPECT_TRUE(load_after(h + 4096 * 2, 1).IsCorruption());  // a saved bitmap (state checksum)
   // Without a damage, the same bytes load.
   Status ok = load_after(h + 4096 + 8 * 100, 0);
   EXPECT_TRUE(ok.ok()) << ok.ToString();
@@ -449,6 +450,101 @@ TEST_F(AllocatorTest, LoadOfDamagedMetadataIsCorruption) {
                   *pool_, *persister_,
                   [](const Allocator::LiveBlockVisitor&) { return Status::OK(); }, &a)
                   .IsCorruption());
+}
+
+// Guards issue 13's "checksums on the allocator's metadata": a damaged byte in any chunk
+// table entry (of a small chunk, a run, a free chunk) is Corruption naming the chunk and
+// the entry's offset, after a clean shutdown (Load) and after a crash (Rebuild, which
+// used to rewrite a damaged free entry silently and could take a damaged size class).
+TEST_F(AllocatorTest, EveryDamagedChunkTableByteIsCorruption) {
+  Make(8 << 20);
+  const uint64_t small = MustAllocate(100);
+  const uint64_t run = MustAllocate(300000);
+  const uint64_t h = pool_->heap_offset();
+  const uint64_t table = h + 4096;                             // alloc.cc's layout
+  const uint64_t data = *pool_->At<uint64_t>(h + 40);          // AllocHeader::data_offset
+  auto chunk_of = [&](uint64_t off) { return (off - data) >> 16; };
+  const uint64_t free_chunk = chunk_of(run) + 5;               // past the 5-chunk run
+  ASSERT_TRUE(allocator_->PersistState().ok());
+  allocator_.reset();
+  const std::vector<char> good(pool_->base(), pool_->base() + pool_->size());
+  auto enumerate = [&](const Allocator::LiveBlockVisitor& visit) {
+    visit(small);
+    visit(run);
+    return Status::OK();
+  };
+  for (const uint64_t c : {chunk_of(small), chunk_of(run), free_chunk}) {
+    const std::string where = "allocator chunk " + std::to_string(c) +
+                              " (table entry at pool offset " + std::to_string(table + 8 * c) +
+                              ") fails its check";
+    for (int byte = 0; byte < 8; ++byte) {
+      for (const uint8_t mask : {0x01, 0x02, 0x80, 0xff}) {
+        SCOPED_TRACE("chunk " + std::to_string(c) + " byte " + std::to_string(byte) + " ^ " +
+                     std::to_string(mask));
+        std::memcpy(pool_->base(), good.data(), good.size());
+        pool_->base()[table + 8 * c + byte] ^= mask;
+        std::unique_ptr<Allocator> a;
+        Status s = Allocator::Load(*pool_, *persister_, &a);
+        EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+        EXPECT_NE(s.message().find(where), std::string::npos) << s.ToString();
+        s = Allocator::Rebuild(*pool_, *persister_, enumerate, &a);
+        EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+        EXPECT_NE(s.message().find(where), std::string::npos) << s.ToString();
+      }
+    }
+  }
+  std::memcpy(pool_->base(), good.data(), good.size());
+  Status ok = Allocator::Rebuild(*pool_, *persister_, enumerate, &allocator_);
+  EXPECT_TRUE(ok.ok()) << ok.ToString();
+}
+
+// Verify (pmhash pool check) against what an engine reaches: exact, leaked, reached twice,
+// reached but free, and a table entry damaged while the allocator was loaded.
+TEST_F(AllocatorTest, VerifyNamesLeakedTwiceReachedAndUnallocatedBlocks) {
+  Make(8 << 20);
+  const uint64_t a = MustAllocate(24), b = MustAllocate(5000), c = MustAllocate(300000);
+  const uint64_t leaked = MustAllocate(700);
+  const uint64_t freed = MustAllocate(700);
+  allocator_->Free(freed);
+  auto verify = [&](std::vector<uint64_t> reached) {
+    return allocator_->Verify([&](const Allocator::LiveBlockVisitor& visit) {
+      for (uint64_t off : reached) visit(off);
+      return Status::OK();
+    });
+  };
+  Result<uint64_t> r = verify({a, b, c, leaked});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r.value(), 4u);
+  auto expect = [&](std::vector<uint64_t> reached, const std::string& fragment) {
+    Result<uint64_t> v = verify(reached);
+    EXPECT_TRUE(v.status().IsCorruption()) << v.status().ToString();
+    EXPECT_NE(v.status().message().find(fragment), std::string::npos) << v.status().ToString();
+  };
+  const auto at = [](uint64_t off) { return "block at pool offset " + std::to_string(off); };
+  expect({a, b, c}, "allocator: 1 problem: " + at(leaked) +
+                        " (768 bytes) is allocated but unreachable (leaked)");
+  expect({a}, at(c) + " (327680 bytes) is allocated but unreachable (leaked)");
+  expect({a, b, c, leaked, b}, at(b) + " is reached twice");
+  expect({a, b, c, c, leaked}, at(c) + " is reached twice");
+  expect({a, b, c, leaked, freed}, at(freed) + " is reached but is not an allocated block");
+  expect({a, b, c, leaked, c + 65536}, at(c + 65536) + " is reached but is not an allocated");
+  expect({a, b, c, leaked, a + 16}, at(a + 16) + " is reached but is not an allocated block");
+  expect({a, b, c, leaked, 8}, at(8) + " is outside the allocator's chunks");
+  expect({}, "allocator: 4 problems: ");
+  // A table entry damaged under a loaded allocator.
+  const uint64_t table = pool_->heap_offset() + 4096;
+  pool_->base()[table] ^= 1;
+  expect({a, b, c, leaked}, "allocator chunk 0 (table entry at pool offset " +
+                                std::to_string(table) + ") fails its check");
+  pool_->base()[table] ^= 1;
+  // The enumerator's own error comes back as it is.
+  EXPECT_EQ(allocator_
+                ->Verify([](const Allocator::LiveBlockVisitor&) {
+                  return Status::Corruption("bad bucket");
+                })
+                .status()
+                .message(),
+            "bad bucket");
 }
 
 TEST_F(AllocatorTest, LoadWithoutPersistStateIsCorruption) {

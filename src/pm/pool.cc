@@ -24,6 +24,17 @@ uint64_t HeaderChecksum(const PoolHeader& h) {
   return Hash64(&h, offsetof(PoolHeader, checksum), 0x706d68617368ull);
 }
 
+bool KnownState(uint64_t word) {
+  return word == uint64_t(PoolState::kCreating) || word == uint64_t(PoolState::kOpen) ||
+         word == uint64_t(PoolState::kClean);
+}
+
+std::string Hex64(uint64_t v) {
+  char buf[19];
+  std::snprintf(buf, sizeof(buf), "0x%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
 uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 // Reads exactly len bytes at offset 0; a short file is reported through *got.
@@ -51,26 +62,60 @@ std::string EngineName(const PoolHeader& h) {
   return std::string(h.engine, strnlen(h.engine, kEngineNameSize));
 }
 
-// Opens path for reading and writing, refusing what is not a regular file.
-Status OpenRegularFile(const std::string& path, int flags, int* fd_out, uint64_t* size) {
-  int fd = ::open(path.c_str(), flags | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus("cannot open pool " + path, errno);
+const char* FileTypeName(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  return "not a regular file";
+}
+
+Status NotRegular(const std::string& path, mode_t mode) {
+  std::string msg = path + " is " + FileTypeName(mode) + ", not a regular file";
+  if (S_ISCHR(mode) || S_ISBLK(mode)) {
+    msg += " (devices, device DAX included, are not supported: use a file on a DAX-mounted "
+           "file system)";
+  }
+  return Status::InvalidArgument(msg);
+}
+
+}  // namespace
+
+Status Pool::OpenFile(const std::string& path, int flags, int* fd_out, uint64_t* size) {
+  // The type first, for a clear message (open(2) fails on a socket with ENXIO); then open
+  // without blocking (a FIFO opened for reading would wait for a writer) and fstat the
+  // descriptor itself, in case the path changed in between.
   struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) return NotRegular(path, st.st_mode);
+  const int fd = ::open(path.c_str(), flags | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus("cannot open pool " + path, errno);
+  Status s;
   if (fstat(fd, &st) != 0) {
-    Status s = ErrnoStatus("cannot stat " + path, errno);
+    s = ErrnoStatus("cannot stat " + path, errno);
+  } else if (!S_ISREG(st.st_mode)) {
+    s = NotRegular(path, st.st_mode);
+  } else if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0) {
+    s = ErrnoStatus("cannot open pool " + path, errno);
+  }
+  if (!s.ok()) {
     ::close(fd);
     return s;
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return Status::InvalidArgument(path + " is not a regular file");
   }
   *fd_out = fd;
   *size = st.st_size;
   return Status::OK();
 }
 
-}  // namespace
+const char* PoolStateName(PoolState state) {
+  switch (state) {
+    case PoolState::kCreating: return "creating";
+    case PoolState::kOpen: return "open";
+    case PoolState::kClean: return "clean";
+  }
+  return "?";
+}
 
 const char* MappingName(Mapping m) {
   switch (m) {
@@ -82,7 +127,7 @@ const char* MappingName(Mapping m) {
 }
 
 void Pool::InitHeader(PoolHeader* h, std::string_view engine, uint64_t size) {
-  std::memset(h, 0, sizeof(*h));
+  std::memset(static_cast<void*>(h), 0, sizeof(*h));
   std::memcpy(h->magic, kPoolMagic, sizeof(kPoolMagic));
   h->layout_version = kPoolLayoutVersion;
   h->header_size = kPoolHeaderSize;
@@ -103,6 +148,7 @@ void Pool::InitHeader(PoolHeader* h, std::string_view engine, uint64_t size) {
                            std::chrono::system_clock::now().time_since_epoch())
                            .count();
   h->checksum = HeaderChecksum(*h);
+  h->state = uint64_t(PoolState::kCreating);
 }
 
 Status Pool::Validate(const PoolHeader& h, uint64_t file_size, std::string_view engine,
@@ -111,13 +157,22 @@ Status Pool::Validate(const PoolHeader& h, uint64_t file_size, std::string_view 
     return Status::Corruption(what + " is not a pmhash pool (bad magic)");
   }
   if (h.layout_version != kPoolLayoutVersion) {
-    return Status::InvalidArgument(what + " has pool layout version " +
-                                   std::to_string(h.layout_version) +
-                                   "; this pmhash reads version " +
-                                   std::to_string(kPoolLayoutVersion));
+    return Status::InvalidArgument(
+        what + " has pool layout version " + std::to_string(h.layout_version) +
+        "; this pmhash reads version " + std::to_string(kPoolLayoutVersion) +
+        (h.layout_version < kPoolLayoutVersion
+             ? " (the pool was made by an older pmhash: re-create it and load its data again)"
+             : " (the pool was made by a newer pmhash)"));
   }
   if (HeaderChecksum(h) != h.checksum) {
-    return Status::Corruption(what + ": pool header checksum mismatch (header damaged)");
+    return Status::Corruption(what + ": pool header checksum mismatch over bytes [0, " +
+                              std::to_string(offsetof(PoolHeader, checksum)) +
+                              ") (header damaged)");
+  }
+  if (!KnownState(h.state)) {
+    return Status::Corruption(what + ": pool state word at offset " +
+                              std::to_string(kPoolStateOffset) + " reads " + Hex64(h.state) +
+                              ", which is not creating, open or clean (header damaged)");
   }
   // Every area within the pool, in order, with no sum that can overflow (the checksum
   // only proves the header is as written, not that a crafted one is sane).
@@ -179,15 +234,13 @@ Status Pool::Create(const std::string& path, std::string_view engine, uint64_t s
     return fail(ErrnoStatus("cannot create pool " + path, errno));
   }
   ::close(fd);
-  PMHASH_RETURN_IF_ERROR(Open(path, engine, pool));
-  (*pool)->was_clean_ = true;
-  return Status::OK();
+  return Open(path, engine, pool);  // in state kCreating
 }
 
 Status Pool::Inspect(const std::string& path, PoolInfo* info) {
   int fd = -1;
   uint64_t file_size = 0;
-  PMHASH_RETURN_IF_ERROR(OpenRegularFile(path, O_RDONLY, &fd, &file_size));
+  PMHASH_RETURN_IF_ERROR(OpenFile(path, O_RDONLY, &fd, &file_size));
   Status s = InspectFd(fd, file_size, path, info);
   ::close(fd);
   return s;
@@ -212,17 +265,16 @@ Status Pool::InspectFd(int fd, uint64_t file_size, const std::string& path, Pool
   info->pool_size = h.pool_size;
   info->file_size = file_size;
   info->layout_version = h.layout_version;
+  info->header_size = h.header_size;
   info->root_offset = h.root_offset;
+  info->root_size = h.root_size;
   info->log_offset = h.log_offset;
   info->log_size = h.log_size;
   info->heap_offset = h.heap_offset;
   info->heap_size = h.heap_size;
-  uint64_t flag;
-  std::memcpy(&flag, buf + kCleanFlagOffset, sizeof(flag));
-  info->clean_shutdown = flag == 1;
-  std::memcpy(&flag, buf + kInitializedFlagOffset, sizeof(flag));
-  info->initialized = flag == 1;
   info->created_unix_ns = h.created_unix_ns;
+  info->checksum = h.checksum;
+  info->state = static_cast<PoolState>(h.state);
   return Status::OK();
 }
 
@@ -230,7 +282,7 @@ Status Pool::Open(const std::string& path, std::string_view engine,
                   std::unique_ptr<Pool>* pool) {
   int fd = -1;
   uint64_t file_size = 0;
-  PMHASH_RETURN_IF_ERROR(OpenRegularFile(path, O_RDWR, &fd, &file_size));
+  PMHASH_RETURN_IF_ERROR(OpenFile(path, O_RDWR, &fd, &file_size));
   auto fail = [&](Status s) {
     ::close(fd);
     return s;
@@ -264,7 +316,7 @@ Status Pool::Open(const std::string& path, std::string_view engine,
   p->mapping_ = mapping;
   p->fd_ = fd;
   p->path_ = path;
-  p->was_clean_ = info.clean_shutdown;
+  p->state_at_open_ = info.state;
   *pool = std::move(p);
   return Status::OK();
 }
@@ -280,7 +332,7 @@ Status Pool::CreateDram(std::string_view engine, uint64_t size, std::unique_ptr<
   p->size_ = size;
   p->mapping_ = Mapping::kDram;
   InitHeader(reinterpret_cast<PoolHeader*>(p->base_), engine, size);
-  p->was_clean_ = true;
+  p->state_at_open_ = PoolState::kCreating;
   *pool = std::move(p);
   return Status::OK();
 }
@@ -294,15 +346,18 @@ Status Pool::FromImage(const void* image, size_t size, std::string_view engine,
       mmap(nullptr, h.pool_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (base == MAP_FAILED) return ErrnoStatus("cannot allocate a DRAM pool", errno);
   std::memcpy(base, image, h.pool_size);
-  std::unique_ptr<Pool> p(new Pool);
-  p->base_ = static_cast<char*>(base);
-  p->size_ = h.pool_size;
-  p->mapping_ = Mapping::kDram;
-  uint64_t clean;
-  std::memcpy(&clean, p->base_ + kCleanFlagOffset, sizeof(clean));
-  p->was_clean_ = clean == 1;
-  *pool = std::move(p);
+  *pool = OverValidImage(static_cast<char*>(base), /*owns_memory=*/true);
   return Status::OK();
+}
+
+std::unique_ptr<Pool> Pool::OverValidImage(char* base, bool owns_memory) {
+  std::unique_ptr<Pool> p(new Pool);
+  p->base_ = base;
+  p->size_ = reinterpret_cast<const PoolHeader*>(base)->pool_size;
+  p->mapping_ = Mapping::kDram;
+  p->owns_memory_ = owns_memory;
+  p->state_at_open_ = p->state();
+  return p;
 }
 
 Pool::~Pool() {
@@ -317,42 +372,40 @@ Status Pool::Adopt(void* base, size_t size, std::string_view engine,
   if (size < kPoolHeaderSize) return Status::Corruption("crash image shorter than a header");
   const PoolHeader& h = *static_cast<const PoolHeader*>(base);
   PMHASH_RETURN_IF_ERROR(Validate(h, size, engine, "crash image"));
-  std::unique_ptr<Pool> p(new Pool);
-  p->base_ = static_cast<char*>(base);
-  p->size_ = h.pool_size;
-  p->mapping_ = Mapping::kDram;
-  p->owns_memory_ = false;
-  uint64_t clean;
-  std::memcpy(&clean, p->base_ + kCleanFlagOffset, sizeof(clean));
-  p->was_clean_ = clean == 1;
-  *pool = std::move(p);
+  *pool = OverValidImage(static_cast<char*>(base), /*owns_memory=*/false);
   return Status::OK();
 }
 
-Status Pool::MarkInUse(Persister& persister) {
-  auto* flag = At<uint64_t>(kCleanFlagOffset);
-  persister.Store(flag, uint64_t{0});
-  persister.Persist(flag, sizeof(*flag));
-  // Without DAX the kernel may write data pages back before the header page; a power
-  // failure must not find a "clean" flag over newer data.
+Status Pool::StoreState(Persister& persister, PoolState state) {
+  auto* word = &reinterpret_cast<PoolHeader*>(base_)->state;
+  persister.Store(word, uint64_t(state));  // one failure-atomic store
+  persister.Persist(word, sizeof(*word));
+  // Without DAX the kernel writes pages back in any order: the header page is synced
+  // now, not left to a later write-back that could follow or precede the data's.
   return SyncRange(0, kPoolHeaderSize);
 }
 
-bool Pool::initialized() const { return *At<const uint64_t>(kInitializedFlagOffset) == 1; }
+Status Pool::MarkInUse(Persister& persister) {
+  // A power failure must not find "clean" over newer data.
+  if (state() != PoolState::kClean) return Status::OK();
+  return StoreState(persister, PoolState::kOpen);
+}
 
-Status Pool::MarkInitialized(Persister& persister) {
-  auto* flag = At<uint64_t>(kInitializedFlagOffset);
-  persister.Store(flag, uint64_t{1});
-  persister.Persist(flag, sizeof(*flag));
-  return SyncRange(0, kPoolHeaderSize);
+Status Pool::MarkCreated(Persister& persister) {
+  if (state() != PoolState::kCreating) {
+    return Status::InvalidArgument(std::string("pool is ") + PoolStateName(state()) +
+                                   ", not being created");
+  }
+  PMHASH_RETURN_IF_ERROR(Sync());  // the empty index durable before the state says so
+  return StoreState(persister, PoolState::kOpen);
 }
 
 Status Pool::MarkClean(Persister& persister) {
+  if (state() == PoolState::kCreating) {
+    return Status::InvalidArgument("pool creation never finished: it cannot be marked clean");
+  }
   PMHASH_RETURN_IF_ERROR(Sync());
-  auto* flag = At<uint64_t>(kCleanFlagOffset);
-  persister.Store(flag, uint64_t{1});
-  persister.Persist(flag, sizeof(*flag));
-  return Sync();
+  return StoreState(persister, PoolState::kClean);
 }
 
 Status Pool::Sync() { return SyncRange(0, size_); }

@@ -2,19 +2,34 @@
 //
 // On-media layout (all offsets from the start of the file):
 //
-//   [0, 4096)            PoolHeader            immutable after creation, checksummed
-//     [0, 192)             identity and layout (below)
-//     [2048, 2056)         clean_shutdown       1 after Close(), 0 while open or crashed
-//     [2056, 2064)         initialized          1 once the engine's empty index exists in
-//                                               full; 0 in a new pool, or one whose
-//                                               creation a crash interrupted (it is then
-//                                               created again from nothing)
+//   [0, 4096)            PoolHeader (below)     the whole page is validated at open
+//     [0, 128)             identity and layout  immutable after creation
+//     [128, 4080)          zero                 reserved; covered by the checksum
+//     [4080, 4088)         checksum             Hash64 of [0, 4080)
+//     [4088, 4096)         state                the one mutable word (PoolState)
 //   [4096, 8192)         root area              owned by the engine, zero at creation
 //   [log_offset, +size)  undo-log lanes         src/pm/undo_log.h
 //   [heap_offset, +size) allocator heap         src/pm/alloc.h
 //
-// Opening validates everything before mapping and never writes on failure. The mutable
-// flags sit outside the checksummed bytes, on a line of their own.
+// The state word is the only thing in the header that changes after creation; it is
+// written with one failure-atomic 8-byte store, and holds one of three constants that
+// differ in at least 4 of their 8 bytes (kPoolStateMinBytesApart), so a torn, flipped or
+// zeroed state is never another valid state: it is Corruption, naming offset 4088.
+//
+//   kCreating   written with the header, before anything else. The file itself appears
+//               whole (Pool::Create writes the header aside, fsyncs, renames), so what a
+//               crash can leave half-done is the engine's creation in the mapped pool (root,
+//               undo log, allocator): a pool that opens as kCreating never acknowledged
+//               anything and is created again from nothing. This positive marker is the
+//               only way a pool is ever formatted on open.
+//   kOpen       the engine's empty index exists in full (set once at the end of creation,
+//               after the whole pool is durable) and the pool is in use or crashed: the
+//               next open recovers it.
+//   kClean      closed cleanly (Close): the next open skips recovery.
+//
+// Transitions: kCreating -> kOpen (MarkCreated), kClean -> kOpen (MarkInUse, at every
+// open), kOpen -> kClean (MarkClean). Opening validates everything before mapping and never
+// writes on failure.
 #pragma once
 
 #include <cstddef>
@@ -29,15 +44,23 @@
 namespace pmhash::pm {
 
 inline constexpr char kPoolMagic[8] = {'P', 'M', 'H', 'A', 'S', 'H', 'P', 'L'};
-inline constexpr uint32_t kPoolLayoutVersion = 2;  // 2: the initialized flag
+// 3: the whole header page checksummed, the state word (was: clean and initialized flags
+// outside the checksum); checksummed chunk-table entries, undo-log lanes and records.
+inline constexpr uint32_t kPoolLayoutVersion = 3;
 inline constexpr size_t kPoolHeaderSize = 4096;
 inline constexpr size_t kRootOffset = 4096;
 inline constexpr size_t kRootSize = 4096;
 inline constexpr size_t kEngineNameSize = 32;
 inline constexpr uint64_t kMinPoolSize = 4ull << 20;
 inline constexpr uint64_t kMaxPoolSize = 1ull << 40;
-inline constexpr size_t kCleanFlagOffset = 2048;
-inline constexpr size_t kInitializedFlagOffset = 2056;
+
+// The values of the header's state word (ASCII, readable in a hex dump).
+enum class PoolState : uint64_t {
+  kCreating = 0x474e495441455243,  // "CREATING"
+  kOpen = 0x4553552d4e45504f,      // "OPEN-USE": in use, or crashed
+  kClean = 0x4b4f4445534f4c43,     // "CLOSEDOK": closed cleanly
+};
+const char* PoolStateName(PoolState state);  // "creating", "open", "clean"
 
 struct PoolHeader {
   char magic[8];
@@ -50,12 +73,40 @@ struct PoolHeader {
   uint64_t log_offset, log_size;
   uint64_t heap_offset, heap_size;
   uint64_t created_unix_ns;
-  uint64_t checksum;  // xxh3-64 of every byte before this field
+  uint8_t reserved[3952];  // zero
+  uint64_t checksum;       // Hash64 of every byte before this field
+  uint64_t state;          // a PoolState; outside the checksum (it changes)
 };
-static_assert(sizeof(PoolHeader) <= kCleanFlagOffset,
-              "the checksummed header must not overlap the mutable clean flag");
-static_assert(kCleanFlagOffset % 64 == 0 && kInitializedFlagOffset / 64 == kCleanFlagOffset / 64,
-              "the mutable flags share a cache line of their own");
+static_assert(offsetof(PoolHeader, magic) == 0 && offsetof(PoolHeader, layout_version) == 8 &&
+                  offsetof(PoolHeader, header_size) == 12 && offsetof(PoolHeader, engine) == 16 &&
+                  offsetof(PoolHeader, uuid) == 48 && offsetof(PoolHeader, pool_size) == 64 &&
+                  offsetof(PoolHeader, root_offset) == 72 &&
+                  offsetof(PoolHeader, root_size) == 80 &&
+                  offsetof(PoolHeader, log_offset) == 88 && offsetof(PoolHeader, log_size) == 96 &&
+                  offsetof(PoolHeader, heap_offset) == 104 &&
+                  offsetof(PoolHeader, heap_size) == 112 &&
+                  offsetof(PoolHeader, created_unix_ns) == 120 &&
+                  offsetof(PoolHeader, reserved) == 128,
+              "the identity fields are on-media format (see the layout above)");
+static_assert(offsetof(PoolHeader, checksum) == 4080 && offsetof(PoolHeader, state) == 4088 &&
+                  sizeof(PoolHeader) == kPoolHeaderSize,
+              "the checksum covers [0, 4080); the state word is the page's last 8 bytes");
+inline constexpr size_t kPoolStateOffset = offsetof(PoolHeader, state);
+
+// How many of their 8 bytes the state constants differ in, pairwise (at least).
+constexpr int kPoolStateMinBytesApart = 4;
+constexpr int BytesApart(uint64_t a, uint64_t b) {
+  int n = 0;
+  for (int i = 0; i < 8; ++i) n += ((a >> (8 * i)) & 0xff) != ((b >> (8 * i)) & 0xff);
+  return n;
+}
+static_assert(BytesApart(uint64_t(PoolState::kCreating), uint64_t(PoolState::kOpen)) >=
+                      kPoolStateMinBytesApart &&
+                  BytesApart(uint64_t(PoolState::kCreating), uint64_t(PoolState::kClean)) >=
+                      kPoolStateMinBytesApart &&
+                  BytesApart(uint64_t(PoolState::kOpen), uint64_t(PoolState::kClean)) >=
+                      kPoolStateMinBytesApart,
+              "no damage to fewer bytes than this turns one valid state into another");
 
 // Where a pool's memory comes from.
 enum class Mapping : uint8_t {
@@ -72,10 +123,12 @@ struct PoolInfo {
   uint64_t pool_size = 0;
   uint64_t file_size = 0;
   uint32_t layout_version = 0;
-  uint64_t root_offset = 0, log_offset = 0, log_size = 0, heap_offset = 0, heap_size = 0;
-  bool clean_shutdown = false;
-  bool initialized = false;  // false: the engine's creation never finished
+  uint32_t header_size = 0;
+  uint64_t root_offset = 0, root_size = 0, log_offset = 0, log_size = 0, heap_offset = 0,
+           heap_size = 0;
   uint64_t created_unix_ns = 0;
+  uint64_t checksum = 0;
+  PoolState state = PoolState::kCreating;
 };
 
 class Pool {
@@ -108,6 +161,14 @@ class Pool {
   // Reads and validates the header of a file without locking or mapping it.
   static Status Inspect(const std::string& path, PoolInfo* info);
 
+  // Opens `path` (open(2) flags, e.g. O_RDONLY) for what reads or maps a pool file, and
+  // its size. Anything but a regular file (a directory, FIFO, socket or device) is
+  // InvalidArgument naming its type, found without blocking: the path is opened with
+  // O_NONBLOCK (cleared afterwards) and checked with fstat, so a FIFO never hangs the
+  // caller. Device DAX (a character device) is not supported: use a file on a DAX-mounted
+  // file system. The caller closes *fd.
+  static Status OpenFile(const std::string& path, int flags, int* fd, uint64_t* size);
+
   ~Pool();
   Pool(const Pool&) = delete;
   Pool& operator=(const Pool&) = delete;
@@ -134,15 +195,22 @@ class Pool {
     return offset <= size_ && len <= size_ - offset;
   }
 
-  // The clean flag as it was when the pool was opened (true for a new pool).
-  bool was_clean_at_open() const { return was_clean_; }
-  // Clears the flag durably (an open pool is "not clean" until Close); for a file
-  // mapping also msyncs the header page.
+  // The state word (see the layout above) as it was when the pool was opened or made.
+  PoolState state_at_open() const { return state_at_open_; }
+  bool was_clean_at_open() const { return state_at_open_ == PoolState::kClean; }
+  // True when the pool must be created from nothing: new, or its creation crashed.
+  bool needs_creation() const { return state_at_open_ == PoolState::kCreating; }
+  // The state word now.
+  PoolState state() const { return static_cast<PoolState>(header().state); }
+  // kClean -> kOpen, durably (an open pool is "not clean" until Close); for a file
+  // mapping also msyncs the header page. Any other state is left as it is.
   Status MarkInUse(Persister& persister);
-  // Whether the engine's creation finished (see the layout above), and marking it so.
-  bool initialized() const;
-  Status MarkInitialized(Persister& persister);
-  // Sets the flag durably; for a file mapping also msyncs the whole pool.
+  // kCreating -> kOpen once the engine's empty index exists: syncs the whole pool first
+  // (file mappings), so the state never vouches for a creation that is not durable.
+  // InvalidArgument in any other state.
+  Status MarkCreated(Persister& persister);
+  // kOpen -> kClean, durably; for a file mapping also msyncs the whole pool first.
+  // InvalidArgument while the pool is kCreating (its creation never finished).
   Status MarkClean(Persister& persister);
 
   // Durability against power failure for kShared mappings (msync); no-op otherwise.
@@ -150,8 +218,12 @@ class Pool {
 
  private:
   Pool() = default;
+  // `h` is a whole header page.
   static Status Validate(const PoolHeader& h, uint64_t file_size, std::string_view engine,
                          const std::string& what);
+  // A DRAM pool over a validated image, in the image's state.
+  static std::unique_ptr<Pool> OverValidImage(char* base, bool owns_memory);
+  Status StoreState(Persister& persister, PoolState state);
   static Status InspectFd(int fd, uint64_t file_size, const std::string& path, PoolInfo* info);
   Status SyncRange(uint64_t offset, uint64_t len);
   static void InitHeader(PoolHeader* h, std::string_view engine, uint64_t size);
@@ -160,7 +232,7 @@ class Pool {
   uint64_t size_ = 0;
   Mapping mapping_ = Mapping::kDram;
   int fd_ = -1;
-  bool was_clean_ = true;
+  PoolState state_at_open_ = PoolState::kCreating;
   bool owns_memory_ = true;  // false for Adopt
   std::string path_;
 };

@@ -2,7 +2,9 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,6 +17,7 @@
 
 #include "util/hash.h"
 #include "pm/persist.h"
+#include "support/harness.h"
 
 namespace pmhash::pm {
 namespace {
@@ -179,7 +182,17 @@ TEST(PoolOpen, WrongLayoutVersion) {
   WriteFile(dir.File("p"), pool);
   ExpectRejected(dir.File("p"), "", Status::Code::kInvalidArgument,
                  "has pool layout version " + std::to_string(kPoolLayoutVersion + 1) +
-                     "; this pmhash reads version " + std::to_string(kPoolLayoutVersion));
+                     "; this pmhash reads version " + std::to_string(kPoolLayoutVersion) +
+                     " (the pool was made by a newer pmhash)");
+  // A pool of the previous layout (version 2: flags at 2048 and 2056, outside a checksum
+  // at 128) is refused as old, before its checksum is looked at.
+  h = HeaderOf(pool);
+  h.layout_version = 2;
+  PutHeader(&pool, h);
+  WriteFile(dir.File("p"), pool);
+  ExpectRejected(dir.File("p"), "", Status::Code::kInvalidArgument,
+                 "has pool layout version 2; this pmhash reads version 3 (the pool was made "
+                 "by an older pmhash: re-create it and load its data again)");
 }
 
 TEST(PoolOpen, WrongEngine) {
@@ -230,13 +243,60 @@ TEST(PoolOpen, PoolInUseIsBusy) {
 TEST(PoolOpen, DirectoryIsRejected) {
   TempDir dir;
   fs::create_directory(dir.File("d"));
-  ExpectRejected(dir.File("d"), "", Status::Code::kInvalidArgument, "Is a directory",
-                 /*inspect=*/false);
-  // Inspect opens read-only, which works on a directory; it is then refused by type.
-  PoolInfo info;
-  Status s = Pool::Inspect(dir.File("d"), &info);
-  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
-  EXPECT_NE(s.message().find("not a regular file"), std::string::npos) << s.ToString();
+  ExpectRejected(dir.File("d"), "", Status::Code::kInvalidArgument,
+                 "is a directory, not a regular file");
+}
+
+// Guards issue 13's "pool check / pool info on a FIFO hang forever": opening a FIFO for
+// reading blocks until a writer comes. Each open runs in a child process with a time
+// limit, so the old behaviour fails the test (as "hung") instead of hanging it.
+TEST(PoolOpen, FifoSocketAndDeviceAreRejectedWithoutBlocking) {
+  TempDir dir;
+  const std::string fifo = dir.File("fifo");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0644), 0);
+  const std::string sock = dir.File("sock");
+  const int sfd = socket(AF_UNIX, SOCK_STREAM, 0);
+  ASSERT_GE(sfd, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  ASSERT_LT(sock.size(), sizeof(addr.sun_path));
+  std::memcpy(addr.sun_path, sock.c_str(), sock.size() + 1);
+  ASSERT_EQ(bind(sfd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)), 0);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {fifo, "is a FIFO, not a regular file"},
+      {sock, "is a socket, not a regular file"},
+      {"/dev/null", "is a character device, not a regular file (devices, device DAX included"}};
+  for (const auto& [path, fragment] : cases) {
+    SCOPED_TRACE(path);
+    std::string how;
+    const std::string out = testing::InChildProcess(
+        [&path] {
+          std::unique_ptr<Pool> pool;
+          PoolInfo info;
+          std::string fd_status = "opened";
+          int fd;
+          uint64_t size;
+          if (Status f = Pool::OpenFile(path, O_RDONLY, &fd, &size); f.ok()) {
+            ::close(fd);
+          } else {
+            fd_status = f.ToString();
+          }
+          return Pool::Open(path, "", &pool).ToString() + "\n" +
+                 Pool::Inspect(path, &info).ToString() + "\n" + fd_status;
+        },
+        20, &how);
+    ASSERT_EQ(how, "") << "opening " << path << " hung or crashed";
+    // One line each from Open, Inspect and OpenFile.
+    std::istringstream lines(out);
+    std::string line;
+    int n = 0;
+    while (std::getline(lines, line)) {
+      ++n;
+      EXPECT_EQ(line.rfind("InvalidArgument: " + path + " " + fragment, 0), 0u) << line;
+    }
+    EXPECT_EQ(n, 3) << out;
+  }
+  ::close(sfd);
 }
 
 TEST(PoolOpen, NoPermission) {
@@ -302,7 +362,9 @@ TEST(PoolCreate, RoundTripOfHeaderFields) {
     EXPECT_EQ(pool->engine(), "round-trip");
     EXPECT_EQ(pool->path(), path);
     EXPECT_NE(pool->mapping(), Mapping::kDram);
-    EXPECT_TRUE(pool->was_clean_at_open());
+    EXPECT_EQ(pool->state_at_open(), PoolState::kCreating);
+    EXPECT_TRUE(pool->needs_creation());
+    EXPECT_FALSE(pool->was_clean_at_open());
     const PoolHeader& h = pool->header();
     EXPECT_EQ(std::memcmp(h.magic, kPoolMagic, 8), 0);
     EXPECT_EQ(h.layout_version, kPoolLayoutVersion);
@@ -318,6 +380,9 @@ TEST(PoolCreate, RoundTripOfHeaderFields) {
     EXPECT_GT(h.created_unix_ns, 0u);
     uuid.assign(reinterpret_cast<const char*>(h.uuid), 16);
     EXPECT_NE(uuid, std::string(16, '\0'));
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(h.reserved), sizeof(h.reserved)),
+              std::string(sizeof(h.reserved), '\0'));
+    EXPECT_EQ(h.state, uint64_t(PoolState::kCreating));
   }
   EXPECT_EQ(fs::file_size(path), size);
   // Nothing is left beside it (Create writes aside, then renames).
@@ -340,6 +405,10 @@ TEST(PoolCreate, RoundTripOfHeaderFields) {
   EXPECT_EQ(info.heap_offset, pool->heap_offset());
   EXPECT_EQ(info.heap_size, pool->heap_size());
   EXPECT_EQ(info.created_unix_ns, pool->header().created_unix_ns);
+  EXPECT_EQ(info.header_size, kPoolHeaderSize);
+  EXPECT_EQ(info.root_size, kRootSize);
+  EXPECT_EQ(info.checksum, pool->header().checksum);
+  EXPECT_EQ(info.state, PoolState::kCreating);
   // The root area starts zeroed for the engine.
   EXPECT_EQ(std::string(static_cast<const char*>(pool->root()), kRootSize),
             std::string(kRootSize, '\0'));
@@ -387,16 +456,16 @@ TEST(PoolCreate, BadArgumentsCreateNothing) {
   EXPECT_TRUE(fs::is_empty(dir.path()));
 }
 
-// ---- Clean flag and Sync ------------------------------------------------------------
+// ---- The state word and Sync -------------------------------------------------------
 
-uint64_t CleanFlagInFile(const std::string& path) {
+uint64_t StateInFile(const std::string& path) {
   const std::string bytes = ReadFile(path);
-  uint64_t flag = ~0ull;
-  std::memcpy(&flag, bytes.data() + kCleanFlagOffset, sizeof(flag));
-  return flag;
+  uint64_t state = 0;
+  std::memcpy(&state, bytes.data() + kPoolStateOffset, sizeof(state));
+  return state;
 }
 
-TEST(PoolCleanFlag, MarkCleanAndMarkInUseReachTheFile) {
+TEST(PoolState, TransitionsReachTheFile) {
   TempDir dir;
   const std::string path = dir.File("p");
   std::unique_ptr<Persister> persister;
@@ -404,36 +473,90 @@ TEST(PoolCleanFlag, MarkCleanAndMarkInUseReachTheFile) {
   {
     std::unique_ptr<Pool> pool;
     ASSERT_TRUE(Pool::Create(path, "test", kSmallPool, &pool).ok());
-    EXPECT_TRUE(pool->was_clean_at_open());  // a new pool needs no recovery
-    EXPECT_EQ(CleanFlagInFile(path), 0u);     // but it is open, so not marked clean
+    EXPECT_EQ(StateInFile(path), uint64_t(PoolState::kCreating));
+    ASSERT_TRUE(pool->MarkInUse(*persister).ok());  // creating stays creating
+    EXPECT_EQ(StateInFile(path), uint64_t(PoolState::kCreating));
+    Status s = pool->MarkClean(*persister);
+    EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+    EXPECT_EQ(StateInFile(path), uint64_t(PoolState::kCreating));
+    ASSERT_TRUE(pool->MarkCreated(*persister).ok());
+    EXPECT_EQ(StateInFile(path), uint64_t(PoolState::kOpen));
+    EXPECT_TRUE(pool->MarkCreated(*persister).IsInvalidArgument());  // only once
+    EXPECT_TRUE(pool->needs_creation()) << "the state as it was at open";
     ASSERT_TRUE(pool->MarkClean(*persister).ok());
-    EXPECT_EQ(CleanFlagInFile(path), 1u);
+    EXPECT_EQ(StateInFile(path), uint64_t(PoolState::kClean));
     PoolInfo info;
     ASSERT_TRUE(Pool::Inspect(path, &info).ok());
-    EXPECT_TRUE(info.clean_shutdown);
+    EXPECT_EQ(info.state, PoolState::kClean);
   }
   {
     std::unique_ptr<Pool> pool;
     ASSERT_TRUE(Pool::Open(path, "", &pool).ok());
     EXPECT_TRUE(pool->was_clean_at_open());
+    EXPECT_FALSE(pool->needs_creation());
     ASSERT_TRUE(pool->MarkInUse(*persister).ok());
-    EXPECT_EQ(CleanFlagInFile(path), 0u);
-    EXPECT_TRUE(pool->was_clean_at_open()) << "the flag as it was at open";
+    EXPECT_EQ(StateInFile(path), uint64_t(PoolState::kOpen));
+    EXPECT_TRUE(pool->was_clean_at_open()) << "the state as it was at open";
     // Dropped without MarkClean: as after a crash.
   }
   std::unique_ptr<Pool> pool;
   ASSERT_TRUE(Pool::Open(path, "", &pool).ok());
+  EXPECT_EQ(pool->state_at_open(), PoolState::kOpen);
   EXPECT_FALSE(pool->was_clean_at_open());
+  EXPECT_FALSE(pool->needs_creation());
   PoolInfo info;
   ASSERT_TRUE(Pool::Inspect(path, &info).ok());
-  EXPECT_FALSE(info.clean_shutdown);
-  // The flag lies outside the checksummed bytes: flipping it keeps the header valid.
+  EXPECT_EQ(info.state, PoolState::kOpen);
+  // The state lies outside the checksummed bytes: changing it keeps the header valid.
   EXPECT_EQ(Checksum(pool->header()), pool->header().checksum);
-  // Both went through the persister: 2 stores of 8 bytes, 2 persists of one line.
+  // Every change went through the persister (created, clean, in use: 3 stores of 8
+  // bytes, each persisted); the refused calls and MarkInUse of a new pool stored nothing.
   const PersistCounters c = persister->Totals();
-  EXPECT_EQ(c.bytes_stored, 16u);
-  EXPECT_EQ(c.flushes, 2u);
-  EXPECT_EQ(c.fences, 2u);
+  EXPECT_EQ(c.bytes_stored, 24u);
+  EXPECT_EQ(c.flushes, 3u);
+  EXPECT_EQ(c.fences, 3u);
+}
+
+// Guards issue 13's "a corrupted header silently empties the index": the initialized
+// flag lay outside the checksum, and any value but 1 made Open format the pool. Now every
+// byte of the header page is checked: a damaged state word (any byte of it, in any state,
+// or zeroed) and a damaged reserved byte are Corruption naming what and where.
+TEST(PoolState, EveryDamagedHeaderByteIsCorruption) {
+  TempDir dir;
+  const std::string path = dir.File("p");
+  std::string pool = MakePool(path);  // kCreating
+  std::vector<std::string> images = {pool};
+  for (PoolState st : {PoolState::kOpen, PoolState::kClean}) {
+    const uint64_t word = uint64_t(st);
+    std::memcpy(pool.data() + kPoolStateOffset, &word, 8);
+    images.push_back(pool);
+  }
+  for (const std::string& good : images) {
+    for (size_t i = 0; i < 8; ++i) {
+      for (int bit : {0, 7}) {
+        std::string bad = good;
+        bad[kPoolStateOffset + i] ^= static_cast<char>(1 << bit);
+        WriteFile(path, bad);
+        ExpectRejected(path, "", Status::Code::kCorruption,
+                       "pool state word at offset 4088 reads 0x");
+      }
+      std::string bad = good;
+      bad[kPoolStateOffset + i] = 1;  // the old "initialized" value, in any byte
+      WriteFile(path, bad);
+      ExpectRejected(path, "", Status::Code::kCorruption, "which is not creating, open or clean");
+    }
+    std::string zeroed = good;
+    std::memset(zeroed.data() + kPoolStateOffset, 0, 8);
+    WriteFile(path, zeroed);
+    ExpectRejected(path, "", Status::Code::kCorruption, "pool state word at offset 4088");
+    for (size_t off : {size_t{128}, size_t{2048}, size_t{2056}, size_t{4079}, size_t{4080}}) {
+      std::string bad = good;
+      bad[off] ^= 0x01;
+      WriteFile(path, bad);
+      ExpectRejected(path, "", Status::Code::kCorruption,
+                     "pool header checksum mismatch over bytes [0, 4080)");
+    }
+  }
 }
 
 TEST(PoolSync, FilePoolBytesReachTheFile) {
@@ -460,7 +583,7 @@ TEST(PoolDram, LayoutMatchesAFilePool) {
   EXPECT_EQ(pool->mapping(), Mapping::kDram);
   EXPECT_STREQ(MappingName(pool->mapping()), "dram");
   EXPECT_TRUE(pool->path().empty());
-  EXPECT_TRUE(pool->was_clean_at_open());
+  EXPECT_TRUE(pool->needs_creation());
   EXPECT_EQ(pool->engine(), "dram-test");
   const PoolHeader& h = pool->header();
   EXPECT_EQ(std::memcmp(h.magic, kPoolMagic, 8), 0);
@@ -484,8 +607,9 @@ TEST(PoolDram, LayoutMatchesAFilePool) {
   EXPECT_TRUE(pool->Sync().ok());  // nothing to sync
   std::unique_ptr<Persister> persister;
   ASSERT_TRUE(Persister::Make(PersistConfig{}, &persister).ok());
+  EXPECT_TRUE(pool->MarkCreated(*persister).ok());
   EXPECT_TRUE(pool->MarkClean(*persister).ok());
-  EXPECT_EQ(*pool->At<uint64_t>(kCleanFlagOffset), 1u);
+  EXPECT_EQ(pool->state(), PoolState::kClean);
 }
 
 TEST(PoolDram, BadArguments) {
@@ -512,16 +636,20 @@ TEST(PoolFromImage, CopiesAValidImage) {
   EXPECT_EQ(copy->size(), source->size());
   EXPECT_NE(copy->base(), image.data()) << "FromImage must copy";
   EXPECT_EQ(ImageOf(*copy), image);
-  EXPECT_FALSE(copy->was_clean_at_open());  // the image's flag is 0
+  EXPECT_TRUE(copy->needs_creation());  // the image's state: creating
   // The copy is independent of the image.
   persister->Copy(copy->heap(), "changed", 7);
   EXPECT_EQ(image.substr(source->heap_offset(), 7), "payload");
 
-  // The clean flag is read from the image; any engine is accepted when none is given.
-  const uint64_t one = 1;
-  std::memcpy(image.data() + kCleanFlagOffset, &one, sizeof(one));
+  // The state is read from the image; any engine is accepted when none is given.
+  const uint64_t clean = uint64_t(PoolState::kClean);
+  std::memcpy(image.data() + kPoolStateOffset, &clean, sizeof(clean));
   ASSERT_TRUE(Pool::FromImage(image.data(), image.size(), "", &copy).ok());
   EXPECT_TRUE(copy->was_clean_at_open());
+  std::unique_ptr<Pool> adopted;
+  ASSERT_TRUE(Pool::Adopt(image.data(), image.size(), "img", &adopted).ok());
+  EXPECT_TRUE(adopted->was_clean_at_open());
+  EXPECT_EQ(adopted->base(), image.data()) << "Adopt must not copy";
   // Bytes past the pool size are ignored.
   image.append(4096, 'x');
   ASSERT_TRUE(Pool::FromImage(image.data(), image.size(), "img", &copy).ok());
@@ -549,6 +677,9 @@ TEST(PoolFromImage, RejectsBadImages) {
   bad = good;
   bad[offsetof(PoolHeader, uuid)] ^= 1;
   expect(bad, "", Status::Code::kCorruption, "checksum mismatch");
+  bad = good;
+  bad[kPoolStateOffset] ^= 0x40;
+  expect(bad, "", Status::Code::kCorruption, "pool state word at offset 4088");
   bad = good;
   PoolHeader h = HeaderOf(bad);
   h.layout_version = 99;

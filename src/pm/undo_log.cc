@@ -2,33 +2,49 @@
 //
 // On-media layout (offsets from pool.log_area(), L = pool.log_size()):
 //
-//   [0, 64)                      LogHeader (immutable after Format, checksummed)
+//   [0, 64)                            LogHeader (immutable after Format, checksummed)
 //   [64 + i * lane_size, +lane_size)   lane i, for i < lane_count (lane_size % 64 == 0)
 //
 //   Lane:
-//     [0, 8)      uint64_t count   committed entries; 0 = nothing to roll back. Written
-//                                  only with one failure-atomic Store + persist.
-//     [8, 64)     unused (count has its cache line to itself)
+//     [0, 8)      uint64_t state   SealWord(seq << 16 | count, salt = lane index)
+//                                  (common/hash.h): the lane's transaction sequence
+//                                  number seq (1 .. 2^32 - 1, then 1 again) and how many
+//                                  entries of transaction seq are durable (count; 0 = none,
+//                                  nothing to roll back). Written only with one
+//                                  failure-atomic Store + persist.
+//     [8, 64)     unused (the state has its cache line to itself)
 //     [64, ...)   entries, back to back, each 8-byte aligned:
 //                   uint64_t offset;     pool offset of the saved range
 //                   uint64_t length;     bytes saved
-//                   uint64_t checksum;   Hash64(old, length, seed = offset ^ length)
+//                   uint32_t seq;        the transaction the entry belongs to
+//                   uint32_t index;      its position in that transaction
+//                   uint64_t checksum;   Hash64(old, length, seed = Hash64 of the 24
+//                                        bytes above, seeded with the lane index)
 //                   uint8_t  old[length] padded to a multiple of 8
 //
 // Invariants:
-//  * Entry k (k < count) is durable before count becomes k + 1 (Save: copy entry,
-//    persist = flush + fence, then Store count and persist it). So every counted entry
-//    is complete; a torn entry past count is ignored.
+//  * Entry k of transaction s is durable before the state says (s, k + 1) (Save: copy the
+//    entry, persist = flush + fence, then Store the state and persist it). So every
+//    counted entry is complete; an entry being written when a crash hit is not counted
+//    and is never replayed.
 //  * The caller modifies a saved range only after Save returned, and calls Commit only
-//    after its changes are persisted; Commit stores count = 0 (one atomic store).
-//  * Recovery validates every counted entry of every lane before writing anything (a
-//    damaged log is Corruption and the pool is left untouched), then restores old bytes
-//    newest first, persists them, and clears count. Restoring the same old bytes twice
-//    is harmless, so recovery is idempotent and a crash during it is safe.
+//    after its changes are persisted. Commit (and a rollback, once the old bytes are
+//    durable) stores (s + 1, 0): one atomic store retires every entry of s at once, and
+//    the entries left in the lane all carry a sequence number other than the lane's.
+//  * Recovery replays, per lane, only the one open transaction: the `count` entries the
+//    state names, each of which must carry the state's seq, its own index and a good
+//    checksum. Anything else (a state that fails its seal, a counted entry of an older
+//    transaction, a bad checksum, a range outside the root area and heap) is Corruption
+//    naming the lane, the entry and its pool offset, and every lane is validated before
+//    anything is written, so a damaged log leaves the pool untouched. Then it restores old
+//    bytes newest first, persists them and retires the lane as Commit does. Restoring the
+//    same old bytes twice is harmless, so recovery is idempotent and a crash during it is
+//    safe.
 //  * Saved ranges lie in the root area or the heap: never the pool header or the log.
 #include "pm/undo_log.h"
 
 #include <condition_variable>
+#include <cstddef>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -41,10 +57,11 @@ namespace pmhash::pm {
 namespace {
 
 inline constexpr char kLogMagic[8] = {'P', 'M', 'H', 'U', 'N', 'D', 'O', 'L'};
-inline constexpr uint32_t kLogVersion = 1;
+inline constexpr uint32_t kLogVersion = 2;  // 2: sealed lane states, entries bound to a seq
 inline constexpr uint32_t kLaneCount = 16;  // concurrent transactions
 inline constexpr size_t kLogHeaderSize = 64;
 inline constexpr size_t kLaneHeaderSize = 64;
+inline constexpr uint64_t kMaxEntries = 0xffff;  // the state's 16-bit count
 
 struct LogHeader {
   char magic[8];
@@ -55,15 +72,22 @@ struct LogHeader {
   uint64_t reserved[3];
   uint64_t checksum;  // Hash64 of the bytes before it
 };
-static_assert(sizeof(LogHeader) == kLogHeaderSize, "the log header is one cache line");
+static_assert(sizeof(LogHeader) == kLogHeaderSize && offsetof(LogHeader, version) == 8 &&
+                  offsetof(LogHeader, lane_count) == 12 && offsetof(LogHeader, lane_size) == 16 &&
+                  offsetof(LogHeader, log_size) == 24 && offsetof(LogHeader, checksum) == 56,
+              "the log header is one cache line, laid out as above");
 
 struct EntryHeader {
   uint64_t offset;
   uint64_t length;
+  uint32_t seq;
+  uint32_t index;
   uint64_t checksum;
 };
-static_assert(sizeof(EntryHeader) == 24 && sizeof(EntryHeader) % 8 == 0,
-              "entries stay 8-byte aligned");
+static_assert(offsetof(EntryHeader, length) == 8 && offsetof(EntryHeader, seq) == 16 &&
+                  offsetof(EntryHeader, index) == 20 && offsetof(EntryHeader, checksum) == 24 &&
+                  sizeof(EntryHeader) == 32,
+              "entries are laid out as above and stay 8-byte aligned");
 
 constexpr uint64_t Align8(uint64_t v) { return (v + 7) & ~uint64_t{7}; }
 
@@ -71,9 +95,17 @@ uint64_t HeaderChecksum(const LogHeader& h) {
   return Hash64(&h, offsetof(LogHeader, checksum), 0x756e646f6c6f67ull);
 }
 
-uint64_t EntryChecksum(uint64_t offset, uint64_t length, const void* old) {
-  return Hash64(old, length, offset ^ length);
+// Binds the saved bytes to their lane, transaction, position and range.
+uint64_t EntryChecksum(uint32_t lane, const EntryHeader& h, const void* old) {
+  return Hash64(old, h.length, Hash64(&h, offsetof(EntryHeader, checksum), lane));
 }
+
+// A lane's state word: (seq, count) sealed with the lane index.
+uint64_t LaneState(uint32_t lane, uint32_t seq, uint64_t count) {
+  return SealWord(uint64_t{seq} << 16 | count, lane);
+}
+// The sequence number after `seq` (0 is never used: a zeroed lane is not a valid state).
+uint32_t NextSeq(uint32_t seq) { return seq == UINT32_MAX ? 1 : seq + 1; }
 
 // Lane geometry follows from the (checksummed) pool header alone.
 uint64_t LaneSizeFor(uint64_t log_size) {
@@ -96,6 +128,7 @@ class LaneTx final : public UndoLog::Tx {
   LaneLog* log_;
   uint32_t lane_;
   char* base_;          // the lane
+  uint32_t seq_;        // the lane's open transaction (equals the PM state's seq)
   uint64_t count_ = 0;  // entries saved since the last Commit (equals the PM count)
   uint64_t used_ = kLaneHeaderSize;  // bytes of the lane in use
 };
@@ -106,6 +139,11 @@ class LaneLog final : public UndoLog {
       : pool_(pool), persister_(persister), lane_size_(lane_size) {
     for (uint32_t i = kLaneCount; i > 0; --i) free_lanes_.push_back(i - 1);
   }
+
+  // The sequence number of a lane's next (or open) transaction; the lane's owner sets it.
+  uint32_t seq(uint32_t lane) const { return seq_[lane]; }
+  void set_seq(uint32_t lane, uint32_t seq) { seq_[lane] = seq; }
+  uint64_t* State(uint32_t lane) const { return reinterpret_cast<uint64_t*>(Lane(lane)); }
 
   std::unique_ptr<Tx> Begin() override {
     std::unique_lock<std::mutex> lock(mu_);
@@ -149,9 +187,11 @@ class LaneLog final : public UndoLog {
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<uint32_t> free_lanes_;
+  uint32_t seq_[kLaneCount] = {};  // each written only by the lane's holder (or setup)
 };
 
-LaneTx::LaneTx(LaneLog* log, uint32_t lane) : log_(log), lane_(lane), base_(log->Lane(lane)) {}
+LaneTx::LaneTx(LaneLog* log, uint32_t lane)
+    : log_(log), lane_(lane), base_(log->Lane(lane)), seq_(log->seq(lane)) {}
 
 LaneTx::~LaneTx() {
   if (count_ > 0) RollBack();
@@ -168,20 +208,22 @@ Status LaneTx::Save(const void* addr, size_t len) {
                                    " bytes is not inside the pool's root area or heap");
   }
   const uint64_t need = sizeof(EntryHeader) + Align8(len);
-  if (need > log_->lane_size() - used_) {
+  if (need > log_->lane_size() - used_ || count_ == kMaxEntries) {
     return Status::ResourceExhausted(
         "undo log lane full: cannot save " + std::to_string(len) + " more bytes (" +
-        std::to_string(log_->lane_size() - used_) + " bytes left in the lane)");
+        std::to_string(log_->lane_size() - used_) + " bytes and " +
+        std::to_string(kMaxEntries - count_) + " entries left in the lane)");
   }
   Persister& p = log_->persister();
   char* entry = base_ + used_;
-  EntryHeader h{a - b, len, EntryChecksum(a - b, len, addr)};
+  EntryHeader h{a - b, len, seq_, static_cast<uint32_t>(count_), 0};
+  h.checksum = EntryChecksum(lane_, h, addr);
   p.Copy(entry, &h, sizeof(h));
   p.Copy(entry + sizeof(h), addr, len);
   p.Persist(entry, sizeof(h) + len);  // the entry is durable ...
-  auto* count = reinterpret_cast<uint64_t*>(base_);
-  p.Store(count, count_ + 1);  // ... before it is counted
-  p.Persist(count, sizeof(*count));
+  uint64_t* state = log_->State(lane_);
+  p.Store(state, LaneState(lane_, seq_, count_ + 1));  // ... before it is counted
+  p.Persist(state, sizeof(*state));
   ++count_;
   used_ += need;
   return Status::OK();
@@ -189,10 +231,13 @@ Status LaneTx::Save(const void* addr, size_t len) {
 
 void LaneTx::Commit() {
   if (count_ > 0) {
+    // One store retires every entry of seq_: the lane now names the next transaction.
     Persister& p = log_->persister();
-    auto* count = reinterpret_cast<uint64_t*>(base_);
-    p.Store(count, uint64_t{0});
-    p.Persist(count, sizeof(*count));
+    seq_ = NextSeq(seq_);
+    uint64_t* state = log_->State(lane_);
+    p.Store(state, LaneState(lane_, seq_, 0));
+    p.Persist(state, sizeof(*state));
+    log_->set_seq(lane_, seq_);
   }
   count_ = 0;
   used_ = kLaneHeaderSize;
@@ -232,12 +277,13 @@ Status UndoLog::Format(Pool& pool, Persister& persister, std::unique_ptr<UndoLog
                                    " bytes is too small for " + std::to_string(kLaneCount) +
                                    " lanes");
   }
-  char* area = pool.log_area();
+  auto log = std::make_unique<LaneLog>(pool, persister, lane_size);
   for (uint32_t i = 0; i < kLaneCount; ++i) {
-    auto* count = reinterpret_cast<uint64_t*>(area + kLogHeaderSize + i * lane_size);
-    persister.Store(count, uint64_t{0});
-    persister.Flush(count, sizeof(*count));
+    log->set_seq(i, 1);
+    persister.Store(log->State(i), LaneState(i, 1, 0));
+    persister.Flush(log->State(i), sizeof(uint64_t));
   }
+  char* area = pool.log_area();
   LogHeader h{};
   std::memcpy(h.magic, kLogMagic, sizeof(kLogMagic));
   h.version = kLogVersion;
@@ -247,7 +293,7 @@ Status UndoLog::Format(Pool& pool, Persister& persister, std::unique_ptr<UndoLog
   h.checksum = HeaderChecksum(h);
   persister.Copy(area, &h, sizeof(h));
   persister.Persist(area, sizeof(h));
-  *out = std::make_unique<LaneLog>(pool, persister, lane_size);
+  *out = std::move(log);
   return Status::OK();
 }
 
@@ -275,20 +321,38 @@ Status UndoLog::Recover(Pool& pool, Persister& persister, std::unique_ptr<UndoLo
   std::vector<std::vector<ParsedEntry>> lanes(kLaneCount);
   for (uint32_t i = 0; i < kLaneCount; ++i) {
     const char* lane = log->Lane(i);
-    const uint64_t count = Persister::Load(reinterpret_cast<const uint64_t*>(lane));
+    const uint64_t lane_offset = pool.ToOffset(lane);
     const std::string where = "undo log lane " + std::to_string(i);
-    if (count > (lane_size - kLaneHeaderSize) / sizeof(EntryHeader)) {
-      return Status::Corruption(where + " claims " + std::to_string(count) +
-                                " entries, more than fit");
+    const uint64_t word = Persister::Load(log->State(i));
+    uint64_t payload;
+    if (!UnsealWord(word, i, &payload)) {
+      return Status::Corruption(where + ": its state word at pool offset " +
+                                std::to_string(lane_offset) + " fails its check (log damaged)");
     }
+    const auto seq = static_cast<uint32_t>(payload >> 16);
+    const uint64_t count = payload & 0xffff;
+    if (seq == 0) {
+      return Status::Corruption(where + ": its state word at pool offset " +
+                                std::to_string(lane_offset) +
+                                " names transaction 0, which the log never uses (log damaged)");
+    }
+    log->set_seq(i, seq);
     uint64_t pos = kLaneHeaderSize;
     for (uint64_t k = 0; k < count; ++k) {
-      const std::string entry = where + " entry " + std::to_string(k);
+      const std::string entry = where + " entry " + std::to_string(k) + " (pool offset " +
+                                std::to_string(lane_offset + pos) + ")";
       if (lane_size - pos < sizeof(EntryHeader)) {
-        return Status::Corruption(entry + " runs past the end of the lane");
+        return Status::Corruption(where + " claims " + std::to_string(count) +
+                                  " entries; " + entry + " runs past the end of the lane");
       }
       EntryHeader e;
       std::memcpy(&e, lane + pos, sizeof(e));
+      if (e.seq != seq || e.index != k) {
+        return Status::Corruption(entry + " belongs to transaction " + std::to_string(e.seq) +
+                                  " (entry " + std::to_string(e.index) +
+                                  "), not to the lane's open transaction " +
+                                  std::to_string(seq) + ": a stale or damaged entry");
+      }
       if (e.length > lane_size - pos - sizeof(EntryHeader)) {
         return Status::Corruption(entry + " has length " + std::to_string(e.length) +
                                   ", past the end of the lane");
@@ -299,7 +363,7 @@ Status UndoLog::Recover(Pool& pool, Persister& persister, std::unique_ptr<UndoLo
                                   ") outside the pool's root area and heap");
       }
       const char* old = lane + pos + sizeof(EntryHeader);
-      if (EntryChecksum(e.offset, e.length, old) != e.checksum) {
+      if (EntryChecksum(i, e, old) != e.checksum) {
         return Status::Corruption(entry + " checksum mismatch (log damaged)");
       }
       lanes[i].push_back({e.offset, e.length, old});
@@ -313,10 +377,11 @@ Status UndoLog::Recover(Pool& pool, Persister& persister, std::unique_ptr<UndoLo
       persister.Copy(dst, it->old, it->length);
       persister.Flush(dst, it->length);
     }
-    persister.Fence();  // old bytes durable before the lane is cleared
-    auto* count = reinterpret_cast<uint64_t*>(log->Lane(i));
-    persister.Store(count, uint64_t{0});
-    persister.Persist(count, sizeof(*count));
+    persister.Fence();  // old bytes durable before the lane is retired
+    const uint32_t next = NextSeq(log->seq(i));
+    persister.Store(log->State(i), LaneState(i, next, 0));
+    persister.Persist(log->State(i), sizeof(uint64_t));
+    log->set_seq(i, next);
   }
   *out = std::move(log);
   return Status::OK();

@@ -3,8 +3,11 @@
 // The log area of the pool is split into lanes; a transaction holds one lane. Save()
 // copies the old bytes of a range into the lane and persists them before the caller
 // changes the range; Commit() (after the caller persisted its changes) retires the
-// lane's entries with one 8-byte store. Recover() rolls back every lane that holds
-// entries, newest first, and is idempotent, so a crash during recovery is harmless.
+// lane's entries with one 8-byte store that also moves the lane to its next transaction
+// sequence number. Every entry is bound to its transaction (sequence number, index,
+// checksum), so Recover() rolls back exactly the one open transaction of each lane,
+// newest entry first, and calls anything else Corruption; it is idempotent, so a crash
+// during recovery is harmless. Layout and invariants: undo_log.cc.
 //
 // Used by `linear-log` for every multi-word change and by engines for the rare change
 // that cannot be made with one failure-atomic store (an inline slot becoming an
@@ -29,8 +32,9 @@ class UndoLog {
 
   // Clears every lane of a new pool.
   static Status Format(Pool& pool, Persister& persister, std::unique_ptr<UndoLog>* out);
-  // Attaches to an existing pool and rolls back interrupted transactions. Corruption if
-  // a lane's entries are malformed (a damaged pool).
+  // Attaches to an existing pool and rolls back interrupted transactions. Corruption,
+  // naming the lane, entry and pool offset, if a lane's state or one of the entries it
+  // counts is damaged or belongs to another transaction; the pool is then left untouched.
   static Status Recover(Pool& pool, Persister& persister, std::unique_ptr<UndoLog>* out);
 
   virtual ~UndoLog() = default;

@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "util/hash.h"
 #include "pm/crashsim.h"
 
 namespace pmhash::pm {
@@ -235,6 +236,40 @@ TEST_F(UndoLogTest, ManyThreadsShareTheLanes) {
   }
 }
 
+// Where lane i's state word and first entry are (undo_log.cc's layout), and its state.
+struct LaneAt {
+  uint64_t state, entry;
+};
+LaneAt LaneOf(const Pool& pool, uint32_t lane) {
+  const uint64_t log = pool.header().log_offset;
+  const uint64_t lane_size = *pool.At<uint64_t>(log + 16);
+  const uint64_t at = log + 64 + lane * lane_size;
+  return {at, at + 64};
+}
+uint64_t Sealed(uint32_t lane, uint32_t seq, uint64_t count) {
+  return SealWord(uint64_t{seq} << 16 | count, lane);
+}
+
+// The lane every test's first transaction takes.
+constexpr uint32_t kFirstLane = 0;
+
+// Recovers `image` with 8 bytes at `at` replaced by `value`: a failed recovery must leave
+// the pool as it was (the first `n` heap bytes still read `unchanged`).
+Status RecoverWith(const std::vector<char>& image, uint64_t at, uint64_t value,
+                   const std::string& unchanged, Persister& persister) {
+  std::vector<char> bad = image;
+  std::memcpy(&bad[at], &value, 8);
+  std::unique_ptr<Pool> p;
+  EXPECT_TRUE(Pool::FromImage(bad.data(), bad.size(), "test", &p).ok());
+  std::unique_ptr<UndoLog> recovered;
+  Status s = UndoLog::Recover(*p, persister, &recovered);
+  if (!s.ok()) {
+    EXPECT_EQ(std::string(p->heap(), unchanged.size()), unchanged) << "a failed recovery wrote";
+    EXPECT_EQ(std::memcmp(p->base(), bad.data(), bad.size()), 0) << "a failed recovery wrote";
+  }
+  return s;
+}
+
 TEST_F(UndoLogTest, DamagedLogIsCorruptionAndTouchesNothing) {
   Write(Heap(0), "keep");
   std::vector<char> image;
@@ -244,37 +279,114 @@ TEST_F(UndoLogTest, DamagedLogIsCorruptionAndTouchesNothing) {
     Write(Heap(0), "KEEP");
     image = Image();
   }
-  const uint64_t log = pool_->header().log_offset;
-  // The lane this Tx used is the first one handed out; find it by its non-zero count.
-  uint64_t lane_count_at = 0;
-  for (uint64_t off = log + 64; off < log + pool_->log_size(); off += 64) {
-    if (*reinterpret_cast<uint64_t*>(&image[off]) == 1) {
-      lane_count_at = off;
-      break;
-    }
-  }
-  ASSERT_NE(lane_count_at, 0u);
-  auto recover_with = [&](uint64_t at, uint64_t value) {
-    std::vector<char> bad = image;
-    std::memcpy(&bad[at], &value, 8);
-    std::unique_ptr<Pool> p = FromImage(bad);
-    std::unique_ptr<UndoLog> recovered;
-    Status s = UndoLog::Recover(*p, *persister_, &recovered);
-    // A failed recovery must not write; a good one restores the old bytes.
-    EXPECT_EQ(Read(p->heap(), 4), s.ok() ? "keep" : "KEEP");
-    return s;
+  const LaneAt lane = LaneOf(*pool_, kFirstLane);
+  const uint64_t entry = lane.entry;
+  uint64_t word;
+  std::memcpy(&word, &image[lane.state], 8);
+  ASSERT_EQ(word, Sealed(kFirstLane, 1, 1)) << "the first transaction of a new log";
+  auto expect_corruption = [&](uint64_t at, uint64_t value, const std::string& fragment) {
+    Status s = RecoverWith(image, at, value, "KEEP", *persister_);
+    EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+    EXPECT_NE(s.message().find(fragment), std::string::npos) << s.ToString();
   };
-  const uint64_t entry = lane_count_at + 64;
-  EXPECT_TRUE(recover_with(lane_count_at, 1ull << 40).IsCorruption());  // count
-  EXPECT_TRUE(recover_with(lane_count_at, 2).IsCorruption());  // a second, empty entry
-  EXPECT_TRUE(recover_with(entry, 0).IsCorruption());          // offset into the header
-  EXPECT_TRUE(recover_with(entry, pool_->size()).IsCorruption());  // past the pool
-  EXPECT_TRUE(recover_with(entry + 8, 1ull << 30).IsCorruption());  // length past the lane
-  EXPECT_TRUE(recover_with(entry + 16, 12345).IsCorruption());      // checksum
-  EXPECT_TRUE(recover_with(log, 0).IsCorruption());                 // log header magic
-  // The untouched image recovers.
-  Status ok = recover_with(log + 64 * 1000 + 8, 0);
-  EXPECT_TRUE(ok.ok()) << ok.ToString();
+  const std::string lane_at = "undo log lane 0: its state word at pool offset " +
+                              std::to_string(lane.state);
+  expect_corruption(lane.state, 1, lane_at + " fails its check");  // a raw count
+  expect_corruption(lane.state, word ^ (uint64_t{0xff} << 40), lane_at + " fails its check");
+  expect_corruption(lane.state, Sealed(kFirstLane, 0, 0), "names transaction 0");
+  expect_corruption(lane.state, Sealed(kFirstLane + 1, 1, 1), "fails its check");  // lane 1's
+  expect_corruption(lane.state, Sealed(kFirstLane, 1, 2),
+                    "entry 1 (pool offset " + std::to_string(entry + 40) +
+                        ") belongs to transaction 0 (entry 0), not to the lane's open "
+                        "transaction 1");
+  expect_corruption(lane.state, Sealed(kFirstLane, 1, 0xffff), "entry 1");
+  expect_corruption(lane.state, Sealed(kFirstLane, 2, 1), "belongs to transaction 1");
+  expect_corruption(entry, 0, "outside the pool's root area and heap");  // the header
+  expect_corruption(entry, pool_->size(), "outside");                    // past the pool
+  expect_corruption(entry + 8, 1ull << 30, "past the end of the lane");
+  expect_corruption(entry + 16, uint64_t{7} << 32 | 1, "belongs to transaction 1 (entry 7)");
+  expect_corruption(entry + 24, 12345, "entry 0 (pool offset " + std::to_string(entry) +
+                                           ") checksum mismatch");
+  uint64_t old_bytes;
+  std::memcpy(&old_bytes, &image[entry + 32], 8);
+  expect_corruption(entry + 32, old_bytes ^ 0x100, "checksum mismatch");  // the saved bytes
+  expect_corruption(pool_->header().log_offset, 0, "bad magic");          // log header
+  // The untouched image recovers, and retires the lane as transaction 2's.
+  std::unique_ptr<Pool> p = FromImage(image);
+  std::unique_ptr<UndoLog> recovered;
+  ASSERT_TRUE(UndoLog::Recover(*p, *persister_, &recovered).ok());
+  EXPECT_EQ(Read(p->heap(), 4), "keep");
+  EXPECT_EQ(*p->At<uint64_t>(lane.state), Sealed(kFirstLane, 2, 0));
+}
+
+// Guards issue 13's "an undo lane can replay a stale entry": in an idle pool, setting a
+// lane's entry count to 1 made recovery replay an old, committed entry silently.
+TEST_F(UndoLogTest, IdleLaneWithACountIsCorruptionNotAReplay) {
+  Write(Heap(0), "before");
+  {
+    auto tx = log_->Begin();
+    ASSERT_TRUE(tx->Save(Heap(0), 6).ok());
+    Write(Heap(0), "after!");
+    persister_->Persist(Heap(0), 6);
+    tx->Commit();
+  }
+  const std::vector<char> idle = Image();
+  const LaneAt lane = LaneOf(*pool_, kFirstLane);
+  // The issue's attack on the old format: a count of 1 written into the lane's word.
+  Status s = RecoverWith(idle, lane.state, 1, "after!", *persister_);
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(s.message().find("undo log lane 0"), std::string::npos) << s.ToString();
+  // Even a well-sealed state that counts the committed entry does not replay it: the
+  // entry belongs to transaction 1, and the lane's open transaction is 2.
+  s = RecoverWith(idle, lane.state, Sealed(kFirstLane, 2, 1), "after!", *persister_);
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(s.message().find("entry 0 (pool offset " + std::to_string(lane.entry) +
+                             ") belongs to transaction 1 (entry 0), not to the lane's open "
+                             "transaction 2: a stale or damaged entry"),
+            std::string::npos)
+      << s.ToString();
+  // As it was, the idle log recovers to the committed bytes.
+  EXPECT_TRUE(RecoverWith(idle, lane.state, Sealed(kFirstLane, 2, 0), "", *persister_).ok());
+}
+
+// Entries of an older transaction lie beyond the open one's in the lane: a state that
+// counts them is Corruption; the true state replays only the open transaction's.
+TEST_F(UndoLogTest, EntriesOfAnOlderTransactionAreNeverReplayed) {
+  Write(Heap(0), "aaaa");
+  Write(Heap(64), "bbbb");
+  std::vector<char> image;
+  {
+    auto tx = log_->Begin();
+    ASSERT_TRUE(tx->Save(Heap(0), 4).ok());
+    ASSERT_TRUE(tx->Save(Heap(64), 4).ok());
+    Write(Heap(0), "AAAA");
+    Write(Heap(64), "BBBB");
+    tx->Commit();  // transaction 1: two entries, retired
+    ASSERT_TRUE(tx->Save(Heap(0), 4).ok());  // transaction 2: one entry, open at the crash
+    Write(Heap(0), "XXXX");
+    image = Image();
+  }
+  const LaneAt lane = LaneOf(*pool_, kFirstLane);
+  uint64_t word;
+  std::memcpy(&word, &image[lane.state], 8);
+  ASSERT_EQ(word, Sealed(kFirstLane, 2, 1));
+  Status s = RecoverWith(image, lane.state, Sealed(kFirstLane, 2, 2), "XXXX", *persister_);
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(s.message().find("entry 1 (pool offset " + std::to_string(lane.entry + 40) +
+                             ") belongs to transaction 1 (entry 1)"),
+            std::string::npos)
+      << s.ToString();
+  std::unique_ptr<Pool> p = FromImage(image);
+  std::unique_ptr<UndoLog> recovered;
+  ASSERT_TRUE(UndoLog::Recover(*p, *persister_, &recovered).ok());
+  EXPECT_EQ(Read(p->heap(), 4), "AAAA");       // transaction 2 rolled back
+  EXPECT_EQ(Read(p->heap() + 64, 4), "BBBB");  // transaction 1 kept
+  EXPECT_EQ(*p->At<uint64_t>(lane.state), Sealed(kFirstLane, 3, 0));
+  // The recovered log's next transaction on that lane is 3.
+  auto tx = recovered->Begin();
+  ASSERT_TRUE(tx->Save(p->heap(), 4).ok());
+  EXPECT_EQ(*p->At<uint64_t>(lane.state), Sealed(kFirstLane, 3, 1));
+  tx->Commit();
 }
 
 TEST_F(UndoLogTest, UnformattedLogIsCorruption) {

@@ -2,6 +2,9 @@
 // PMHASH_TOOL, set by ctest) run as a child process.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,6 +14,7 @@
 #include <sstream>
 
 #include "engines/engine.h"
+#include "pm/alloc.h"
 #include "pm/persist.h"
 #include "pm/pool.h"
 #include "tools/options.h"
@@ -218,6 +222,10 @@ std::ostream& operator<<(std::ostream& os, const ToolRun& r) {
 
 const char* ToolPath() { return std::getenv("PMHASH_TOOL"); }
 
+// A tool run that takes longer is killed (SIGALRM, exit code 128 + 14): a hang fails the
+// test instead of hanging it.
+constexpr unsigned kToolSeconds = 120;
+
 // Runs the tool with args and `input` on stdin (empty: /dev/null); stdin, stdout and
 // stderr are files (no pipe deadlock).
 ToolRun RunTool(const std::vector<std::string>& args, const std::string& input = "") {
@@ -240,6 +248,7 @@ ToolRun RunTool(const std::vector<std::string>& args, const std::string& input =
     std::vector<std::string> copy = args;
     for (std::string& a : copy) argv.push_back(a.data());
     argv.push_back(nullptr);
+    alarm(kToolSeconds);  // survives execv
     execv(tool.c_str(), argv.data());
     _exit(127);
   }
@@ -370,6 +379,37 @@ TEST(CliTool, PoolInfoOnNonPoolsFailsWithOneLine) {
   ExpectFailure(RunTool({"pool", "check", dir.File("random")}), 1, "not a pmhash pool");
 }
 
+// Guards issue 13's "pool check / pool info on a FIFO hang forever" (RunTool's alarm
+// turns a hang into a failure).
+TEST(CliTool, NonRegularFilesAreOneLineErrorsWithoutHanging) {
+  REQUIRE_TOOL();
+  TempDir dir;
+  const std::string fifo = dir.File("fifo");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0644), 0);
+  const std::string sock = dir.File("sock");
+  const int sfd = socket(AF_UNIX, SOCK_STREAM, 0);
+  ASSERT_GE(sfd, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  ASSERT_LT(sock.size(), sizeof(addr.sun_path));
+  std::memcpy(addr.sun_path, sock.c_str(), sock.size() + 1);
+  ASSERT_EQ(bind(sfd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)), 0);
+  fs::create_directory(dir.File("dir"));
+  for (const auto& [path, type] : std::vector<std::pair<std::string, std::string>>{
+           {fifo, "a FIFO"}, {sock, "a socket"}, {dir.File("dir"), "a directory"},
+           {"/dev/null", "a character device"}}) {
+    for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+             {"pool", "info", path}, {"pool", "check", path}, {"get", path, "k"},
+             {"count", path}}) {
+      SCOPED_TRACE(args[0] + " " + args[1] + " " + path);
+      ExpectFailure(RunTool(args), 1, path + " is " + type + ", not a regular file");
+    }
+  }
+  ::close(sfd);
+  EXPECT_TRUE(fs::is_fifo(fifo));
+  EXPECT_TRUE(fs::is_socket(sock));
+}
+
 TEST(CliTool, BadCommandLinesExitTwoWithOneLine) {
   REQUIRE_TOOL();
   TempDir dir;
@@ -459,12 +499,23 @@ TEST(CliTool, PoolInfoPrintsTheHeaderAndChangesNothing) {
   {
     std::unique_ptr<pm::Pool> pool;
     ASSERT_TRUE(pm::Pool::Create(path, "cli-test", 6 << 20, &pool).ok());
+  }
+  ToolRun r = RunTool({"pool", "info", path});
+  EXPECT_EQ(r.exit_code, 0) << r;
+  EXPECT_NE(r.out.find("state           creating (its creation never finished: the next "
+                       "open creates the index afresh)\n"),
+            std::string::npos)
+      << r;
+  {
+    std::unique_ptr<pm::Pool> pool;
+    ASSERT_TRUE(pm::Pool::Open(path, "", &pool).ok());
+    ASSERT_TRUE(pool->MarkCreated(*persister).ok());
     ASSERT_TRUE(pool->MarkClean(*persister).ok());
   }
   pm::PoolInfo info;
   ASSERT_TRUE(pm::Pool::Inspect(path, &info).ok());
   const std::string before = ReadFile(path);
-  ToolRun r = RunTool({"pool", "info", path});
+  r = RunTool({"pool", "info", path});
   EXPECT_EQ(r.exit_code, 0) << r;
   EXPECT_TRUE(r.err.empty()) << r;
   for (const std::string& line : std::vector<std::string>{
@@ -475,8 +526,9 @@ TEST(CliTool, PoolInfoPrintsTheHeaderAndChangesNothing) {
            "undo log        offset 8192, size " + std::to_string(info.log_size) + "\n",
            "heap            offset " + std::to_string(info.heap_offset) + ", size " +
                std::to_string(info.heap_size) + "\n",
-           std::string("clean shutdown  yes\n"), std::string("in use          no\n"),
-           std::string("initialized     no (its creation never finished")}) {
+           std::string("state           clean (closed cleanly: the next open skips "
+                       "recovery)\n"),
+           std::string("in use          no\n")}) {
     EXPECT_NE(r.out.find(line), std::string::npos) << "missing: " << line << r;
   }
   EXPECT_NE(r.out.find("mapping         "), std::string::npos) << r;
@@ -490,7 +542,10 @@ TEST(CliTool, PoolInfoPrintsTheHeaderAndChangesNothing) {
   r = RunTool({"pool", "info", path});
   EXPECT_EQ(r.exit_code, 0) << r;
   EXPECT_NE(r.out.find("in use          yes"), std::string::npos) << r;
-  EXPECT_NE(r.out.find("clean shutdown  no"), std::string::npos) << r;
+  EXPECT_NE(r.out.find("state           open (in use now, crashed, or never closed: the "
+                       "next open recovers it)\n"),
+            std::string::npos)
+      << r;
 }
 
 TEST(CliTool, DataCommandsWithoutAUsableEngineFailClearly) {
@@ -560,7 +615,7 @@ TEST(CliEngine, PoolCreateInfoCheckRoundTrip) {
   EXPECT_EQ(r.exit_code, 0) << r;
   EXPECT_NE(r.out.find("engine          " + engine + "\n"), std::string::npos) << r;
   EXPECT_NE(r.out.find("pool size       8388608 (8 MiB)"), std::string::npos) << r;
-  EXPECT_NE(r.out.find("clean shutdown  yes"), std::string::npos) << r;
+  EXPECT_NE(r.out.find("state           clean (closed cleanly"), std::string::npos) << r;
   const std::string before = ReadFile(p);
   ExpectFailure(RunTool({"pool", "create", p, "--engine", engine}), 1, "already exists");
   EXPECT_EQ(ReadFile(p), before);
@@ -581,6 +636,7 @@ TEST(CliEngine, PoolCheckRecoversAnUncleanPool) {
     o.engine = engine;
     o.path = p;
     o.pool_size = 8 << 20;
+    o.create_if_missing = true;
     std::unique_ptr<Index> index;
     ASSERT_TRUE(Open(o, &index).ok());
     ASSERT_TRUE(index->Put("survivor", "value").ok());
@@ -589,17 +645,159 @@ TEST(CliEngine, PoolCheckRecoversAnUncleanPool) {
     e->Abandon();  // as a crash: no clean shutdown
   }
   ToolRun r = RunTool({"pool", "info", p});
-  EXPECT_NE(r.out.find("clean shutdown  no"), std::string::npos) << r;
+  EXPECT_NE(r.out.find("state           open (in use now, crashed"), std::string::npos) << r;
   r = RunTool({"pool", "check", p});
   EXPECT_EQ(r.exit_code, 0) << r;
-  EXPECT_NE(r.out.find("shutdown        not clean: recovering"), std::string::npos) << r;
+  EXPECT_NE(r.out.find("state           not closed cleanly: recovering"), std::string::npos)
+      << r;
   EXPECT_NE(r.out.find("recovery        done in"), std::string::npos) << r;
   EXPECT_NE(r.out.find("keys            1 by iteration, Count() = 1"), std::string::npos) << r;
   EXPECT_NE(r.out.find("verdict         OK"), std::string::npos) << r;
   r = RunTool({"pool", "info", p});
-  EXPECT_NE(r.out.find("clean shutdown  yes"), std::string::npos) << r;
+  EXPECT_NE(r.out.find("state           clean"), std::string::npos) << r;
   r = RunTool({"get", p, "survivor"});
   EXPECT_EQ(r.out, "value\n") << r;
+}
+
+// Guards issue 13's "a corrupted header silently empties the index": one damaged byte of
+// the old clean or initialized flag (now inside the checksum) or of the state word made
+// Open format the pool, and `pool check` said OK with 0 keys. Now every command refuses
+// the pool with one line naming the damage, and never writes to it: putting the byte
+// back gives the data back.
+TEST(CliEngine, DamagedHeaderStateIsRefusedAndFormatsNothing) {
+  REQUIRE_ENGINE(engine);
+  TempDir dir;
+  const std::string p = dir.File("p.pool");
+  ASSERT_EQ(RunTool({"put", p, "survivor", "value", "--create", "--engine", engine, "--size",
+                     "8M"})
+                .exit_code,
+            0);
+  const std::string good = ReadFile(p);
+  for (const size_t off : {size_t{2048}, size_t{2056}, pm::kPoolStateOffset,
+                           pm::kPoolStateOffset + 7}) {
+    for (const char flip : {'\x01', '\x80'}) {
+      SCOPED_TRACE("byte " + std::to_string(off) + " ^ " + std::to_string(flip & 0xff));
+      std::string bad = good;
+      bad[off] ^= flip;
+      std::ofstream(p, std::ios::binary | std::ios::trunc) << bad;
+      const std::string what = off >= pm::kPoolStateOffset
+                                   ? "pool state word at offset 4088 reads 0x"
+                                   : "pool header checksum mismatch over bytes [0, 4080)";
+      for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+               {"pool", "check", p}, {"pool", "info", p}, {"count", p}, {"get", p, "survivor"},
+               {"put", p, "k", "v"}}) {
+        ToolRun r = RunTool(args);
+        EXPECT_EQ(r.exit_code, 1) << r;
+        EXPECT_EQ(r.err_lines(), 1u) << r;
+        EXPECT_NE(r.err.find(what), std::string::npos) << r;
+        EXPECT_EQ(r.out.find("verdict         OK"), std::string::npos) << r;
+      }
+      EXPECT_TRUE(ReadFile(p) == bad) << "a refused command wrote to the pool";
+      bad[off] ^= flip;
+      std::ofstream(p, std::ios::binary | std::ios::trunc) << bad;
+      ToolRun r = RunTool({"get", p, "survivor"});
+      EXPECT_EQ(r.out, "value\n") << r;
+    }
+  }
+}
+
+// Guards issue 13's "an undo lane can replay a stale entry", through the public tool: an
+// idle pool whose first undo lane (an inline value became a record: one transaction on
+// lane 0) has its entry count set to 1 must be refused, not rolled back to an old slot.
+TEST(CliEngine, IdleUndoLaneWithACountIsRefused) {
+  REQUIRE_ENGINE(engine);
+  TempDir dir;
+  const std::string p = dir.File("p.pool");
+  const std::vector<std::string> create = {"--create", "--engine", engine, "--size", "8M"};
+  ASSERT_EQ(RunTool({"put", p, "the-key!", "8-bytes!", "--create", "--engine", engine,
+                     "--size", "8M"})
+                .exit_code,
+            0);
+  ASSERT_EQ(RunTool({"put", p, "the-key!", "a value that is not 8 bytes long"}).exit_code, 0);
+  std::string bytes = ReadFile(p);
+  // The log follows the root area (pool.h); its lanes follow a 64-byte header.
+  const uint64_t lane0 = pm::kRootOffset + pm::kRootSize + 64, one = 1;
+  std::memcpy(bytes.data() + lane0, &one, 8);
+  std::ofstream(p, std::ios::binary | std::ios::trunc) << bytes;
+  ToolRun r = RunTool({"pool", "check", p});
+  ExpectFailure(r, 1, "undo log lane 0");
+  EXPECT_EQ(r.out.find("verdict         OK"), std::string::npos) << r;
+  // Nothing was rolled back (the open marked the pool in use before it read the log).
+  std::string after = ReadFile(p);
+  ASSERT_EQ(after.size(), bytes.size());
+  std::memcpy(after.data() + pm::kPoolStateOffset, bytes.data() + pm::kPoolStateOffset, 8);
+  EXPECT_TRUE(after == bytes) << "a refused check changed the pool";
+}
+
+// Guards issue 13's "pool check passes corrupted pools", for what the substrate checks:
+// a damaged byte of an out-of-line value (its record's check fails when recovery
+// validates the slot) in a crashed pool of every crash-consistent engine.
+TEST(CliEngine, PoolCheckFindsADamagedRecord) {
+  REQUIRE_TOOL();
+  TempDir dir;
+  const std::string value = "a value stored out of line, found by its bytes";
+  int engines = 0;
+  for (const EngineDescription& e : RegisteredEngines()) {
+    if (!e.crash_consistent) continue;
+    SCOPED_TRACE(e.name);
+    ++engines;
+    const std::string p = dir.File(e.name + ".pool");
+    {
+      Options o;
+      o.engine = e.name;
+      o.path = p;
+      o.pool_size = 8 << 20;
+      o.create_if_missing = true;
+      std::unique_ptr<Index> index;
+      ASSERT_TRUE(Open(o, &index).ok());
+      for (int i = 0; i < 20; ++i) ASSERT_TRUE(index->Put("key" + std::to_string(i), "v").ok());
+      ASSERT_TRUE(index->Put("the record", value).ok());
+      dynamic_cast<engines::Engine*>(index.get())->Abandon();  // crashed: check recovers
+    }
+    std::string bytes = ReadFile(p);
+    const size_t at = bytes.find(value);
+    ASSERT_NE(at, std::string::npos);
+    ASSERT_EQ(bytes.find(value, at + 1), std::string::npos);
+    bytes[at + 10] ^= 0x04;
+    std::ofstream(p, std::ios::binary | std::ios::trunc) << bytes;
+    ToolRun r = RunTool({"pool", "check", p});
+    ExpectFailure(r, 1, "opening " + p + ": ");
+    EXPECT_EQ(r.out.find("verdict         OK"), std::string::npos) << r;
+  }
+  EXPECT_GT(engines, 0);
+}
+
+// A block allocated and never linked (a leak), in a cleanly closed pool: `pool check`
+// names it.
+TEST(CliEngine, PoolCheckFindsALeakedBlock) {
+  REQUIRE_ENGINE(engine);
+  TempDir dir;
+  const std::string p = dir.File("p.pool");
+  ASSERT_EQ(RunTool({"put", p, "k", "a value of some length", "--create", "--engine", engine,
+                     "--size", "8M"})
+                .exit_code,
+            0);
+  uint64_t leaked = 0;
+  {
+    std::unique_ptr<pm::Pool> pool;
+    ASSERT_TRUE(pm::Pool::Open(p, "", &pool).ok());
+    ASSERT_TRUE(pool->was_clean_at_open());
+    std::unique_ptr<pm::Persister> persister;
+    ASSERT_TRUE(pm::Persister::Make(pm::PersistConfig{}, &persister).ok());
+    std::unique_ptr<pm::Allocator> allocator;
+    ASSERT_TRUE(pm::Allocator::Load(*pool, *persister, &allocator).ok());
+    Result<uint64_t> block = allocator->Allocate(100);
+    ASSERT_TRUE(block.ok());
+    leaked = block.value();
+    ASSERT_TRUE(allocator->PersistState().ok());  // the pool stays clean, with the leak
+  }
+  ToolRun r = RunTool({"pool", "check", p});
+  ExpectFailure(r, 1, p + " is inconsistent: allocator: 1 problem: block at pool offset " +
+                          std::to_string(leaked) +
+                          " (128 bytes) is allocated but unreachable (leaked)");
+  EXPECT_NE(r.out.find("verdict         INCONSISTENT"), std::string::npos) << r;
+  r = RunTool({"get", p, "k"});
+  EXPECT_EQ(r.out, "a value of some length\n") << r;
 }
 
 TEST(CliEngine, PutGetDelCountDump) {

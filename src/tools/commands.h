@@ -42,7 +42,9 @@ int CmdPoolCreate(const std::string& path, const std::string& engine, const std:
 int CmdPoolInfo(const std::string& path);
 
 // `pmhash pool check PATH [--engine E]`: validates the header, opens the index (which
-// recovers it if it was not closed cleanly), compares iteration with Count(), closes.
+// recovers it if it was not closed cleanly, verifying the undo log, the allocator's
+// metadata and, during recovery, every record), compares iteration with Count(), checks
+// the allocator against the blocks the engine reaches (Engine::VerifyBlocks), closes.
 int CmdPoolCheck(const std::string& path, const std::string& engine,
                  const std::vector<std::string>& opts);
 

@@ -62,8 +62,8 @@ int Main(int argc, char** argv) {
   CLI::App* check = pool->add_subcommand(
       "check",
       "Validate the header, open the index, count keys by iteration and compare with "
-      "Count(), close. Opening RUNS RECOVERY (and so writes to the pool) if it was not "
-      "closed cleanly.");
+      "Count(), check that every allocated block is reachable exactly once, close. Opening "
+      "RUNS RECOVERY (and so writes to the pool) if it was not closed cleanly.");
   check->add_option("PATH", path, "Pool file")->required();
   check->add_option("--engine", engine, "Expected engine (default: whatever the pool holds)");
   check->add_option("--opt", opts, "Engine option name=value (repeatable)")

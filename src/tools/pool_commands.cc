@@ -13,6 +13,7 @@
 #include <ctime>
 #include <memory>
 
+#include "engines/engine.h"
 #include "pm/pool.h"
 #include "pmhash/index.h"
 #include "tools/commands.h"
@@ -64,8 +65,9 @@ std::string FormatUnixNs(uint64_t ns) {
 void ProbeFile(const std::string& path, std::string* mapping, std::string* in_use) {
   *mapping = "unknown";
   *in_use = "unknown";
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return;
+  int fd;
+  uint64_t size;
+  if (!pm::Pool::OpenFile(path, O_RDONLY, &fd, &size).ok()) return;
   void* p = mmap(nullptr, pm::kPoolHeaderSize, PROT_READ, MAP_SHARED_VALIDATE | MAP_SYNC, fd, 0);
   if (p != MAP_FAILED) {
     munmap(p, pm::kPoolHeaderSize);
@@ -83,47 +85,43 @@ void ProbeFile(const std::string& path, std::string* mapping, std::string* in_us
   ::close(fd);
 }
 
+// What the state word means for the next open.
+const char* StateMeaning(pm::PoolState state) {
+  switch (state) {
+    case pm::PoolState::kCreating:
+      return "creating (its creation never finished: the next open creates the index afresh)";
+    case pm::PoolState::kOpen:
+      return "open (in use now, crashed, or never closed: the next open recovers it)";
+    case pm::PoolState::kClean:
+      return "clean (closed cleanly: the next open skips recovery)";
+  }
+  return "?";
+}
+
 }  // namespace
 
 int CmdPoolInfo(const std::string& path) {
   pm::PoolInfo info;
   Status s = pm::Pool::Inspect(path, &info);
   if (!s.ok()) return Fail(kExitFailure, s.message());
-  // Inspect validated the header; read the raw fields it does not return.
-  pm::PoolHeader h;
-  std::memset(&h, 0, sizeof(h));
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0 || pread(fd, &h, sizeof(h), 0) != static_cast<ssize_t>(sizeof(h))) {
-    const int err = errno;
-    if (fd >= 0) ::close(fd);
-    return Fail(kExitFailure, "cannot read " + path + ": " + std::strerror(err));
-  }
-  ::close(fd);
   std::string mapping, in_use;
   ProbeFile(path, &mapping, &in_use);
   auto u = [](uint64_t v) { return static_cast<unsigned long long>(v); };
   std::printf("path            %s\n", path.c_str());
-  std::printf("magic           %.8s\n", h.magic);
-  std::printf("layout version  %u\n", h.layout_version);
-  std::printf("header size     %u\n", h.header_size);
+  std::printf("magic           %.8s\n", pm::kPoolMagic);
+  std::printf("layout version  %u\n", info.layout_version);
+  std::printf("header size     %u\n", info.header_size);
   std::printf("engine          %s\n", info.engine.c_str());
   std::printf("uuid            %s\n", info.uuid.c_str());
   std::printf("created         %s (%llu ns since the epoch)\n",
               FormatUnixNs(info.created_unix_ns).c_str(), u(info.created_unix_ns));
   std::printf("pool size       %llu (%s)\n", u(info.pool_size), HumanBytes(info.pool_size).c_str());
   std::printf("file size       %llu (%s)\n", u(info.file_size), HumanBytes(info.file_size).c_str());
-  std::printf("root area       offset %llu, size %llu\n", u(h.root_offset), u(h.root_size));
+  std::printf("root area       offset %llu, size %llu\n", u(info.root_offset), u(info.root_size));
   std::printf("undo log        offset %llu, size %llu\n", u(info.log_offset), u(info.log_size));
   std::printf("heap            offset %llu, size %llu\n", u(info.heap_offset), u(info.heap_size));
-  std::printf("checksum        %016llx (valid)\n", u(h.checksum));
-  std::printf("clean shutdown  %s\n",
-              info.clean_shutdown ? "yes"
-                                  : "no (open now, crashed, or never closed: the next "
-                                    "open recovers it)");
-  std::printf("initialized     %s\n",
-              info.initialized ? "yes"
-                               : "no (its creation never finished: the next open creates the "
-                                 "index afresh)");
+  std::printf("checksum        %016llx (valid)\n", u(info.checksum));
+  std::printf("state           %s\n", StateMeaning(info.state));
   std::printf("in use          %s\n", in_use.c_str());
   std::printf("mapping         %s\n", mapping.c_str());
   return kExitOk;
@@ -143,7 +141,10 @@ int CmdPoolCheck(const std::string& path, const std::string& engine,
   std::printf("header          ok (engine %s, %llu bytes, layout version %u)\n",
               info.engine.c_str(), static_cast<unsigned long long>(info.pool_size),
               info.layout_version);
-  std::printf("shutdown        %s\n", info.clean_shutdown ? "clean" : "not clean: recovering");
+  std::printf("state           %s\n",
+              info.state == pm::PoolState::kClean  ? "clean"
+              : info.state == pm::PoolState::kOpen ? "not closed cleanly: recovering"
+                                                   : "creation never finished: creating afresh");
   std::fflush(stdout);
 
   options.engine = engine;
@@ -167,6 +168,14 @@ int CmdPoolCheck(const std::string& path, const std::string& engine,
   const uint64_t count = index->Count();
   std::printf("keys            %llu by iteration, Count() = %llu\n",
               static_cast<unsigned long long>(seen), static_cast<unsigned long long>(count));
+  auto* eng = dynamic_cast<engines::Engine*>(index.get());
+  const Result<uint64_t> blocks =
+      eng != nullptr ? eng->VerifyBlocks()
+                     : Result<uint64_t>(Status::InvalidArgument("not a pmhash engine"));
+  if (blocks.ok()) {
+    std::printf("allocator       %llu blocks reachable, each allocated once, none leaked\n",
+                static_cast<unsigned long long>(blocks.value()));
+  }
   s = index->Close();
   if (!s.ok()) return Fail(kExitFailure, "closing " + path + ": " + std::string(s.message()));
   if (seen != count) {
@@ -174,6 +183,10 @@ int CmdPoolCheck(const std::string& path, const std::string& engine,
     return Fail(kExitFailure, path + " is inconsistent: iteration found " +
                                   std::to_string(seen) + " keys but Count() is " +
                                   std::to_string(count));
+  }
+  if (!blocks.ok()) {
+    std::printf("verdict         INCONSISTENT\n");
+    return Fail(kExitFailure, path + " is inconsistent: " + std::string(blocks.status().message()));
   }
   std::printf("verdict         OK\n");
   return kExitOk;

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -69,6 +70,44 @@ TEST(Hash, SpreadsSimilarKeys) {
   }
   EXPECT_GT(low_bytes.size(), 250u);
   EXPECT_GT(high_bytes.size(), 250u);
+}
+
+// Every damage within one byte of a sealed word (at any byte, in any bits) and every burst
+// of up to 16 bits is detected; the check bits are CRC-16/XMODEM's.
+TEST(SealedWord, RoundTripsAndDetectsEveryDamagedByte) {
+  std::mt19937_64 rng(3);
+  std::vector<uint64_t> payloads = {0, 1, (uint64_t{1} << 48) - 1, 0x123456789abcull};
+  for (int i = 0; i < 60; ++i) payloads.push_back(rng() >> 16);
+  for (const uint64_t payload : payloads) {
+    const uint64_t salt = rng() % 100000;
+    const uint64_t word = SealWord(payload, salt);
+    uint64_t got = ~uint64_t{0};
+    ASSERT_TRUE(UnsealWord(word, salt, &got));
+    EXPECT_EQ(got, payload);
+    for (int byte = 0; byte < 8; ++byte) {
+      for (uint64_t bits = 1; bits < 256; ++bits) {
+        uint64_t out = 7;
+        ASSERT_FALSE(UnsealWord(word ^ (bits << (8 * byte)), salt, &out))
+            << "payload " << payload << " byte " << byte << " xor " << bits;
+        EXPECT_EQ(out, 7u);
+      }
+    }
+    // A burst of up to 16 bits straddling two bytes too.
+    for (int at = 0; at + 16 <= 64; ++at) {
+      ASSERT_FALSE(UnsealWord(word ^ ((uint64_t{0x8001} | (rng() & 0x7ffe)) << at), salt, &got));
+    }
+  }
+  // The salt is part of the check: the word of one place fails at most others.
+  int passed_elsewhere = 0;
+  for (uint64_t salt = 1; salt < 1000; ++salt) {
+    uint64_t got;
+    passed_elsewhere += UnsealWord(SealWord(42, 0), salt, &got);
+  }
+  EXPECT_LT(passed_elsewhere, 3);
+  // The check bits are CRC-16/XMODEM's: the 48-bit payload "123456" gives its CRC.
+  uint64_t ascii = 0;
+  for (char c : std::string("123456")) ascii = ascii << 8 | static_cast<uint8_t>(c);
+  EXPECT_EQ(SealWord(ascii, 0) & 0xffff, 0x20e4u);  // crc16/xmodem("123456")
 }
 
 }  // namespace

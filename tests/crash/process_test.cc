@@ -375,8 +375,8 @@ TEST_P(DamagedFile, OpenGivesAClearErrorOrWorks) {
         what = "header byte " + std::to_string(off);
         break;
       }
-      case 2: {  // the clean and initialized flags, and the root area
-        const size_t off = m % 4 == 0 ? pm::kCleanFlagOffset + rng() % 16 : 4096 + rng() % 4096;
+      case 2: {  // the header's checksum and state word, and the root area
+        const size_t off = m % 4 == 0 ? pm::kPoolStateOffset - 8 + rng() % 16 : 4096 + rng() % 4096;
         bytes[off] ^= static_cast<char>(1 + rng() % 255);
         what = "byte " + std::to_string(off);
         break;

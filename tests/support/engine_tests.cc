@@ -39,6 +39,7 @@ Options OptionsFor(const std::string& engine,
   o.engine = engine;
   o.pool_size = pool_size;
   o.engine_options = std::move(engine_options);
+  o.create_if_missing = true;
   return o;
 }
 

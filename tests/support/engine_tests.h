@@ -32,7 +32,8 @@ std::string Bytes(uint64_t i, size_t len, char tag);
 std::vector<std::string> KeysWithHome(uint64_t home, uint64_t table_size, size_t n,
                                       uint64_t from);
 
-// Options for a DRAM pool of `pool_size` bytes holding `engine` with `engine_options`.
+// Options for a pool of `pool_size` bytes holding `engine` with `engine_options`: a DRAM
+// pool, or with a path set, a file pool created if missing.
 Options OptionsFor(const std::string& engine,
                    std::map<std::string, std::string> engine_options, uint64_t pool_size);
 

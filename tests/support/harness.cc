@@ -39,6 +39,7 @@ Status OpenFile(const EngineSpec& spec, const std::string& path, const Options& 
     Options o = options;
     o.engine = spec.name;
     o.path = path;
+    o.create_if_missing = true;
     return Open(o, index);
   }
   struct stat st;
@@ -164,6 +165,11 @@ std::string CheckIndex(Index* index, const Model& model, const std::vector<Op>& 
   if (index->Count() != seen.size()) {
     return "Count() is " + std::to_string(index->Count()) + " but ForEach returned " +
            std::to_string(seen.size()) + " keys";
+  }
+  if (auto* engine = dynamic_cast<engines::Engine*>(index)) {
+    if (Result<uint64_t> blocks = engine->VerifyBlocks(); !blocks.ok()) {
+      return "the allocator disagrees with the reachable blocks: " + blocks.status().ToString();
+    }
   }
   // The states each interrupted operation may leave its key in (distinct keys).
   struct Allowed {

@@ -55,7 +55,9 @@ std::string Snapshot(const Index& index, Model* out);
 
 // Checks a (recovered) index against `model`, allowing `inflight` (if set) to have
 // happened or not, for its key only. Checks: no key twice in ForEach, Count() equals the
-// ForEach count, ForEach and Get agree with the model. Returns "" or a description.
+// ForEach count, every allocated block is reachable exactly once (Engine::VerifyBlocks),
+// ForEach and Get agree with the model. Returns "" or a description. No other thread may
+// use the index meanwhile.
 std::string CheckIndex(Index* index, const Model& model, const Op* inflight);
 // The same with several interrupted operations (one per thread, on distinct keys).
 std::string CheckIndex(Index* index, const Model& model, const std::vector<Op>& inflight);
