@@ -45,43 +45,43 @@ Status MediaConfig::Validate() const {
 DimmBuffer::DimmBuffer(size_t entries)
     : entries_(entries),
       bucket_shift_(64 - std::countr_zero(std::bit_ceil(2 * entries))),
-      tag_(entries, ~0ull),
-      mask_(entries, 0),
-      prev_(entries, kNil),
-      next_(entries, kNil),
-      chain_(entries, kNil),
-      bucket_(std::bit_ceil(2 * entries), kNil) {}
+      entry_(new Entry[entries]),
+      bucket_(new uint16_t[std::bit_ceil(2 * entries)]) {
+  std::fill_n(bucket_.get(), std::bit_ceil(2 * entries), kNil);
+}
 
 uint16_t DimmBuffer::Find(uint64_t tag) const {
-  for (uint16_t e = bucket_[Bucket(tag)]; e != kNil; e = chain_[e]) {
-    if (tag_[e] == tag) return e;
+  for (uint16_t e = bucket_[Bucket(tag)]; e != kNil; e = entry_[e].chain) {
+    if (entry_[e].tag == tag) return e;
   }
   return kNil;
 }
 
 void DimmBuffer::Unlink(uint16_t e) {
-  if (prev_[e] != kNil) next_[prev_[e]] = next_[e]; else head_ = next_[e];
-  if (next_[e] != kNil) prev_[next_[e]] = prev_[e]; else tail_ = prev_[e];
+  Entry& x = entry_[e];
+  if (x.prev != kNil) entry_[x.prev].next = x.next; else head_ = x.next;
+  if (x.next != kNil) entry_[x.next].prev = x.prev; else tail_ = x.prev;
 }
 
 void DimmBuffer::PushFront(uint16_t e) {
-  prev_[e] = kNil;
-  next_[e] = head_;
-  if (head_ != kNil) prev_[head_] = e; else tail_ = e;
+  entry_[e].prev = kNil;
+  entry_[e].next = head_;
+  if (head_ != kNil) entry_[head_].prev = e; else tail_ = e;
   head_ = e;
 }
 
 void DimmBuffer::RemoveFromBucket(uint16_t e) {
-  uint16_t* link = &bucket_[Bucket(tag_[e])];
-  while (*link != e) link = &chain_[*link];
-  *link = chain_[e];
+  uint16_t* link = &bucket_[Bucket(entry_[e].tag)];
+  while (*link != e) link = &entry_[*link].chain;
+  *link = entry_[e].chain;
 }
 
-MediaCost DimmBuffer::Write(uint64_t tag, unsigned line) {
+MediaCost DimmBuffer::Write(uint64_t tag, unsigned line, unsigned* mask) {
   MediaCost cost;
   uint16_t e = Find(tag);
   if (e != kNil) {
-    mask_[e] |= 1u << line;
+    entry_[e].mask |= 1u << line;
+    *mask = entry_[e].mask;
     if (head_ != e) {
       Unlink(e);
       PushFront(e);
@@ -92,14 +92,16 @@ MediaCost DimmBuffer::Write(uint64_t tag, unsigned line) {
     e = used_++;
   } else {
     e = tail_;
-    if (mask_[e] != kFullMask) cost.rmw_reads = 1;
+    if (entry_[e].mask != kFullMask) cost.rmw_reads = 1;
     Unlink(e);
     RemoveFromBucket(e);
   }
-  tag_[e] = tag;
-  mask_[e] = static_cast<uint8_t>(1u << line);
+  Entry& x = entry_[e];
+  x.tag = tag;
+  x.mask = static_cast<uint8_t>(1u << line);
+  *mask = x.mask;
   const size_t b = Bucket(tag);
-  chain_[e] = bucket_[b];
+  x.chain = bucket_[b];
   bucket_[b] = e;
   PushFront(e);
   cost.media_writes = 1;
@@ -108,10 +110,10 @@ MediaCost DimmBuffer::Write(uint64_t tag, unsigned line) {
 
 MediaCost DimmBuffer::Drain() {
   MediaCost cost;
-  for (uint16_t e = head_; e != kNil; e = next_[e]) {
-    if (mask_[e] != kFullMask) ++cost.rmw_reads;
+  for (uint16_t e = head_; e != kNil; e = entry_[e].next) {
+    if (entry_[e].mask != kFullMask) ++cost.rmw_reads;
   }
-  std::fill(bucket_.begin(), bucket_.end(), kNil);
+  std::fill_n(bucket_.get(), std::bit_ceil(2 * entries_), kNil);
   head_ = tail_ = kNil;
   used_ = 0;
   return cost;
@@ -119,13 +121,14 @@ MediaCost DimmBuffer::Drain() {
 
 unsigned DimmBuffer::Mask(uint64_t tag) const {
   const uint16_t e = Find(tag);
-  return e == kNil ? 0 : mask_[e];
+  return e == kNil ? 0 : entry_[e].mask;
 }
 
 // ---- MediaModel ---------------------------------------------------------------------------
 
 MediaModel::MediaModel(const MediaConfig& config)
-    : interleave_shift_(std::countr_zero(config.interleave_bytes)) {
+    : interleave_shift_(std::countr_zero(config.interleave_bytes)),
+      modulo_magic_(~uint64_t{0} / config.dimms + 1) {
   for (uint32_t i = 0; i < config.dimms; ++i) {
     dimms_.push_back(std::make_unique<Shard>(config.buffer_bytes / kMediaLine));
   }
@@ -140,8 +143,9 @@ MediaCost MediaModel::WriteLine(uintptr_t line_address) {
   const uint64_t recent = s.recent.load(std::memory_order_acquire);
   if ((recent >> 4) == tag && (recent & (1u << line)) != 0) return {};
   std::lock_guard<SpinLock> l(s.lock);
-  const MediaCost cost = s.buffer.Write(tag, line);
-  s.recent.store(tag << 4 | s.buffer.Mask(tag), std::memory_order_release);
+  unsigned mask;
+  const MediaCost cost = s.buffer.Write(tag, line, &mask);
+  s.recent.store(tag << 4 | mask, std::memory_order_release);
   return cost;
 }
 

@@ -94,8 +94,9 @@ class DimmBuffer {
  public:
   explicit DimmBuffer(size_t entries);  // 1 .. 4096 entries
 
-  // A write of 64-byte line `line` (0..3) of media line `tag` (address / 256).
-  MediaCost Write(uint64_t tag, unsigned line);
+  // A write of 64-byte line `line` (0..3) of media line `tag` (address / 256). *mask is
+  // the media line's coverage mask afterwards.
+  MediaCost Write(uint64_t tag, unsigned line, unsigned* mask);
   // Empties the buffer; each partly written entry costs a read-modify-write.
   MediaCost Drain();
   // The mask of a buffered media line, 0 if it is not buffered (for tests).
@@ -103,6 +104,11 @@ class DimmBuffer {
 
  private:
   static constexpr uint16_t kNil = 0xffff;
+  struct Entry {
+    uint64_t tag;
+    uint16_t prev, next, chain;  // LRU list; hash chain
+    uint8_t mask;
+  };
   size_t Bucket(uint64_t tag) const { return (tag * 0x9E3779B97F4A7C15ull) >> bucket_shift_; }
   uint16_t Find(uint64_t tag) const;
   void Unlink(uint16_t e);
@@ -111,9 +117,8 @@ class DimmBuffer {
 
   size_t entries_;
   unsigned bucket_shift_;
-  std::vector<uint64_t> tag_;
-  std::vector<uint8_t> mask_;
-  std::vector<uint16_t> prev_, next_, chain_, bucket_;
+  std::unique_ptr<Entry[]> entry_;
+  std::unique_ptr<uint16_t[]> bucket_;
   uint16_t head_ = kNil, tail_ = kNil, used_ = 0;
 };
 
@@ -128,7 +133,13 @@ class MediaModel {
   // Empties every buffer (counting the read-modify-writes still owed). Thread-safe.
   MediaCost Drain();
 
-  size_t Dimm(uintptr_t address) const { return (address >> interleave_shift_) % dimms_.size(); }
+  // The DIMM of an address: its interleave chunk's index modulo the DIMM count (of the
+  // index's low 32 bits: a fast exact modulo by multiplication, Lemire et al. 2019).
+  size_t Dimm(uintptr_t address) const {
+    const uint32_t chunk = static_cast<uint32_t>(address >> interleave_shift_);
+    return static_cast<size_t>((static_cast<unsigned __int128>(modulo_magic_ * chunk) *
+                                dimms_.size()) >> 64);
+  }
   // For tests: the coverage mask of a buffered media line (0 if not buffered).
   unsigned Mask(uintptr_t address);
 
@@ -141,6 +152,7 @@ class MediaModel {
     DimmBuffer buffer;
   };
   unsigned interleave_shift_;
+  uint64_t modulo_magic_;  // 2^64 / dimms, rounded up
   std::vector<std::unique_ptr<Shard>> dimms_;
 };
 

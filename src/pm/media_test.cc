@@ -49,13 +49,22 @@ TEST(MediaConfig, DefaultsAreValidAndBadValuesAreInvalidArgument) {
   for (const MediaConfig& c : good) EXPECT_TRUE(c.Validate().ok()) << c.Validate().ToString();
 }
 
+// DimmBuffer::Write without the mask.
+MediaCost Write(DimmBuffer& b, uint64_t tag, unsigned line) {
+  unsigned mask;
+  return b.Write(tag, line, &mask);
+}
+
 TEST(DimmBuffer, SameMediaLineMergesDifferentLinesCost) {
   DimmBuffer b(64);
-  EXPECT_EQ(b.Write(0x10, 0).media_writes, 1u);
-  EXPECT_EQ(b.Write(0x10, 1).media_writes, 0u);  // same 256-byte media line
-  EXPECT_EQ(b.Write(0x10, 3).media_writes, 0u);
-  EXPECT_EQ(b.Write(0x11, 0).media_writes, 1u);  // next media line
-  EXPECT_EQ(b.Write(0x10, 0).media_writes, 0u);  // still buffered
+  unsigned mask = 0;
+  EXPECT_EQ(b.Write(0x10, 0, &mask).media_writes, 1u);
+  EXPECT_EQ(mask, 0b0001u);
+  EXPECT_EQ(b.Write(0x10, 1, &mask).media_writes, 0u);  // same 256-byte media line
+  EXPECT_EQ(mask, 0b0011u);
+  EXPECT_EQ(Write(b, 0x10, 3).media_writes, 0u);
+  EXPECT_EQ(Write(b, 0x11, 0).media_writes, 1u);  // next media line
+  EXPECT_EQ(Write(b, 0x10, 0).media_writes, 0u);  // still buffered
   EXPECT_EQ(b.Mask(0x10), 0b1011u);
   EXPECT_EQ(b.Mask(0x11), 0b0001u);
   EXPECT_EQ(b.Mask(0x12), 0u);
@@ -63,7 +72,7 @@ TEST(DimmBuffer, SameMediaLineMergesDifferentLinesCost) {
 
 TEST(DimmBuffer, EvictsLeastRecentlyUsedWhenFull) {
   DimmBuffer b(64);
-  auto cost = [&](uint64_t tag) { return b.Write(tag, 0).media_writes; };
+  auto cost = [&](uint64_t tag) { return Write(b, tag, 0).media_writes; };
   for (uint64_t i = 0; i < 64; ++i) EXPECT_EQ(cost(i), 1u);
   EXPECT_EQ(cost(0), 0u);   // refresh line 0: line 1 is now the oldest
   EXPECT_EQ(cost(64), 1u);  // evicts line 1
@@ -76,16 +85,16 @@ TEST(DimmBuffer, EvictsLeastRecentlyUsedWhenFull) {
 
 TEST(DimmBuffer, AnEntryLeavingPartlyWrittenCostsAReadModifyWrite) {
   DimmBuffer b(2);
-  for (unsigned line = 0; line < 4; ++line) b.Write(100, line);  // fully written
-  b.Write(200, 2);                                                // one line of four
-  EXPECT_EQ(b.Write(300, 0).rmw_reads, 0u) << "the full entry 100 left: no read needed";
-  EXPECT_EQ(b.Write(400, 0).rmw_reads, 1u) << "entry 200 left with one line of four";
+  for (unsigned line = 0; line < 4; ++line) Write(b, 100, line);  // fully written
+  Write(b, 200, 2);                                                // one line of four
+  EXPECT_EQ(Write(b, 300, 0).rmw_reads, 0u) << "the full entry 100 left: no read needed";
+  EXPECT_EQ(Write(b, 400, 0).rmw_reads, 1u) << "entry 200 left with one line of four";
   // Drain: both buffered entries (300, 400) are partial.
   const MediaCost drained = b.Drain();
   EXPECT_EQ(drained.rmw_reads, 2u);
   EXPECT_EQ(drained.media_writes, 0u);
   EXPECT_EQ(b.Mask(300), 0u);
-  EXPECT_EQ(b.Write(300, 0).media_writes, 1u) << "drained: a new entry";
+  EXPECT_EQ(Write(b, 300, 0).media_writes, 1u) << "drained: a new entry";
 }
 
 TEST(MediaModel, EachDimmOfTheInterleaveHasItsOwnBuffer) {
@@ -109,6 +118,25 @@ TEST(MediaModel, EachDimmOfTheInterleaveHasItsOwnBuffer) {
   EXPECT_EQ(one.WriteLine(a).media_writes, 1u);
   EXPECT_EQ(one.WriteLine(b).media_writes, 1u);
   EXPECT_EQ(one.WriteLine(a).media_writes, 1u) << "one DIMM, one entry: b evicted a";
+}
+
+TEST(MediaModel, InterleaveIsRoundRobinOverTheDimms) {
+  for (uint32_t dimms : {1u, 2u, 3u, 6u, 7u, 8u, 64u}) {
+    for (uint32_t interleave : {256u, 4096u, 1u << 20}) {
+      MediaConfig c;
+      c.dimms = dimms;
+      c.interleave_bytes = interleave;
+      MediaModel m(c);
+      for (uint64_t chunk : {uint64_t{0}, uint64_t{1}, uint64_t{5}, uint64_t{12345},
+                             uint64_t{0xfffffffe}, uint64_t{0xffffffff}}) {
+        for (uint64_t step = 0; step < 3 * dimms; ++step) {
+          const uint64_t k = (chunk + step) & 0xffffffff;
+          EXPECT_EQ(m.Dimm(k * interleave + interleave / 2), k % dimms)
+              << dimms << " DIMMs, chunk " << k;
+        }
+      }
+    }
+  }
 }
 
 TEST(MediaModel, ARepeatedLineIsFreeAndDrainCountsPartialEntries) {

@@ -105,14 +105,13 @@ Persister::Persister(const PersistConfig& config)
 
 Persister::~Persister() = default;
 
-void Persister::DeviceWrite(CounterSlot* slot, uintptr_t line, uint64_t issued_tsc, bool charge) {
-  const MediaCost cost = media_->WriteLine(line);
+void Persister::Charge(CounterSlot* slot, const MediaCost& cost, uint64_t issued_tsc) {
   if (slot != nullptr) {
     CounterSlot::Add(slot->lines_written, 1);
     if (cost.media_writes != 0) CounterSlot::Add(slot->media_writes, cost.media_writes);
     if (cost.rmw_reads != 0) CounterSlot::Add(slot->media_rmw_reads, cost.rmw_reads);
   }
-  if (charge && cost.media_writes != 0 && write_latency_cycles_ != 0) {
+  if (cost.media_writes != 0 && write_latency_cycles_ != 0 && issued_tsc != 0) {
     if (slot != nullptr) CounterSlot::Add(slot->write_waits, 1);
     // The emulated device latency starts when the line was issued, so the bookkeeping
     // overlaps it (as CPU work overlaps a real device's write) instead of adding to it.
@@ -121,16 +120,24 @@ void Persister::DeviceWrite(CounterSlot* slot, uintptr_t line, uint64_t issued_t
   }
 }
 
+void Persister::DeviceWrite(CounterSlot* slot, uintptr_t line, bool charge) {
+  const MediaCost cost = media_->WriteLine(line);
+  Charge(slot, cost, charge && write_latency_cycles_ != 0 ? __rdtsc() : 0);
+}
+
 void Persister::Flush(const void* addr, size_t len) {
   if (flush_line_ == nullptr || len == 0) return;
   uintptr_t line = reinterpret_cast<uintptr_t>(addr) & ~(kCacheLine - 1);
   const uintptr_t end = reinterpret_cast<uintptr_t>(addr) + len;
   CounterSlot* slot = Slot();
   for (; line < end; line += kCacheLine) {
+    // The model first: its lock is a locked instruction, which would wait for the
+    // write-back to complete if it came after it (x86 orders clwb before locked
+    // instructions), turning every flush synchronous.
+    const MediaCost cost = media_ != nullptr ? media_->WriteLine(line) : MediaCost{};
     flush_line_(reinterpret_cast<const void*>(line));
-    const uint64_t issued = write_latency_cycles_ != 0 ? __rdtsc() : 0;
     if (slot != nullptr) CounterSlot::Add(slot->flushes, 1);
-    if (media_ != nullptr) DeviceWrite(slot, line, issued, /*charge=*/true);
+    if (media_ != nullptr) Charge(slot, cost, write_latency_cycles_ != 0 ? __rdtsc() : 0);
   }
   if (config_.observer != nullptr) config_.observer->OnFlush(addr, len);
 }
@@ -148,9 +155,7 @@ void Persister::WriteBack(const void* addr, size_t len) {
   for (; line < end; line += kCacheLine) {
     if (write_back_line_ != nullptr) write_back_line_(reinterpret_cast<const void*>(line));
     // Without a cache model every stored line went to the device already.
-    if (cache_ != nullptr && cache_->WriteBack(line)) {
-      DeviceWrite(slot, line, write_latency_cycles_ != 0 ? __rdtsc() : 0, /*charge=*/true);
-    }
+    if (cache_ != nullptr && cache_->WriteBack(line)) DeviceWrite(slot, line, /*charge=*/true);
   }
 }
 
@@ -163,9 +168,7 @@ void Persister::StoreLines(const void* dst, size_t len) {
   const uintptr_t end = reinterpret_cast<uintptr_t>(dst) + len;
   for (; line < end; line += kCacheLine) {
     const uintptr_t to_device = cache_ != nullptr ? cache_->Store(line) : line;
-    if (to_device != 0) {
-      DeviceWrite(slot, to_device, write_latency_cycles_ != 0 ? __rdtsc() : 0, /*charge=*/true);
-    }
+    if (to_device != 0) DeviceWrite(slot, to_device, /*charge=*/true);
   }
 }
 
@@ -173,7 +176,7 @@ void Persister::DrainMedia() {
   if (media_ == nullptr) return;
   CounterSlot* slot = Slot();
   if (cache_ != nullptr) {
-    cache_->Drain([&](uintptr_t line) { DeviceWrite(slot, line, 0, /*charge=*/false); });
+    cache_->Drain([&](uintptr_t line) { DeviceWrite(slot, line, /*charge=*/false); });
   }
   const MediaCost cost = media_->Drain();
   if (slot != nullptr) CounterSlot::Add(slot->media_rmw_reads, cost.rmw_reads);

@@ -288,7 +288,11 @@ class Persister {
   }
   void SaveUndo(void* dst, size_t len);
   void StoreLines(const void* dst, size_t len);
-  void DeviceWrite(CounterSlot* slot, uintptr_t line, uint64_t issued_tsc, bool charge);
+  // A line reaches the device model; with `charge`, the write latency of what it costs.
+  void DeviceWrite(CounterSlot* slot, uintptr_t line, bool charge);
+  // Counts what a line sent to the device cost and, if issued_tsc != 0, waits the write
+  // latency of its media writes from then.
+  void Charge(CounterSlot* slot, const MediaCost& cost, uint64_t issued_tsc);
   void NoteReadRange(const void* addr, size_t len, OpReads* op);
   void NotePrefetch(const void* addr);
   void RollBack(CounterSlot* s);
