@@ -1,6 +1,8 @@
 #include "pm/media.h"
 
 #include <bit>
+#include <sys/mman.h>
+
 #include <cstdlib>
 #include <mutex>
 #include <string>
@@ -168,11 +170,16 @@ unsigned MediaModel::Mask(uintptr_t address) {
 // ---- CacheModel ---------------------------------------------------------------------------
 
 CacheModel::CacheModel(uint64_t bytes)
-    : sets_(bytes / kSetBytes),
-      tags_(static_cast<uint64_t*>(std::calloc(sets_ * kWays, sizeof(uint64_t))), &std::free),
+    : sets_(bytes / kSetBytes), tags_bytes_(sets_ * kWays * sizeof(uint64_t)),
       locks_(new SpinLock[kStripes]) {
-  if (tags_ == nullptr) throw std::bad_alloc();
+  // Anonymous pages: zero, page-aligned (a set is two whole cache lines), and touched
+  // only when used.
+  void* p = mmap(nullptr, tags_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  tags_ = static_cast<uint64_t*>(p);
 }
+
+CacheModel::~CacheModel() { munmap(tags_, tags_bytes_); }
 
 size_t CacheModel::Set(uintptr_t line_address) const {
   return Reduce((line_address / 64) * 0x9E3779B97F4A7C15ull, sets_);

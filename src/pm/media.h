@@ -164,10 +164,19 @@ class CacheModel {
 
   // `bytes`: a positive multiple of kSetBytes (MediaConfig::Validate checks it).
   explicit CacheModel(uint64_t bytes);
+  ~CacheModel();
+  CacheModel(const CacheModel&) = delete;
+  CacheModel& operator=(const CacheModel&) = delete;
 
   // A store dirtied the line at `line_address` (64-byte aligned, not 0). Returns the
   // address of the dirty line this evicted (now on its way to the device), or 0.
   uintptr_t Store(uintptr_t line_address);
+  // Starts loading the line's set (to overlap the misses of a batch of Stores).
+  void Prefetch(uintptr_t line_address) {
+    const uint64_t* ways = Ways(Set(line_address));
+    __builtin_prefetch(ways, 1, 3);
+    __builtin_prefetch(ways + 8, 1, 3);
+  }
   // clwb: if the line is dirty, it is written back and leaves the model; returns whether
   // it was dirty (a clean line's write-back writes nothing).
   bool WriteBack(uintptr_t line_address);
@@ -184,9 +193,10 @@ class CacheModel {
 
   size_t sets_;
   // Per set, kWays tags (line addresses) in most- to least-recently used order, 0 = empty.
-  // Zeroed by calloc, so the pages are touched only when used. Way 0 is read without the
-  // lock (the lock-free check), so it is accessed with atomic builtins.
-  std::unique_ptr<uint64_t[], void (*)(void*)> tags_;
+  // Way 0 is read without the lock (the lock-free check), so it is accessed with atomic
+  // builtins.
+  size_t tags_bytes_;
+  uint64_t* tags_;
   std::unique_ptr<SpinLock[]> locks_;
 };
 

@@ -152,6 +152,10 @@ void Persister::WriteBack(const void* addr, size_t len) {
     Flush(addr, len);
     return;
   }
+  if (cache_lines_) {  // the thread's stores so far must be in the cache model first
+    CounterSlot* local = counters_.Local();
+    if (local != nullptr && local->stored.size != 0) ApplyStored(local);
+  }
   for (; line < end; line += kCacheLine) {
     if (write_back_line_ != nullptr) write_back_line_(reinterpret_cast<const void*>(line));
     // Without a cache model every stored line went to the device already.
@@ -162,18 +166,36 @@ void Persister::WriteBack(const void* addr, size_t len) {
 void Persister::StoreLines(const void* dst, size_t len) {
   if (len == 0) return;
   CounterSlot* local = counters_.Local();
-  if (local != nullptr && local->in_atomic) return;  // fed at the commit (EndAtomic)
-  CounterSlot* slot = config_.count ? local : nullptr;
+  if (local == nullptr || local->in_atomic) return;  // untracked; or fed at the commit
+  StoredLines& batch = local->stored;
   uintptr_t line = reinterpret_cast<uintptr_t>(dst) & ~(kCacheLine - 1);
   const uintptr_t end = reinterpret_cast<uintptr_t>(dst) + len;
   for (; line < end; line += kCacheLine) {
-    const uintptr_t to_device = cache_ != nullptr ? cache_->Store(line) : line;
+    if (batch.size != 0 && batch.line[batch.size - 1] == line) continue;  // the same again
+    if (batch.size == StoredLines::kSize) ApplyStored(local);
+    batch.line[batch.size++] = line;
+  }
+}
+
+void Persister::ApplyStored(CounterSlot* local) {
+  StoredLines& batch = local->stored;
+  CounterSlot* slot = config_.count ? local : nullptr;
+  if (cache_ != nullptr) {
+    for (uint32_t i = 0; i < batch.size; ++i) cache_->Prefetch(batch.line[i]);
+  }
+  for (uint32_t i = 0; i < batch.size; ++i) {
+    // Without a cache model every stored line goes to the device (write-through).
+    const uintptr_t to_device = cache_ != nullptr ? cache_->Store(batch.line[i]) : batch.line[i];
     if (to_device != 0) DeviceWrite(slot, to_device, /*charge=*/true);
   }
+  batch.size = 0;
 }
 
 void Persister::DrainMedia() {
   if (media_ == nullptr) return;
+  for (CounterSlot& thread : counters_) {  // every thread's batch, in the calling thread
+    if (thread.stored.size != 0) ApplyStored(&thread);
+  }
   CounterSlot* slot = Slot();
   if (cache_ != nullptr) {
     cache_->Drain([&](uintptr_t line) { DeviceWrite(slot, line, /*charge=*/false); });

@@ -237,7 +237,10 @@ class Persister {
 
   // Sends every dirty line of the cache model to the device and empties the device
   // buffers, counting what that costs (no latency charged): at a quiet point (the end of
-  // a benchmark phase), so that the figures include the writes still owed.
+  // a benchmark phase, after the threads that stored have finished or synchronized with
+  // the caller), so that the figures include the writes still owed. In eadr each thread's
+  // last few stored lines (up to 32) reach the cache model only in batches, at this
+  // point at the latest.
   void DrainMedia();
 
   // ---- Atomic regions (hardware transactions, emulated) --------------------------------
@@ -287,7 +290,10 @@ class Persister {
     if (cache_lines_) StoreLines(dst, len);
   }
   void SaveUndo(void* dst, size_t len);
+  // eadr: the lines of a store join the thread's batch for the cache model (stats.h,
+  // StoredLines); ApplyStored gives the batch to the model.
   void StoreLines(const void* dst, size_t len);
+  void ApplyStored(CounterSlot* local);
   // A line reaches the device model; with `charge`, the write latency of what it costs.
   void DeviceWrite(CounterSlot* slot, uintptr_t line, bool charge);
   // Counts what a line sent to the device cost and, if issued_tsc != 0, waits the write

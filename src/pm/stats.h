@@ -26,6 +26,16 @@ struct PrefetchLog {
   uint32_t next = 0;
 };
 
+// Lines a thread stored (eadr) that the cache model has not taken yet. It takes them in
+// batches: its locks are locked instructions, which wait until the thread's earlier stores
+// have drained (a store to a line not in the CPU cache waits for that line), so a lock
+// after every store would make every store synchronous; one batch pays that once.
+struct StoredLines {
+  static constexpr size_t kSize = 32;
+  uintptr_t line[kSize];
+  uint32_t size = 0;
+};
+
 // One thread's counters, and its state in the Persister's models. Relaxed atomics so that
 // summing from another thread is not a data race; only the owning thread writes.
 struct alignas(64) CounterSlot {
@@ -35,6 +45,7 @@ struct alignas(64) CounterSlot {
       write_waits{0}, read_waits{0}, reads_hidden{0};
   OpReads op_reads;      // media lines the thread's current operation has read
   PrefetchLog prefetch;  // its recent Prefetch requests
+  StoredLines stored;    // eadr: stored, not yet in the cache model
   bool in_atomic = false;  // inside Persister::BeginAtomic .. EndAtomic
 
   static void Add(std::atomic<uint64_t>& c, uint64_t n) {
@@ -55,6 +66,9 @@ class CounterTable {
     return id < kMaxThreads ? &slots_[id] : nullptr;
   }
   PersistCounters Sum() const;
+  // Every slot, live thread or not (for a quiet point: no thread may use its slot).
+  CounterSlot* begin() { return &slots_[0]; }
+  CounterSlot* end() { return &slots_[kMaxThreads]; }
 
   // A small dense id for the calling thread, recycled when the thread exits.
   static size_t ThisThreadId() {
