@@ -325,6 +325,11 @@ namespace {
 
 constexpr uint32_t kXplineWrite = 16;  // 8-byte key + 8-byte value
 
+// A bucket's size rounded up to whole media lines (the aligned layout's stride).
+uint64_t MediaLines(uint64_t size) {
+  return (size + pm::kMediaLine - 1) / pm::kMediaLine * pm::kMediaLine;
+}
+
 // The bucket of each write in random order: keys hashed to a bucket; a full bucket passes
 // the key on to the next bucket with room (wrapping), found through a union-find of full
 // runs, so the last keys do not probe long runs one by one.
@@ -384,7 +389,7 @@ __attribute__((noinline)) void FillBuckets(pm::Persister& p, char* region, uint6
 
 }  // namespace
 
-Status MeasureXplineMicro(const XplineMicroConfig& config, XplineMicroResult* result) {
+Status ValidateXplineMicro(const XplineMicroConfig& config) {
   if (config.buckets == 0 || config.buckets > (1ull << 32)) {
     return Status::InvalidArgument("buckets must be between 1 and 2^32");
   }
@@ -395,16 +400,22 @@ Status MeasureXplineMicro(const XplineMicroConfig& config, XplineMicroResult* re
       return Status::InvalidArgument("bucket size " + std::to_string(size) +
                                      " is not a multiple of 16 between 16 and 4096");
     }
-    max_stride = std::max<uint64_t>(max_stride, (size + pm::kMediaLine - 1) / pm::kMediaLine *
-                                                    pm::kMediaLine);
+    max_stride = std::max(max_stride, MediaLines(size));
   }
   if (config.write_latency_ns > 100000) {
     return Status::InvalidArgument("write latency must be at most 100000 ns");
   }
-  const uint64_t region_bytes = max_stride * config.buckets;
-  if (region_bytes > (16ull << 30)) {
+  if (max_stride * config.buckets > (16ull << 30)) {
     return Status::InvalidArgument("buckets x bucket size is over 16 GiB");
   }
+  return Status::OK();
+}
+
+Status MeasureXplineMicro(const XplineMicroConfig& config, XplineMicroResult* result) {
+  PMHASH_RETURN_IF_ERROR(ValidateXplineMicro(config));
+  uint64_t max_stride = 0;
+  for (uint32_t size : config.bucket_bytes) max_stride = std::max(max_stride, MediaLines(size));
+  const uint64_t region_bytes = max_stride * config.buckets;
   void* mem = mmap(nullptr, region_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
                    -1, 0);
   if (mem == MAP_FAILED) {
@@ -418,8 +429,7 @@ Status MeasureXplineMicro(const XplineMicroConfig& config, XplineMicroResult* re
   XplineMicroResult r;
   for (bool aligned : {true, false}) {
     for (uint32_t size : config.bucket_bytes) {
-      const uint64_t stride =
-          aligned ? (size + pm::kMediaLine - 1) / pm::kMediaLine * pm::kMediaLine : size;
+      const uint64_t stride = aligned ? MediaLines(size) : size;
       for (bool sequential : {false, true}) {
         pm::PersistConfig pc;
         pc.mode = config.mode;
@@ -532,7 +542,7 @@ int RunXplineMicroBench(int argc, char** argv) {
   app.add_option("--buckets", config.buckets,
                  "Buckets per run (default 100000; the paper has 3000000)")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 32));
-  app.add_option("--sizes", sizes,
+  CLI::Option* sizes_option = app.add_option("--sizes", sizes,
                  "Bucket sizes in bytes, comma-separated multiples of 16 up to 4096 "
                  "(default 64,128,192,256,320,384,448,512)");
   app.add_option("--write-latency-ns", config.write_latency_ns,
@@ -548,7 +558,7 @@ int RunXplineMicroBench(int argc, char** argv) {
     if (e.get_exit_code() == 0) return app.exit(e);
     return Fail(2, e.what());
   }
-  if (!sizes.empty() && !ParseSizes(sizes, &config.bucket_bytes)) {
+  if (sizes_option->count() > 0 && !ParseSizes(sizes, &config.bucket_bytes)) {
     return Fail(2, "--sizes: '" + sizes.substr(0, 100) +
                        "' is not a comma-separated list of byte sizes");
   }
@@ -560,10 +570,11 @@ int RunXplineMicroBench(int argc, char** argv) {
     return Fail(2, "--persist: invalid mode '" + persist.substr(0, 100) +
                        "' (expected adr or eadr)");
   }
+  Status s = ValidateXplineMicro(config);
+  if (!s.ok()) return Fail(2, std::string(s.message()));
   WarnIfDebugBuild();
   XplineMicroResult r;
-  Status s = MeasureXplineMicro(config, &r);
-  if (s.IsInvalidArgument()) return Fail(2, std::string(s.message()));
+  s = MeasureXplineMicro(config, &r);
   if (!s.ok()) return Fail(1, std::string(s.message()));
 
   const pm::MediaConfig media;

@@ -91,8 +91,10 @@ struct XplineMicroResult {
   std::vector<XplineMicroRow> rows;  // per layout, per size: random, then sequential
 };
 
-// Runs the scenario. InvalidArgument for a config out of range (no buckets, a size that is
-// not a multiple of 16 between 16 and 4096, a region over 16 GiB).
+// InvalidArgument for a config out of range (no buckets, a size that is not a multiple of
+// 16 between 16 and 4096, a latency over 100000 ns, a region over 16 GiB).
+Status ValidateXplineMicro(const XplineMicroConfig& config);
+// Runs the scenario (validating the config first).
 Status MeasureXplineMicro(const XplineMicroConfig& config, XplineMicroResult* result);
 
 // Command-line entry: argv[0] is ignored; the rest holds "--micro NAME" and that
