@@ -142,7 +142,7 @@ class Persister {
   // CPU that lacks an instruction. `cpu` must not claim more than the real CPU has.
   static Status Make(const PersistConfig& config, const CpuFeatures& cpu,
                      std::unique_ptr<Persister>* out);
-  ~Persister();
+  ~Persister();  // no atomic region may be open
 
   Persister(const Persister&) = delete;
   Persister& operator=(const Persister&) = delete;
