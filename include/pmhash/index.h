@@ -38,15 +38,28 @@ namespace pmhash {
 inline constexpr size_t kMaxKeySize = 64 * 1024;
 inline constexpr size_t kMaxValueSize = 1024 * 1024;
 
-// Persistence cost counters, summed over the calling threads since Open.
+// Persistence cost counters, summed over the calling threads since Open. The media
+// figures come from the substrate's model of an Optane-like device (docs/architecture.md,
+// "Media model"; off with count_stats = false): 256-byte media lines behind per-DIMM
+// write-combining buffers and, in kEadr mode, a persistent CPU cache.
 struct PersistCounters {
-  uint64_t flushes = 0;          // cache lines written back (clwb/clflushopt/clflush)
+  uint64_t flushes = 0;          // cache lines written back for durability (kAdr only)
   uint64_t fences = 0;           // sfence/mfence issued
   uint64_t bytes_stored = 0;     // bytes the engine stored into PM
-  uint64_t media_writes = 0;     // 256-byte media-line writes (write-combining model)
+  uint64_t media_writes = 0;     // 256-byte media writes (write-combining buffer entries taken)
   uint64_t lines_read = 0;       // PM cache lines read, where the engine reports reads
   uint64_t redundant_flushes = 0;  // set only under the crash simulator
   uint64_t redundant_fences = 0;   // set only under the crash simulator
+  uint64_t write_backs = 0;      // cache lines named by write-back hints (kAdr: also flushes)
+  uint64_t lines_written = 0;    // 64-byte lines that reached the device (kAdr: flushed;
+                                 // kEadr: evicted from or written back by the cache model)
+  uint64_t media_reads = 0;      // 256-byte media lines the operations read (each once per op)
+  uint64_t media_rmw_reads = 0;  // media reads of read-modify-writes (partly written lines)
+  uint64_t user_bytes = 0;       // key + value bytes of the operations reported
+  uint64_t ops = 0;              // operations reported (the engine's per-op bracketing)
+  uint64_t emulated_write_waits = 0;   // media writes charged the emulated write latency
+  uint64_t emulated_read_waits = 0;    // media reads charged the emulated read latency
+  uint64_t emulated_reads_hidden = 0;  // ... of which a Prefetch had already covered all
 };
 
 struct IndexStats {

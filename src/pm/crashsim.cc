@@ -90,18 +90,13 @@ size_t CrashSim::PendingLines() const {
   return n;
 }
 
-void CrashSim::LogUnit(uint64_t offset, const char* src, size_t len) {
-  Unit u;
-  u.offset = offset;
-  u.len = static_cast<uint8_t>(len);
-  std::memcpy(u.bytes, src, len);
-  ++counters_.units;
+void CrashSim::LogUnit(const Unit& u) {
   ++pending_units_;
   if (!Adr()) {
     sequence_.push_back(u);
     return;
   }
-  const uint32_t li = static_cast<uint32_t>(offset / kCacheLine);
+  const uint32_t li = static_cast<uint32_t>(u.offset / kCacheLine);
   Line& line = lines_[li];
   line.pending.push_back(u);
   if (!line.dirty) {
@@ -134,12 +129,27 @@ void CrashSim::OnStore(const void* addr, size_t len) {
   }
   ++counters_.stores;
   stored_since_fence_ = true;
+  std::vector<Unit>* region = nullptr;
+  if (!regions_.empty()) {
+    auto it = regions_.find(std::this_thread::get_id());
+    if (it != regions_.end()) region = &it->second;
+  }
   uint64_t off = p - base_;
   const uint64_t end = off + len;
   while (off < end) {
     const uint64_t word_end = (off & ~uint64_t{7}) + 8;
     const uint64_t n = std::min(word_end, end) - off;
-    LogUnit(off, base_ + off, n);  // the bytes as stored (read back from the pool)
+    Unit u;
+    u.offset = off;
+    u.len = static_cast<uint8_t>(n);
+    u.glued = false;
+    std::memcpy(u.bytes, base_ + off, n);  // the bytes as stored (read back from the pool)
+    ++counters_.units;
+    if (region != nullptr) {
+      region->push_back(u);
+    } else {
+      LogUnit(u);
+    }
     off += n;
   }
   if (hook_ && !in_hook_ && store_rate_ > 0 &&
@@ -156,8 +166,10 @@ void CrashSim::OnFlush(const void* addr, size_t len) {
   const uint64_t first = (p - base_) / kCacheLine;
   const uint64_t last = std::min<uint64_t>((p - base_ + len - 1) / kCacheLine, lines_.size() - 1);
   std::vector<FlushMark>& marks = flush_marks_[std::this_thread::get_id()];
+  const bool in_region = regions_.count(std::this_thread::get_id()) != 0;
   for (uint64_t li = first; li <= last; ++li) {
     ++counters_.flushes;
+    if (in_region) ++counters_.flushes_in_atomic;
     Line& line = lines_[li];
     const uint64_t seq_end = line.durable_seq + line.pending.size();
     if (seq_end <= line.flushed_seq) {
@@ -229,6 +241,54 @@ void CrashSim::OnFence() {
   if (dirty_.size() > 64 && dirty_.size() > 2 * (pending_units_ + 1)) CompactDirty();
 }
 
+void CrashSim::CrashAtOpEnds(bool on) {
+  std::lock_guard<std::recursive_mutex> l(mu_);
+  crash_at_op_ends_ = on;
+}
+
+void CrashSim::OnAtomicBegin() {
+  std::lock_guard<std::recursive_mutex> l(mu_);
+  regions_[std::this_thread::get_id()].clear();
+}
+
+void CrashSim::OnAtomicEnd() {
+  std::lock_guard<std::recursive_mutex> l(mu_);
+  auto it = regions_.find(std::this_thread::get_id());
+  if (it == regions_.end()) return;
+  ++counters_.atomic_commits;
+  bool first = true;
+  for (Unit& u : it->second) {
+    u.glued = !Adr() && !first;  // eadr: one block, no prefix ends inside it
+    first = false;
+    LogUnit(u);
+  }
+  if (!it->second.empty()) stored_since_fence_ = true;
+  regions_.erase(it);
+}
+
+void CrashSim::OnAtomicAbort() {
+  std::lock_guard<std::recursive_mutex> l(mu_);
+  // The Persister has put the old bytes back: the pool is persisted image + log again.
+  if (regions_.erase(std::this_thread::get_id()) != 0) ++counters_.atomic_aborts;
+}
+
+void CrashSim::OnOpBegin() {
+  std::lock_guard<std::recursive_mutex> l(mu_);
+  ++ops_in_flight_;
+}
+
+void CrashSim::OnOpEnd() {
+  std::lock_guard<std::recursive_mutex> l(mu_);
+  if (ops_in_flight_ > 0) --ops_in_flight_;
+  if (hook_ && crash_at_op_ends_ && !in_hook_) CallHook(Event::kOpEnd);
+  // eadr engines may never fence: fold here instead, where nothing is half done. Every
+  // earlier crash point already offered the prefixes this removes.
+  if (!Adr() && ops_in_flight_ == 0 && regions_.empty() && !sequence_.empty() && !in_hook_) {
+    FoldAllEadr();
+    ++counters_.op_folds;
+  }
+}
+
 void CrashSim::CallHook(Event event) {
   ++counters_.hook_calls;
   in_hook_ = true;
@@ -245,7 +305,10 @@ void CrashSim::ApplyPending(ImageKind kind, std::mt19937_64& rng, char* image) c
   if (kind == ImageKind::kNone) return;
   if (!Adr()) {
     size_t n = sequence_.size();
-    if (kind == ImageKind::kRandom) n = std::uniform_int_distribution<size_t>(0, n)(rng);
+    if (kind == ImageKind::kRandom) {
+      n = std::uniform_int_distribution<size_t>(0, n)(rng);
+      while (n < sequence_.size() && sequence_[n].glued) --n;  // not inside a region
+    }
     for (size_t i = 0; i < n; ++i) ApplyUnit(sequence_[i], image);
     return;
   }
@@ -347,6 +410,11 @@ Status CrashSim::FindBypass() const {
         for (const Unit& u : lines_[li].pending) apply(u);
       } else {
         for (const Unit& u : sequence_) {
+          if (u.offset / kCacheLine == li) apply(u);
+        }
+      }
+      for (const auto& [thread, region] : regions_) {  // open regions' stores, held aside
+        for (const Unit& u : region) {
           if (u.offset / kCacheLine == li) apply(u);
         }
       }

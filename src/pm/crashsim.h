@@ -13,15 +13,26 @@
 //    whole, so a line's stores persist in order, and a line may be written back at any
 //    time (eviction), flushed or not.
 //  * eadr: the caches are persistent, so a crash image is the state after any prefix of
-//    the global store sequence. The simulator folds the log at each fence, so images
-//    cover the prefixes since the last fence.
+//    the global store sequence. The simulator folds the log at each fence and, for
+//    engines that never fence, at quiescent operation ends (Persister::EndOp when no
+//    operation is in flight and no atomic region open), so images cover the prefixes
+//    since the last fold.
+//  * Atomic regions (Persister::BeginAtomic .. EndAtomic, an emulated hardware
+//    transaction): a region's stores are held aside until it commits, so no image taken
+//    inside it holds any of them (a transaction's stores stay in L1 until it commits; a
+//    crash aborts it), and an aborted region's stores never appear. eadr: a committed
+//    region joins the sequence as one block that no prefix splits: all or nothing.
+//    adr: HTM does not make write-backs atomic, so a committed region's stores are
+//    ordinary stores from then on (per line, any prefix; durable after flush + fence).
+//    Flushes inside a region are counted (flushes_in_atomic): real RTM may abort on them.
 //  * Several threads: the log records the interleaving as it happened. The simulator
 //    performs each store itself (PersistObserver::Write) under its mutex, so a store and
 //    its log entry are one step and concurrent stores to one line are logged in the
 //    order they took effect.
 //
-// The crash hook: at every fence (before it takes effect), at sampled stores and when a
-// test calls CrashNow(), the simulator calls the hook with its mutex held, so other
+// The crash hook: at every fence (before it takes effect), at sampled stores, optionally
+// at operation ends (CrashAtOpEnds) and when a test calls CrashNow(), the simulator calls
+// the hook with its mutex held, so other
 // threads stop at their next store, flush or fence. Inside the hook (and only there, or
 // when no thread is storing) a test may build crash images and check them.
 //
@@ -58,7 +69,7 @@ namespace pmhash::pm {
 class CrashSim : public PersistObserver {
  public:
   // Why the hook was called.
-  enum class Event : uint8_t { kFence, kStore, kManual };
+  enum class Event : uint8_t { kFence, kStore, kManual, kOpEnd };
   // Which not-yet-durable units a crash image keeps.
   enum class ImageKind : uint8_t {
     kNone,    // the persisted image alone
@@ -76,6 +87,10 @@ class CrashSim : public PersistObserver {
     uint64_t redundant_fences = 0;   // fences with nothing flushed (eadr: nothing stored)
     uint64_t outside_stores = 0;     // stores outside the pool (performed, not logged)
     uint64_t hook_calls = 0;
+    uint64_t atomic_commits = 0;     // atomic regions committed
+    uint64_t atomic_aborts = 0;      // atomic regions aborted (their stores dropped)
+    uint64_t flushes_in_atomic = 0;  // cache lines flushed inside an atomic region
+    uint64_t op_folds = 0;           // eadr folds at quiescent operation ends
   };
 
   // Observes the pool memory [base, base+size) in `mode` (kNone behaves like kEadr:
@@ -90,6 +105,9 @@ class CrashSim : public PersistObserver {
   // store (seeded, so runs repeat). An empty hook disables crash points. Not while
   // other threads store.
   void SetHook(Hook hook, double store_rate, uint64_t seed);
+  // Also calls the hook (Event::kOpEnd) at every Persister::EndOp, before the fold a
+  // quiescent operation end makes in eadr. Not while other threads store.
+  void CrashAtOpEnds(bool on);
   // Optional: also report redundant flushes/fences to this persister's counters (the
   // engine's, so Stats() shows them). Not owned; may be null.
   void ReportTo(Persister* persister) { report_to_ = persister; }
@@ -137,11 +155,17 @@ class CrashSim : public PersistObserver {
   void OnStore(const void* addr, size_t len) override;
   void OnFlush(const void* addr, size_t len) override;
   void OnFence() override;
+  void OnAtomicBegin() override;
+  void OnAtomicEnd() override;
+  void OnAtomicAbort() override;
+  void OnOpBegin() override;
+  void OnOpEnd() override;
 
  private:
   struct Unit {
     uint64_t offset;  // pool offset; the unit lies within one aligned 8-byte word
     uint8_t len;      // 1..8
+    bool glued;       // eadr: part of an atomic region with the unit before it
     uint8_t bytes[8];
   };
   struct Line {
@@ -156,7 +180,8 @@ class CrashSim : public PersistObserver {
   };
 
   bool Adr() const { return mode_ == PersistMode::kAdr; }
-  void LogUnit(uint64_t offset, const char* src, size_t len);
+  void LogUnit(const Unit& u);
+  void FoldAllIfQuiescent();
   void FoldLine(uint32_t line, uint64_t seq_end);
   void ApplyPending(ImageKind kind, std::mt19937_64& rng, char* image) const;
   void FoldAllEadr();
@@ -180,6 +205,10 @@ class CrashSim : public PersistObserver {
   std::vector<Unit> sequence_;        // eadr: pending units in global order
   size_t pending_units_ = 0;
   std::unordered_map<std::thread::id, std::vector<FlushMark>> flush_marks_;
+  // Open atomic regions: each thread's stores since its BeginAtomic, held aside.
+  std::unordered_map<std::thread::id, std::vector<Unit>> regions_;
+  int64_t ops_in_flight_ = 0;
+  bool crash_at_op_ends_ = false;
   bool stored_since_fence_ = false;
 
   mutable char* buffer_ = nullptr;  // MakePool's reused image buffer (mmap)

@@ -14,7 +14,7 @@ using Kind = CrashSim::ImageKind;
 
 // A 64 KiB 64-byte-aligned "pool" observed by a simulator, stored through a Persister.
 class CrashSimTest : public ::testing::Test {
- protected:
+ public:
   void Start(PersistMode mode) {
     mem_.assign(kSize + kCacheLine, 0);
     base_ = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(mem_.data()) + kCacheLine - 1) &
@@ -367,6 +367,160 @@ TEST_F(CrashSimTest, StoresOutsideThePoolArePerformedAndCounted) {
   EXPECT_EQ(sim_->first_outside_store(), &dram);
   EXPECT_EQ(sim_->counters().stores, 1u);
   EXPECT_TRUE(sim_->FindBypass().ok());
+}
+
+// ---- Atomic regions and operation boundaries ---------------------------------------------
+
+// Four words on four lines, stored inside an atomic region (or not), then two more stores
+// outside. Returns how many of the four each of many random eadr images holds.
+std::set<int> RegionWordsSeen(CrashSimTest& t, Persister& p, bool region) {
+  if (region) {
+    EXPECT_EQ(p.BeginAtomic(), AtomicOutcome::kStarted);
+  }
+  for (int i = 0; i < 4; ++i) p.Store(t.Word(i * 64), uint64_t(10 + i));
+  if (region) {
+    EXPECT_EQ(p.EndAtomic(), AtomicOutcome::kCommitted);
+  }
+  p.Store(t.Word(1024), uint64_t{1});
+  p.Store(t.Word(2048), uint64_t{2});
+  std::set<int> seen;
+  for (uint64_t seed = 0; seed < 400; ++seed) {
+    auto img = t.Image(Kind::kRandom, seed);
+    int n = 0;
+    for (int i = 0; i < 4; ++i) n += CrashSimTest::At(img, i * 64) == uint64_t(10 + i);
+    seen.insert(n);
+  }
+  return seen;
+}
+
+TEST_F(CrashSimTest, EadrAtomicRegionIsNeverHalfInAnImage) {
+  Start(PersistMode::kEadr);
+  const std::set<int> seen = RegionWordsSeen(*this, *persister_, /*region=*/true);
+  EXPECT_EQ(seen, (std::set<int>{0, 4})) << "a region's stores are all or nothing";
+  EXPECT_EQ(sim_->counters().atomic_commits, 1u);
+  EXPECT_TRUE(sim_->FindBypass().ok());
+}
+
+TEST_F(CrashSimTest, EadrSameStoresOutsideARegionAppearHalf) {
+  Start(PersistMode::kEadr);
+  const std::set<int> seen = RegionWordsSeen(*this, *persister_, /*region=*/false);
+  EXPECT_EQ(seen, (std::set<int>{0, 1, 2, 3, 4}));
+}
+
+// adr: a region's stores reach no image before the commit; after it they are ordinary
+// pending stores (HTM does not make write-backs atomic): any line may persist alone.
+TEST_F(CrashSimTest, AdrAtomicRegionIsInvisibleUntilCommitThenPlainStores) {
+  Start(PersistMode::kAdr);
+  ASSERT_EQ(persister_->BeginAtomic(), AtomicOutcome::kStarted);
+  for (int i = 0; i < 4; ++i) persister_->Store(Word(i * 64), uint64_t(10 + i));
+  EXPECT_EQ(At(Image(Kind::kAll), 0), 0u) << "not committed: not in any image";
+  EXPECT_EQ(sim_->PendingUnits(), 0u);
+  EXPECT_TRUE(sim_->FindBypass().ok()) << "the held-aside stores explain the pool";
+  ASSERT_EQ(persister_->EndAtomic(), AtomicOutcome::kCommitted);
+  EXPECT_EQ(sim_->PendingUnits(), 4u);
+  std::set<int> seen;
+  for (uint64_t seed = 0; seed < 200; ++seed) {
+    auto img = Image(Kind::kRandom, seed);
+    int n = 0;
+    for (int i = 0; i < 4; ++i) n += At(img, i * 64) == uint64_t(10 + i);
+    seen.insert(n);
+  }
+  EXPECT_GT(seen.size(), 2u) << "lines persist independently after the commit";
+  persister_->Persist(Word(0), 256);
+  EXPECT_EQ(At(Image(Kind::kNone), 192), 13u);
+}
+
+TEST_F(CrashSimTest, AbortedRegionLeavesNoStoreInThePoolOrAnyImage) {
+  for (PersistMode mode : {PersistMode::kAdr, PersistMode::kEadr}) {
+    SCOPED_TRACE(PersistModeName(mode));
+    Start(mode);
+    persister_->Store(Word(0), uint64_t{1});
+    ASSERT_EQ(persister_->BeginAtomic(), AtomicOutcome::kStarted);
+    persister_->Store(Word(0), uint64_t{2});
+    persister_->Copy(Word(512), "abcdefghijklmnop", 16);
+    persister_->AbortAtomic();
+    EXPECT_EQ(*Word(0), 1u);
+    EXPECT_EQ(*Word(512), 0u);
+    EXPECT_TRUE(sim_->FindBypass().ok());
+    EXPECT_EQ(sim_->counters().atomic_aborts, 1u);
+    for (uint64_t seed = 0; seed < 50; ++seed) {
+      auto img = Image(Kind::kRandom, seed);
+      EXPECT_NE(At(img, 0), 2u);
+      EXPECT_EQ(At(img, 512), 0u);
+    }
+    EXPECT_EQ(At(Image(Kind::kAll), 0), 1u);
+  }
+}
+
+// A crash point inside a region (a sampled store) sees none of the region's stores.
+TEST_F(CrashSimTest, CrashInsideARegionSeesNoneOfIt) {
+  Start(PersistMode::kEadr);
+  int hooks = 0;
+  sim_->SetHook(
+      [&](CrashSim& sim, CrashSim::Event e) {
+        if (e != CrashSim::Event::kStore) return;
+        ++hooks;
+        std::mt19937_64 rng(0);
+        std::vector<char> img;
+        sim.MakeImage(Kind::kAll, rng, &img);
+        EXPECT_EQ(At(img, 64), 0u);
+        EXPECT_EQ(At(img, 128), 0u);
+      },
+      1.0, 1);
+  ASSERT_EQ(persister_->BeginAtomic(), AtomicOutcome::kStarted);
+  persister_->Store(Word(64), uint64_t{1});
+  persister_->Store(Word(128), uint64_t{2});
+  ASSERT_EQ(persister_->EndAtomic(), AtomicOutcome::kCommitted);
+  sim_->SetHook({}, 0, 0);
+  EXPECT_EQ(hooks, 2);
+  EXPECT_EQ(At(Image(Kind::kAll), 128), 2u);
+}
+
+TEST_F(CrashSimTest, FlushesInsideARegionAreCounted) {
+  Start(PersistMode::kAdr);
+  ASSERT_EQ(persister_->BeginAtomic(), AtomicOutcome::kStarted);
+  persister_->Store(Word(0), uint64_t{1});
+  persister_->Flush(Word(0), 128);
+  ASSERT_EQ(persister_->EndAtomic(), AtomicOutcome::kCommitted);
+  persister_->Flush(Word(0), 8);
+  EXPECT_EQ(sim_->counters().flushes_in_atomic, 2u);
+}
+
+// Engines that never fence (eadr): crash points at operation ends, and the log folded
+// where no operation is in flight.
+TEST_F(CrashSimTest, EadrOperationEndsAreCrashPointsAndFoldWhenQuiescent) {
+  Start(PersistMode::kEadr);
+  sim_->CrashAtOpEnds(true);
+  std::vector<size_t> pending_at_hook;
+  sim_->SetHook(
+      [&](CrashSim& sim, CrashSim::Event e) {
+        EXPECT_EQ(e, CrashSim::Event::kOpEnd);
+        pending_at_hook.push_back(sim.PendingUnits());
+      },
+      0, 1);
+  persister_->BeginOp();
+  persister_->Store(Word(0), uint64_t{1});
+  persister_->BeginOp();  // a second operation in flight (a pipelined batch)
+  persister_->Store(Word(64), uint64_t{2});
+  persister_->EndOp(16);
+  EXPECT_EQ(sim_->PendingUnits(), 2u) << "one operation still in flight: no fold";
+  persister_->EndOp(16);
+  EXPECT_EQ(sim_->PendingUnits(), 0u) << "quiescent: folded";
+  EXPECT_EQ(At(Image(Kind::kNone), 64), 2u);
+  EXPECT_EQ(pending_at_hook, (std::vector<size_t>{2, 2}));
+  EXPECT_EQ(sim_->counters().op_folds, 1u);
+  EXPECT_EQ(sim_->counters().fences, 0u);
+  sim_->SetHook({}, 0, 0);
+}
+
+TEST_F(CrashSimTest, AdrOperationEndsDoNotMakeAnythingDurable) {
+  Start(PersistMode::kAdr);
+  persister_->BeginOp();
+  persister_->Store(Word(0), uint64_t{1});
+  persister_->EndOp(8);
+  EXPECT_EQ(sim_->PendingUnits(), 1u);
+  EXPECT_EQ(At(Image(Kind::kNone), 0), 0u);
+  EXPECT_EQ(sim_->counters().op_folds, 0u);
 }
 
 }  // namespace

@@ -56,21 +56,73 @@ Status Persister::Make(const PersistConfig& config, const CpuFeatures& cpu,
   if (config.write_latency_ns > 100000) {
     return Status::InvalidArgument("write_latency_ns must be at most 100000");
   }
+  if (config.read_latency_ns > 100000) {
+    return Status::InvalidArgument("read_latency_ns must be at most 100000");
+  }
+  if (config.write_latency_ns > 0 && !config.media_model) {
+    return Status::InvalidArgument(
+        "write_latency_ns needs the media model: the latency is charged per media write");
+  }
+  if (!(config.atomic_abort_rate >= 0 && config.atomic_abort_rate <= 1)) {
+    return Status::InvalidArgument("atomic_abort_rate must be between 0 and 1");
+  }
+  if (config.media_model) PMHASH_RETURN_IF_ERROR(config.media.Validate());
   out->reset(new Persister(resolved));
   return Status::OK();
 }
 
-Persister::Persister(const PersistConfig& config) : config_(config) {
-  if (config_.mode == PersistMode::kAdr) {
-    switch (config_.flush) {
-      case FlushInstruction::kClwb: flush_line_ = FlushClwb; break;
-      case FlushInstruction::kClflushopt: flush_line_ = FlushClflushopt; break;
-      default: flush_line_ = FlushClflush; break;
-    }
-    if (config_.write_latency_ns > 0) {
-      latency_cycles_ = static_cast<uint64_t>(config_.write_latency_ns * TscCyclesPerNs());
+Persister::Persister(const PersistConfig& config)
+    : config_(config), atomic_rng_(config.atomic_seed) {
+  void (*instruction)(const void*) = nullptr;
+  switch (config_.flush) {
+    case FlushInstruction::kClwb: instruction = FlushClwb; break;
+    case FlushInstruction::kClflushopt: instruction = FlushClflushopt; break;
+    default: instruction = FlushClflush; break;
+  }
+  if (config_.mode == PersistMode::kAdr) flush_line_ = instruction;
+  if (config_.mode == PersistMode::kEadr && config_.eadr_write_back_instruction) {
+    write_back_line_ = instruction;
+  }
+  if (config_.write_latency_ns > 0) {
+    write_latency_cycles_ = static_cast<uint64_t>(config_.write_latency_ns * TscCyclesPerNs());
+  }
+  if (config_.read_latency_ns > 0) {
+    read_latency_cycles_ = static_cast<uint64_t>(config_.read_latency_ns * TscCyclesPerNs());
+  }
+  // Without counting or latency nothing would read the models: skip them (the counters-off
+  // baseline of the micro-benchmark).
+  if (config_.mode != PersistMode::kNone && config_.media_model &&
+      (config_.count || write_latency_cycles_ != 0)) {
+    media_ = std::make_unique<MediaModel>(config_.media);
+    if (config_.mode == PersistMode::kEadr) {
+      cache_lines_ = true;
+      if (config_.media.cache_bytes > 0) {
+        cache_ = std::make_unique<CacheModel>(config_.media.cache_bytes);
+      }
     }
   }
+}
+
+Persister::~Persister() = default;
+
+void Persister::Charge(CounterSlot* slot, const MediaCost& cost, uint64_t issued_tsc) {
+  if (slot != nullptr) {
+    CounterSlot::Add(slot->lines_written, 1);
+    if (cost.media_writes != 0) CounterSlot::Add(slot->media_writes, cost.media_writes);
+    if (cost.rmw_reads != 0) CounterSlot::Add(slot->media_rmw_reads, cost.rmw_reads);
+  }
+  if (cost.media_writes != 0 && write_latency_cycles_ != 0 && issued_tsc != 0) {
+    if (slot != nullptr) CounterSlot::Add(slot->write_waits, 1);
+    // The emulated device latency starts when the line was issued, so the bookkeeping
+    // overlaps it (as CPU work overlaps a real device's write) instead of adding to it.
+    const uint64_t until = issued_tsc + write_latency_cycles_ * cost.media_writes;
+    while (__rdtsc() < until) _mm_pause();
+  }
+}
+
+void Persister::DeviceWrite(CounterSlot* slot, uintptr_t line, bool charge) {
+  const MediaCost cost = media_->WriteLine(line);
+  Charge(slot, cost, charge && write_latency_cycles_ != 0 ? __rdtsc() : 0);
 }
 
 void Persister::Flush(const void* addr, size_t len) {
@@ -79,19 +131,192 @@ void Persister::Flush(const void* addr, size_t len) {
   const uintptr_t end = reinterpret_cast<uintptr_t>(addr) + len;
   CounterSlot* slot = Slot();
   for (; line < end; line += kCacheLine) {
+    // The model first: its lock is a locked instruction, which would wait for the
+    // write-back to complete if it came after it (x86 orders clwb before locked
+    // instructions), turning every flush synchronous.
+    const MediaCost cost = media_ != nullptr ? media_->WriteLine(line) : MediaCost{};
     flush_line_(reinterpret_cast<const void*>(line));
-    // The emulated device latency starts when the line is issued, so the counting below
-    // overlaps it (as CPU work overlaps a real device's write) instead of adding to it.
-    const uint64_t until = latency_cycles_ != 0 ? __rdtsc() + latency_cycles_ : 0;
-    if (slot != nullptr) {
-      CounterSlot::Add(slot->flushes, 1);
-      if (slot->media.Touch(line)) CounterSlot::Add(slot->media_writes, 1);
-    }
-    if (until != 0) {
-      while (__rdtsc() < until) _mm_pause();
-    }
+    if (slot != nullptr) CounterSlot::Add(slot->flushes, 1);
+    if (media_ != nullptr) Charge(slot, cost, write_latency_cycles_ != 0 ? __rdtsc() : 0);
   }
   if (config_.observer != nullptr) config_.observer->OnFlush(addr, len);
+}
+
+void Persister::WriteBack(const void* addr, size_t len) {
+  if (len == 0 || config_.mode == PersistMode::kNone) return;
+  uintptr_t line = reinterpret_cast<uintptr_t>(addr) & ~(kCacheLine - 1);
+  const uintptr_t end = reinterpret_cast<uintptr_t>(addr) + len;
+  CounterSlot* slot = Slot();
+  if (slot != nullptr) CounterSlot::Add(slot->write_backs, (end - line + kCacheLine - 1) / kCacheLine);
+  if (config_.mode == PersistMode::kAdr) {
+    Flush(addr, len);
+    return;
+  }
+  if (cache_lines_) {  // the thread's stores so far must be in the cache model first
+    CounterSlot* local = counters_.Local();
+    if (local != nullptr && local->stored.size != 0) ApplyStored(local);
+  }
+  for (; line < end; line += kCacheLine) {
+    if (write_back_line_ != nullptr) write_back_line_(reinterpret_cast<const void*>(line));
+    // Without a cache model every stored line went to the device already.
+    if (cache_ != nullptr && cache_->WriteBack(line)) DeviceWrite(slot, line, /*charge=*/true);
+  }
+}
+
+void Persister::StoreLines(const void* dst, size_t len) {
+  if (len == 0) return;
+  CounterSlot* local = counters_.Local();
+  if (local == nullptr || local->in_atomic) return;  // untracked; or fed at the commit
+  StoredLines& batch = local->stored;
+  uintptr_t line = reinterpret_cast<uintptr_t>(dst) & ~(kCacheLine - 1);
+  const uintptr_t end = reinterpret_cast<uintptr_t>(dst) + len;
+  for (; line < end; line += kCacheLine) {
+    if (batch.size != 0 && batch.line[batch.size - 1] == line) continue;  // the same again
+    if (batch.size == StoredLines::kSize) ApplyStored(local);
+    batch.line[batch.size++] = line;
+  }
+}
+
+void Persister::ApplyStored(CounterSlot* local) {
+  StoredLines& batch = local->stored;
+  CounterSlot* slot = config_.count ? local : nullptr;
+  if (cache_ != nullptr) {
+    for (uint32_t i = 0; i < batch.size; ++i) cache_->Prefetch(batch.line[i]);
+  }
+  for (uint32_t i = 0; i < batch.size; ++i) {
+    // Without a cache model every stored line goes to the device (write-through).
+    const uintptr_t to_device = cache_ != nullptr ? cache_->Store(batch.line[i]) : batch.line[i];
+    if (to_device != 0) DeviceWrite(slot, to_device, /*charge=*/true);
+  }
+  batch.size = 0;
+}
+
+void Persister::DrainMedia() {
+  if (media_ == nullptr) return;
+  for (CounterSlot& thread : counters_) {  // every thread's batch, in the calling thread
+    if (thread.stored.size != 0) ApplyStored(&thread);
+  }
+  CounterSlot* slot = Slot();
+  if (cache_ != nullptr) {
+    cache_->Drain([&](uintptr_t line) { DeviceWrite(slot, line, /*charge=*/false); });
+  }
+  const MediaCost cost = media_->Drain();
+  if (slot != nullptr) CounterSlot::Add(slot->media_rmw_reads, cost.rmw_reads);
+}
+
+void Persister::NoteReadRange(const void* addr, size_t len, OpReads* op) {
+  CounterSlot* local = counters_.Local();
+  if (local == nullptr) return;
+  const uintptr_t first = reinterpret_cast<uintptr_t>(addr);
+  const uintptr_t last = first + len - 1;
+  if (config_.count) {
+    CounterSlot::Add(local->lines_read, last / kCacheLine - first / kCacheLine + 1);
+  }
+  OpReads& reads = op != nullptr ? *op : local->op_reads;
+  for (uint64_t tag = first / kMediaLine; tag <= last / kMediaLine; ++tag) {
+    if (!reads.Add(tag)) continue;
+    if (config_.count) CounterSlot::Add(local->media_reads, 1);
+    if (read_latency_cycles_ == 0) continue;
+    const uint64_t now = __rdtsc();
+    uint64_t until = now + read_latency_cycles_;
+    PrefetchLog& log = local->prefetch;
+    for (size_t i = 0; i < PrefetchLog::kSize; ++i) {
+      if (log.tag[i] == tag + 1) {
+        until = log.requested[i] + read_latency_cycles_;
+        log.tag[i] = 0;
+        break;
+      }
+    }
+    if (config_.count) {
+      CounterSlot::Add(local->read_waits, 1);
+      if (until <= now) CounterSlot::Add(local->reads_hidden, 1);
+    }
+    while (__rdtsc() < until) _mm_pause();
+  }
+}
+
+void Persister::NotePrefetch(const void* addr) {
+  CounterSlot* local = counters_.Local();
+  if (local == nullptr) return;
+  PrefetchLog& log = local->prefetch;
+  const uint64_t tag = reinterpret_cast<uintptr_t>(addr) / kMediaLine + 1;
+  for (size_t i = 0; i < PrefetchLog::kSize; ++i) {
+    if (log.tag[i] == tag) return;  // already on its way: the first request counts
+  }
+  const uint32_t i = log.next++ % PrefetchLog::kSize;
+  log.tag[i] = tag;
+  log.requested[i] = __rdtsc();
+}
+
+// ---- Atomic regions ---------------------------------------------------------------------
+
+AtomicOutcome Persister::BeginAtomic() {
+  CounterSlot* s = counters_.Local();
+  if (s == nullptr) return AtomicOutcome::kAborted;  // an uncounted thread cannot be tracked
+  if (s->in_atomic) {  // nested: RTM may abort here too; we always do
+    RollBack(s);
+    return AtomicOutcome::kAborted;
+  }
+  atomic_mu_.lock();
+  const double draw = std::uniform_real_distribution<double>(0, 1)(atomic_rng_);
+  if (draw < config_.atomic_abort_rate / 2) {
+    atomic_mu_.unlock();
+    return AtomicOutcome::kAborted;
+  }
+  abort_at_end_ = draw < config_.atomic_abort_rate;
+  s->in_atomic = true;
+  undo_.clear();
+  undo_bytes_.clear();
+  atomic_open_.store(true, std::memory_order_relaxed);
+  if (config_.observer != nullptr) config_.observer->OnAtomicBegin();
+  return AtomicOutcome::kStarted;
+}
+
+AtomicOutcome Persister::EndAtomic() {
+  CounterSlot* s = counters_.Local();
+  if (s == nullptr || !s->in_atomic) return AtomicOutcome::kAborted;
+  if (abort_at_end_) {
+    RollBack(s);
+    return AtomicOutcome::kAborted;
+  }
+  if (config_.observer != nullptr) config_.observer->OnAtomicEnd();
+  s->in_atomic = false;
+  // The region's lines become dirty in the cache model only now: an aborted region's
+  // stores never leave the (real) L1.
+  if (cache_lines_) {
+    for (const Undo& u : undo_) StoreLines(u.addr, u.len);
+  }
+  LeaveAtomic(s);
+  return AtomicOutcome::kCommitted;
+}
+
+void Persister::AbortAtomic() {
+  CounterSlot* s = counters_.Local();
+  if (s != nullptr && s->in_atomic) RollBack(s);
+}
+
+void Persister::SaveUndo(void* dst, size_t len) {
+  CounterSlot* s = counters_.Local();
+  if (s == nullptr || !s->in_atomic) return;  // another thread's region is open
+  undo_.push_back({dst, len, undo_bytes_.size()});
+  const char* p = static_cast<const char*>(dst);
+  undo_bytes_.insert(undo_bytes_.end(), p, p + len);
+}
+
+void Persister::RollBack(CounterSlot* s) {
+  for (size_t i = undo_.size(); i-- > 0;) {
+    std::memcpy(undo_[i].addr, undo_bytes_.data() + undo_[i].at, undo_[i].len);
+  }
+  if (config_.observer != nullptr) config_.observer->OnAtomicAbort();
+  LeaveAtomic(s);
+}
+
+void Persister::LeaveAtomic(CounterSlot* s) {
+  s->in_atomic = false;
+  undo_.clear();
+  undo_bytes_.clear();
+  atomic_open_.store(false, std::memory_order_relaxed);
+  atomic_mu_.unlock();
 }
 
 void Persister::Fence() {

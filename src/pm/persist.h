@@ -1,27 +1,50 @@
-// The persistence handle: flush, fence, persist, and the store accessor through which
-// every store into PM goes.
+// The persistence handle: flush, fence, persist, write-back hints, the store accessor
+// through which every store into PM goes, and the media model's inputs (reads, operation
+// boundaries, prefetches, atomic regions).
 //
 // A Persister is configured once, when a pool is opened (persist mode, flush instruction
-// chosen by cpuid or forced, emulated write latency, counting on or off, an optional
-// observer), and engines call it through a reference. Instrumentation and the crash
-// simulator are layered on as the counter table and the PersistObserver; there are no
-// #ifdefs or globals on this path.
+// chosen by cpuid or forced, emulated media latency, counting on or off, the media model,
+// an optional observer), and engines call it through a reference. Instrumentation and the
+// crash simulator are layered on as the counter table, the media models (media.h) and the
+// PersistObserver; there are no #ifdefs or globals on this path.
 //
 // Contract for engines:
 //  * Every store into the pool goes through Store / Copy / Zero (the crash simulator
 //    rejects a store it did not see). Reads are plain loads (Load for data that other
-//    threads store concurrently).
+//    threads store concurrently), reported with NoteRead.
 //  * A Store of an aligned 1, 2, 4 or 8-byte scalar is failure-atomic; Copy and Zero are
 //    not (a crash may tear them at any 8-byte boundary).
 //  * Stores may reach the media before Flush is called (cache eviction): a store is
 //    durable no later than after Flush + Fence, possibly earlier.
+//  * Each public operation is bracketed by BeginOp / EndOp (per-operation figures, crash
+//    points); a split or a doubling an operation triggers belongs to that operation.
+//
+// Counting rules (the figures of PersistCounters; docs/architecture.md has the model):
+//  * flushes: lines written back by Flush (kAdr; WriteBack in kAdr is a Flush too).
+//  * write_backs: lines named by WriteBack, in kAdr and kEadr.
+//  * lines_written: 64-byte lines that reached the device model: kAdr the flushed lines;
+//    kEadr the lines the cache model evicted or a WriteBack found dirty (every stored
+//    line if the cache model is off). DrainMedia sends what the cache still holds.
+//  * media_writes / media_rmw_reads: the device model's 256-byte writes and the
+//    read-modify-writes of media lines that left its buffer partly written.
+//  * lines_read: cache lines named by NoteRead. media_reads: the 256-byte media lines
+//    those reads touch, each counted once per operation (BeginOp resets the set; a
+//    pipelined batch passes one OpReads per operation in flight).
+//  * user_bytes / ops: what EndOp reports: the key + value bytes the operation asked to
+//    write (Insert / Update / Put: key + value; Delete: key; Get: 0), and one per call.
+#pragma once
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <vector>
 #include <type_traits>
 
+#include "pm/media.h"
 #include "pm/stats.h"
 #include "util/cpu.h"
 #include "pmhash/index.h"
@@ -48,6 +71,15 @@ class PersistObserver {
   virtual void OnStore(const void* addr, size_t len) = 0;  // after the bytes are written
   virtual void OnFlush(const void* addr, size_t len) = 0;
   virtual void OnFence() = 0;
+  // An atomic region of the calling thread (Persister::BeginAtomic): its stores are seen
+  // between Begin and End (commit) or Abort (the Persister has already put the old bytes
+  // back, without calling Write).
+  virtual void OnAtomicBegin() {}
+  virtual void OnAtomicEnd() {}
+  virtual void OnAtomicAbort() {}
+  // Operation boundaries of the calling thread (Persister::BeginOp / EndOp).
+  virtual void OnOpBegin() {}
+  virtual void OnOpEnd() {}
 
   // The write itself, for implementations of Write.
   static void WriteBytes(void* dst, const void* src, size_t len, bool scalar) {
@@ -77,20 +109,40 @@ class PersistObserver {
 struct PersistConfig {
   PersistMode mode = PersistMode::kAdr;
   FlushInstruction flush = FlushInstruction::kAuto;
+  // Emulated media latency, a TSC busy-wait, in every persistence mode (0..100000 ns):
+  // write latency per media write the model emits (a line merging into a buffered media
+  // line is free; needs media_model), read latency per media read (NoteRead), less the
+  // time since a Prefetch of that media line.
   uint32_t write_latency_ns = 0;
+  uint32_t read_latency_ns = 0;
   bool count = true;
+  // Run the device model (kAdr, kEadr) and the cache model (kEadr): media writes,
+  // read-modify-writes, lines written. Off: those figures stay 0 (report them as unknown).
+  bool media_model = true;
+  MediaConfig media;
+  // kEadr: WriteBack executes the flush instruction (clwb, ...) besides feeding the model;
+  // false: the model only.
+  bool eadr_write_back_instruction = true;
+  // Atomic regions (BeginAtomic): probability that a region aborts (injected; 0..1), and
+  // the seed of those draws.
+  double atomic_abort_rate = 0;
+  uint64_t atomic_seed = 1;
   PersistObserver* observer = nullptr;  // not owned; must outlive the Persister
 };
+
+// What BeginAtomic / EndAtomic report.
+enum class AtomicOutcome : uint8_t { kStarted, kCommitted, kAborted };
 
 class Persister {
  public:
   // Validates the config against the CPU: forcing an instruction the CPU lacks is
-  // InvalidArgument. On success *out is ready to use.
+  // InvalidArgument, as is a value out of range. On success *out is ready to use.
   static Status Make(const PersistConfig& config, std::unique_ptr<Persister>* out);
   // The same, validating against `cpu` instead of CpuFeatures::Get(), so tests can fake a
   // CPU that lacks an instruction. `cpu` must not claim more than the real CPU has.
   static Status Make(const PersistConfig& config, const CpuFeatures& cpu,
                      std::unique_ptr<Persister>* out);
+  ~Persister();  // no atomic region may be open
 
   Persister(const Persister&) = delete;
   Persister& operator=(const Persister&) = delete;
@@ -103,6 +155,11 @@ class Persister {
     Flush(addr, len);
     Fence();
   }
+  // A write-back hint, never needed for correctness in eadr: adr, it is Flush (durability
+  // still needs a Fence); eadr, it executes the flush instruction (or not, by config) and
+  // sends the lines the cache model holds dirty to the device at once (Spash's compacted
+  // and asynchronous flushes). No-op in none. Counted as write_backs.
+  void WriteBack(const void* addr, size_t len);
 
   // Failure-atomic store of an aligned scalar; a release store for concurrent readers.
   template <typename T>
@@ -110,12 +167,13 @@ class Persister {
     static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= 8 &&
                       (sizeof(T) & (sizeof(T) - 1)) == 0,
                   "Store is for 1, 2, 4 and 8-byte scalars; use Copy for the rest");
+    BeforeStore(dst, sizeof(T));
     if (config_.observer != nullptr) {
       config_.observer->Write(dst, &value, sizeof(T), /*scalar=*/true);
     } else {
       __atomic_store_n(dst, value, __ATOMIC_RELEASE);
     }
-    Count(sizeof(T));
+    AfterStore(dst, sizeof(T));
   }
   // The commit of a persist sequence: a fence, so that everything stored and flushed
   // before it is durable (adr) or ordered (eadr) ahead of the commit word; one
@@ -134,26 +192,83 @@ class Persister {
   }
   // Not failure-atomic (see above).
   void Copy(void* dst, const void* src, size_t len) {
+    BeforeStore(dst, len);
     if (config_.observer != nullptr) {
       config_.observer->Write(dst, src, len, /*scalar=*/false);
     } else {
       std::memcpy(dst, src, len);
     }
-    Count(len);
+    AfterStore(dst, len);
   }
   void Zero(void* dst, size_t len) {
+    BeforeStore(dst, len);
     if (config_.observer != nullptr) {
       config_.observer->Write(dst, nullptr, len, /*scalar=*/false);
     } else {
       std::memset(dst, 0, len);
     }
-    Count(len);
+    AfterStore(dst, len);
   }
 
-  // Engines report the PM cache lines a read touched (for pm_lines_read_per_op).
+  // ---- Operations and reads ------------------------------------------------------------
+
+  // Brackets one public operation of the calling thread (per-operation de-duplication of
+  // media reads, user bytes, crash points at operation ends). `user_bytes`: see the
+  // counting rules above. Overlapping operations of one thread (a pipelined batch) call
+  // BeginOp / EndOp for each and pass their own OpReads to NoteRead.
+  void BeginOp() {
+    if (CounterSlot* s = counters_.Local()) s->op_reads.Reset();
+    if (config_.observer != nullptr) config_.observer->OnOpBegin();
+  }
+  void EndOp(uint64_t user_bytes) {
+    if (CounterSlot* s = Slot()) {
+      CounterSlot::Add(s->ops, 1);
+      CounterSlot::Add(s->user_bytes, user_bytes);
+    }
+    if (config_.observer != nullptr) config_.observer->OnOpEnd();
+  }
+  // Engines report the PM they read: [addr, addr+len) was read by the calling thread's
+  // current operation (or by `op`, one operation of a pipelined batch). Counts the cache
+  // lines and the media lines new to the operation, and charges the read latency.
+  void NoteRead(const void* addr, size_t len, OpReads* op = nullptr) {
+    if (len != 0 && (config_.count || read_latency_cycles_ != 0)) NoteReadRange(addr, len, op);
+  }
+  // The older form: only a number of cache lines (no media reads, no latency). Kept until
+  // every engine reports addresses.
   void NoteRead(size_t lines) {
     if (CounterSlot* s = Slot()) CounterSlot::Add(s->lines_read, lines);
   }
+  // Prefetches the line at addr and, with read latency emulated, notes when its media
+  // line was asked for: a NoteRead of it later waits only for the latency still left.
+  void Prefetch(const void* addr) {
+    __builtin_prefetch(addr, 0, 3);
+    if (read_latency_cycles_ != 0) NotePrefetch(addr);
+  }
+
+  // Sends every dirty line of the cache model to the device and empties the device
+  // buffers, counting what that costs (no latency charged): at a quiet point (the end of
+  // a benchmark phase, after the threads that stored have finished or synchronized with
+  // the caller), so that the figures include the writes still owed. In eadr each thread's
+  // last few stored lines (up to 32) reach the cache model only in batches, at this
+  // point at the latest.
+  void DrainMedia();
+
+  // ---- Atomic regions (hardware transactions, emulated) --------------------------------
+
+  // An atomic region of the calling thread, emulating an RTM transaction: regions of one
+  // Persister run one at a time (a lock), and each aborts with probability
+  // atomic_abort_rate (seeded draws), at BeginAtomic or at EndAtomic, so the caller's
+  // retry and fallback paths run. BeginAtomic: kStarted (inside the region) or kAborted
+  // (not inside). EndAtomic: kCommitted, or kAborted with every store of the region
+  // undone. AbortAtomic undoes them at once (the caller's validation failed). A region
+  // inside a region aborts the outer one (kAborted). Inside a region, never wait for
+  // something another thread holds while it may be waiting to begin a region.
+  // Under the crash simulator a region's stores are all-or-nothing in eadr images, and in
+  // adr reach images only after the commit (then line by line, as any store).
+  AtomicOutcome BeginAtomic();
+  AtomicOutcome EndAtomic();
+  void AbortAtomic();
+
   // The crash simulator reports redundant flushes and fences through these.
   void NoteRedundantFlush() {
     if (CounterSlot* s = Slot()) CounterSlot::Add(s->redundant_flushes, 1);
@@ -167,20 +282,60 @@ class Persister {
   // The instruction actually used (kAuto resolved).
   FlushInstruction flush_instruction() const { return config_.flush; }
   uint32_t write_latency_ns() const { return config_.write_latency_ns; }
+  uint32_t read_latency_ns() const { return config_.read_latency_ns; }
+  // Whether the device model runs (media figures are measured).
+  bool media_model() const { return media_ != nullptr; }
+  const MediaConfig& media_config() const { return config_.media; }
   PersistObserver* observer() const { return config_.observer; }
 
  private:
   explicit Persister(const PersistConfig& config);
 
   CounterSlot* Slot() { return config_.count ? counters_.Local() : nullptr; }
-  void Count(size_t len) {
-    if (CounterSlot* s = Slot()) CounterSlot::Add(s->bytes_stored, len);
+  void BeforeStore(void* dst, size_t len) {
+    if (atomic_open_.load(std::memory_order_relaxed)) SaveUndo(dst, len);
   }
+  void AfterStore(const void* dst, size_t len) {
+    if (CounterSlot* s = Slot()) CounterSlot::Add(s->bytes_stored, len);
+    if (cache_lines_) StoreLines(dst, len);
+  }
+  void SaveUndo(void* dst, size_t len);
+  // eadr: the lines of a store join the thread's batch for the cache model (stats.h,
+  // StoredLines); ApplyStored gives the batch to the model.
+  void StoreLines(const void* dst, size_t len);
+  void ApplyStored(CounterSlot* local);
+  // A line reaches the device model; with `charge`, the write latency of what it costs.
+  void DeviceWrite(CounterSlot* slot, uintptr_t line, bool charge);
+  // Counts what a line sent to the device cost and, if issued_tsc != 0, waits the write
+  // latency of its media writes from then.
+  void Charge(CounterSlot* slot, const MediaCost& cost, uint64_t issued_tsc);
+  void NoteReadRange(const void* addr, size_t len, OpReads* op);
+  void NotePrefetch(const void* addr);
+  void RollBack(CounterSlot* s);
+  void LeaveAtomic(CounterSlot* s);
 
   PersistConfig config_;
-  void (*flush_line_)(const void*) = nullptr;  // null in eadr / none
-  uint64_t latency_cycles_ = 0;                // TSC cycles to spin per flushed line
+  void (*flush_line_)(const void*) = nullptr;       // adr Flush; null in eadr / none
+  void (*write_back_line_)(const void*) = nullptr;  // eadr WriteBack's instruction, or null
+  uint64_t write_latency_cycles_ = 0;  // TSC cycles per media write
+  uint64_t read_latency_cycles_ = 0;   // TSC cycles per media read
+  std::unique_ptr<MediaModel> media_;  // null: no device model
+  std::unique_ptr<CacheModel> cache_;  // eadr with media_ and cache_bytes > 0
+  bool cache_lines_ = false;           // eadr with media_: stores feed the models
   CounterTable counters_;
+
+  // Atomic regions: one at a time, under atomic_mu_, whose holder owns the rest.
+  std::atomic<bool> atomic_open_{false};
+  std::mutex atomic_mu_;
+  std::mt19937_64 atomic_rng_;
+  bool abort_at_end_ = false;
+  struct Undo {
+    void* addr;
+    size_t len;
+    size_t at;  // offset of the old bytes in undo_bytes_
+  };
+  std::vector<Undo> undo_;
+  std::vector<char> undo_bytes_;
 };
 
 // TSC cycles per nanosecond, measured once per process.

@@ -5,61 +5,6 @@
 
 namespace pmhash::pm {
 
-MediaLineModel::MediaLineModel() {
-  bucket_.fill(kNil);
-  chain_.fill(kNil);
-  prev_.fill(kNil);
-  next_.fill(kNil);
-  tag_.fill(~0ull);
-}
-
-void MediaLineModel::Unlink(uint8_t e) {
-  if (prev_[e] != kNil) next_[prev_[e]] = next_[e]; else head_ = next_[e];
-  if (next_[e] != kNil) prev_[next_[e]] = prev_[e]; else tail_ = prev_[e];
-}
-
-void MediaLineModel::PushFront(uint8_t e) {
-  prev_[e] = kNil;
-  next_[e] = head_;
-  if (head_ != kNil) prev_[head_] = e; else tail_ = e;
-  head_ = e;
-}
-
-void MediaLineModel::RemoveFromBucket(uint8_t e) {
-  uint8_t* link = &bucket_[Bucket(tag_[e])];
-  while (*link != e) link = &chain_[*link];
-  *link = chain_[e];
-}
-
-bool MediaLineModel::Touch(uintptr_t address) {
-  const uint64_t tag = address >> kLineShift;
-  if (tag == last_tag_) return false;  // already at the front of the LRU list
-  last_tag_ = tag;
-  const size_t b = Bucket(tag);
-  for (uint8_t e = bucket_[b]; e != kNil; e = chain_[e]) {
-    if (tag_[e] == tag) {
-      if (head_ != e) {
-        Unlink(e);
-        PushFront(e);
-      }
-      return false;
-    }
-  }
-  uint8_t e;
-  if (used_ < kEntries) {
-    e = used_++;
-  } else {
-    e = tail_;
-    Unlink(e);
-    RemoveFromBucket(e);
-  }
-  tag_[e] = tag;
-  chain_[e] = bucket_[b];
-  bucket_[b] = e;
-  PushFront(e);
-  return true;
-}
-
 CounterTable::CounterTable() : slots_(new CounterSlot[kMaxThreads]) {}
 
 PersistCounters CounterTable::Sum() const {
@@ -73,6 +18,15 @@ PersistCounters CounterTable::Sum() const {
     sum.lines_read += s.lines_read.load(std::memory_order_relaxed);
     sum.redundant_flushes += s.redundant_flushes.load(std::memory_order_relaxed);
     sum.redundant_fences += s.redundant_fences.load(std::memory_order_relaxed);
+    sum.write_backs += s.write_backs.load(std::memory_order_relaxed);
+    sum.lines_written += s.lines_written.load(std::memory_order_relaxed);
+    sum.media_reads += s.media_reads.load(std::memory_order_relaxed);
+    sum.media_rmw_reads += s.media_rmw_reads.load(std::memory_order_relaxed);
+    sum.user_bytes += s.user_bytes.load(std::memory_order_relaxed);
+    sum.ops += s.ops.load(std::memory_order_relaxed);
+    sum.emulated_write_waits += s.write_waits.load(std::memory_order_relaxed);
+    sum.emulated_read_waits += s.read_waits.load(std::memory_order_relaxed);
+    sum.emulated_reads_hidden += s.reads_hidden.load(std::memory_order_relaxed);
   }
   return sum;
 }

@@ -1,4 +1,5 @@
-// Per-thread persistence counters and the media-line model.
+// Per-thread persistence counters and per-thread model state (src/pm/media.h holds the
+// shared media and cache models).
 //
 // Every Persister owns a CounterTable: one cache-line-aligned slot per live thread, so
 // counting never shares a line between threads. A slot is written only by its thread
@@ -11,48 +12,41 @@
 #include <cstdint>
 #include <memory>
 
+#include "pm/media.h"
 #include "pmhash/index.h"
 
 namespace pmhash::pm {
 
-// Write-combining buffer of an Optane-like device: 64 entries of 256-byte media lines,
-// least recently used evicted first. A flushed cache line that falls in a buffered media
-// line merges; one that does not takes an entry, which later costs one 256-byte media
-// write. We count a media write when an entry is taken (so the figure is exact without
-// draining the buffer). Each thread has its own model: the device's buffer is shared, so
-// with several threads the figure is a lower bound of the contention the device sees.
-class MediaLineModel {
- public:
-  static constexpr size_t kEntries = 64;
-  static constexpr size_t kLineShift = 8;  // 256-byte media lines
-
-  MediaLineModel();
-
-  // Feeds one flushed cache line; returns true when it costs a new media write.
-  bool Touch(uintptr_t address);
-
- private:
-  static constexpr size_t kBuckets = 128;
-  static constexpr uint8_t kNil = 0xff;
-
-  size_t Bucket(uint64_t tag) const { return (tag * 0x9E3779B97F4A7C15ull) >> 57; }
-  void Unlink(uint8_t e);
-  void PushFront(uint8_t e);
-  void RemoveFromBucket(uint8_t e);
-
-  uint64_t last_tag_ = ~0ull;  // fast path: the same media line twice in a row
-  std::array<uint64_t, kEntries> tag_;
-  std::array<uint8_t, kEntries> prev_, next_, chain_;
-  std::array<uint8_t, kBuckets> bucket_;
-  uint8_t head_ = kNil, tail_ = kNil, used_ = 0;
+// Requests of PM lines by Persister::Prefetch, so that a later read of the same media
+// line waits only for the emulated read latency still left (read latency emulation).
+struct PrefetchLog {
+  static constexpr size_t kSize = 16;
+  uint64_t tag[kSize] = {};       // media line (address / 256) + 1; 0 = empty
+  uint64_t requested[kSize] = {};  // TSC when it was asked for
+  uint32_t next = 0;
 };
 
-// One thread's counters. Relaxed atomics so that summing from another thread is not a
-// data race; only the owning thread writes.
+// Lines a thread stored (eadr) that the cache model has not taken yet. It takes them in
+// batches: its locks are locked instructions, which wait until the thread's earlier stores
+// have drained (a store to a line not in the CPU cache waits for that line), so a lock
+// after every store would make every store synchronous; one batch pays that once.
+struct StoredLines {
+  static constexpr size_t kSize = 32;
+  uintptr_t line[kSize];
+  uint32_t size = 0;
+};
+
+// One thread's counters, and its state in the Persister's models. Relaxed atomics so that
+// summing from another thread is not a data race; only the owning thread writes.
 struct alignas(64) CounterSlot {
   std::atomic<uint64_t> flushes{0}, fences{0}, bytes_stored{0}, media_writes{0},
-      lines_read{0}, redundant_flushes{0}, redundant_fences{0};
-  MediaLineModel media;
+      lines_read{0}, redundant_flushes{0}, redundant_fences{0}, write_backs{0},
+      lines_written{0}, media_reads{0}, media_rmw_reads{0}, user_bytes{0}, ops{0},
+      write_waits{0}, read_waits{0}, reads_hidden{0};
+  OpReads op_reads;      // media lines the thread's current operation has read
+  PrefetchLog prefetch;  // its recent Prefetch requests
+  StoredLines stored;    // eadr: stored, not yet in the cache model
+  bool in_atomic = false;  // inside Persister::BeginAtomic .. EndAtomic
 
   static void Add(std::atomic<uint64_t>& c, uint64_t n) {
     c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
@@ -65,12 +59,16 @@ class CounterTable {
 
   CounterTable();
   // This thread's slot; nullptr if more than kMaxThreads threads are alive (then the
-  // thread is not counted; documented in docs/architecture.md).
+  // thread is not counted and its reads are not charged emulated latency; documented in
+  // docs/architecture.md).
   CounterSlot* Local() {
     size_t id = ThisThreadId();
     return id < kMaxThreads ? &slots_[id] : nullptr;
   }
   PersistCounters Sum() const;
+  // Every slot, live thread or not (for a quiet point: no thread may use its slot).
+  CounterSlot* begin() { return &slots_[0]; }
+  CounterSlot* end() { return &slots_[kMaxThreads]; }
 
   // A small dense id for the calling thread, recycled when the thread exits.
   static size_t ThisThreadId() {

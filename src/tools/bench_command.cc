@@ -20,7 +20,7 @@ int CmdBench(int argc, char** argv) {
   }
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--micro") == 0 || std::strncmp(argv[i], "--micro=", 8) == 0) {
-      return bench::RunPersistMicroBench(argc, argv);
+      return bench::RunMicroBench(argc, argv);
     }
   }
   // The driver sees argv[0] = "pmhash bench" and the rest untouched.

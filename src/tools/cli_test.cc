@@ -453,6 +453,21 @@ TEST(CliTool, BadCommandLinesExitTwoWithOneLine) {
       {{"bench", "--micro", "nope"}, "unknown micro-benchmark 'nope'"},
       {{"bench", "--micro", "persist", "--iterations", "0"}, "--iterations"},
       {{"bench", "--micro", "persist", "--bogus"}, "--bogus"},
+      {{"bench", "--micro", "persist", "--persist", "none"}, "--persist: invalid mode 'none'"},
+      {{"bench", "--micro", "persist", "--persist", std::string(500, 'q')}, "--persist"},
+      {{"bench", "--micro", "xpline", "--buckets", "0"}, "--buckets"},
+      {{"bench", "--micro", "xpline", "--buckets", "x"}, "--buckets"},
+      {{"bench", "--micro", "xpline", "--sizes", "64,abc"}, "--sizes: '64,abc'"},
+      {{"bench", "--micro", "xpline", "--sizes", "64,,128"}, "--sizes"},
+      {{"bench", "--micro", "xpline", "--sizes", ""}, "--sizes"},
+      {{"bench", "--micro", "xpline", "--sizes", "99999999"}, "--sizes"},
+      {{"bench", "--micro", "xpline", "--sizes", "100"}, "bucket size 100 is not a multiple of 16"},
+      {{"bench", "--micro", "xpline", "--sizes", "4112"}, "bucket size 4112"},
+      {{"bench", "--micro", "xpline", "--write-latency-ns", "100001"}, "--write-latency-ns"},
+      {{"bench", "--micro", "xpline", "--persist", "none"}, "--persist: invalid mode 'none'"},
+      {{"bench", "--micro", "xpline", "--flush", "nope"}, "--flush: invalid instruction 'nope'"},
+      {{"bench", "--micro", "xpline", "--bogus"}, "--bogus"},
+      {{"bench", "--micro=xpline", "--buckets", "-5"}, "--buckets"},
   };
   for (const auto& [args, fragment] : cases) {
     std::string cmd;
@@ -470,7 +485,8 @@ TEST(CliTool, HelpOnEverySubcommand) {
   REQUIRE_TOOL();
   const std::vector<std::vector<std::string>> commands = {
       {}, {"engines"}, {"pool"}, {"pool", "create"}, {"pool", "info"}, {"pool", "check"},
-      {"put"}, {"get"}, {"del"}, {"count"}, {"dump"}, {"bench", "--micro", "persist"}};
+      {"put"}, {"get"}, {"del"}, {"count"}, {"dump"}, {"bench", "--micro", "persist"},
+      {"bench", "--micro", "xpline"}};
   for (std::vector<std::string> args : commands) {
     args.push_back("--help");
     std::string cmd;
@@ -580,6 +596,30 @@ TEST(CliTool, PersistMicroBenchmarkWritesItsFigures) {
       << j;
   EXPECT_NE(j.find("\"flushes_per_op\": null"), std::string::npos) << j;
   EXPECT_NE(j.find("{\"write_latency_ns\": 100, \"ratio\": "), std::string::npos) << j;
+  // Without the media model its figure is null, not 0.
+  EXPECT_NE(j.find("\"media_model\": false, \"media_writes_per_op\": null"), std::string::npos)
+      << j;
+}
+
+TEST(CliTool, XplineMicroBenchmarkWritesItsFigures) {
+  REQUIRE_TOOL();
+  TempDir dir;
+  const std::string json = dir.File("xpline.json");
+  ToolRun r = RunTool({"bench", "--micro", "xpline", "--buckets", "2048", "--sizes", "64,256",
+                       "--write-latency-ns", "0", "--json", json});
+  EXPECT_EQ(r.exit_code, 0) << r;
+  EXPECT_NE(r.out.find("EMULATED"), std::string::npos) << r;
+  const std::string j = ReadFile(json);
+  EXPECT_NE(j.find("\"benchmark\": \"xpline-micro\""), std::string::npos) << j;
+  // Sequential fills of aligned 256-byte buckets: one media write per 256 user bytes.
+  EXPECT_NE(j.find("{\"layout\": \"aligned\", \"bucket_bytes\": 256, \"order\": "
+                   "\"sequential\", \"writes\": 32768"),
+            std::string::npos)
+      << j;
+  EXPECT_NE(j.find("\"media_write_amp\": 1.0000, \"paper_media_write_amp\": \"1\"}"),
+            std::string::npos)
+      << j;
+  EXPECT_NE(j.find("\"latency\": \"emulated\""), std::string::npos) << j;
 }
 
 // ---- Data commands through a real engine --------------------------------------------

@@ -1,0 +1,226 @@
+// Models of what lies between the engine's stores and an Optane-like device's media, so
+// that media traffic (the figure the BHT and Spash papers count) is measurable on DRAM.
+//
+//   stores --(eadr)--> CacheModel --evictions, write-backs--+
+//                       (persistent CPU cache: dirty lines)  |
+//   flushes --(adr)-----------------------------------------+--> MediaModel
+//                                                                (per-DIMM write-combining
+//                                                                 buffers of 256-byte lines)
+//
+// MediaModel: the device. Addresses are interleaved across `dimms` emulated DIMMs in
+// `interleave_bytes` chunks (the memory controller's interleave); each DIMM has a
+// write-combining buffer of `buffer_bytes` / 256 entries of 256-byte media lines, least
+// recently used evicted first (as measured on Optane: Yang et al., FAST '20). A 64-byte
+// line that arrives at the device merges into its media line's entry if one is buffered;
+// otherwise it takes an entry, which costs one 256-byte media write (counted when the entry
+// is taken, so the figure is exact without draining). Each entry records which of its four
+// 64-byte lines were written; an entry that leaves the buffer not fully written costs a
+// read-modify-write: one media read (counted when it leaves, or at Drain).
+//
+// CacheModel: the persistent CPU cache of an eADR platform, for dirty lines only. Set
+// associative (kWays ways, LRU within a set, sets chosen by a hash of the line address, as
+// a real last-level cache's slice hash scatters consecutive lines), so that the lines of a
+// multi-line write leave in the random order Spash observes, and a hot line rewritten many
+// times costs one media write when it is finally evicted. A WriteBack (clwb) removes a
+// dirty line at once and sends it to the device. Simplification, stated: the whole
+// capacity holds the index's dirty lines (clean lines and other data do not compete), so
+// it is the most the cache can absorb.
+//
+// Both are shared by every thread of a pool and thread-safe: a spin lock per DIMM and per
+// stripe of cache sets, plus a lock-free check for the commonest case (the line is already
+// the most recent one of its DIMM or set: nothing changes). In one thread they are
+// deterministic for the same addresses. Addresses are virtual: the DIMM of a chunk
+// depends on where the pool is mapped, which moves the figures only by chance alignment.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "pmhash/status.h"
+
+namespace pmhash::pm {
+
+inline constexpr size_t kMediaLine = 256;  // Optane's XPLine: the media access unit
+
+struct MediaConfig {
+  // Emulated DIMMs the pool is interleaved across (1..64). 6: a 2nd-generation Xeon socket
+  // with one Optane 100 DIMM per memory channel (the BHT paper's platform kind); Spash's
+  // Ice Lake sockets have 8.
+  uint32_t dimms = 6;
+  // Interleave chunk (a power of two, 256 B .. 1 GiB): 4 KiB, as in Optane app-direct mode.
+  uint32_t interleave_bytes = 4096;
+  // Write-combining buffer per DIMM (a multiple of 256, 256 B .. 1 MiB): 16 KiB = 64 media
+  // lines, as measured on Optane. The BHT paper calls it "the PMem's 16KB internal
+  // write-back buffer"; with 6 DIMMs the pool sees 6 x 16 KiB, which makes no difference
+  // for a workload whose writes are scattered over far more than either.
+  uint32_t buffer_bytes = 16384;
+  // Persistent CPU cache modelled in eadr mode (0, or a multiple of 1 KiB up to 256 MiB):
+  // 32 MiB, this project's machine's L3 (Spash's testbed has 42 MB per socket). 0 means no
+  // cache: every stored line goes straight to the device (write-through).
+  uint64_t cache_bytes = 32ull << 20;
+
+  // InvalidArgument naming the field for a value out of range.
+  Status Validate() const;
+};
+
+// A test-and-test-and-set lock: the models' critical sections are a few dozen
+// instructions, shorter than a mutex's own cost.
+class SpinLock {
+ public:
+  void lock() {
+    while (locked_.exchange(true, std::memory_order_acquire)) {
+      while (locked_.load(std::memory_order_relaxed)) __builtin_ia32_pause();
+    }
+  }
+  void unlock() { locked_.store(false, std::memory_order_release); }
+
+ private:
+  std::atomic<bool> locked_{false};
+};
+
+// What one event sent to the device cost.
+struct MediaCost {
+  uint32_t media_writes = 0;  // buffer entries taken (each one 256-byte media write)
+  uint32_t rmw_reads = 0;     // entries that left the buffer partly written
+};
+
+// One DIMM's write-combining buffer: an LRU of 256-byte media lines, each with a 4-bit
+// mask of the 64-byte lines written. Not thread-safe (MediaModel locks it).
+class DimmBuffer {
+ public:
+  explicit DimmBuffer(size_t entries);  // 1 .. 4096 entries
+
+  // A write of 64-byte line `line` (0..3) of media line `tag` (address / 256). *mask is
+  // the media line's coverage mask afterwards.
+  MediaCost Write(uint64_t tag, unsigned line, unsigned* mask);
+  // Empties the buffer; each partly written entry costs a read-modify-write.
+  MediaCost Drain();
+  // The mask of a buffered media line, 0 if it is not buffered (for tests).
+  unsigned Mask(uint64_t tag) const;
+
+ private:
+  static constexpr uint16_t kNil = 0xffff;
+  struct Entry {
+    uint64_t tag;
+    uint16_t prev, next, chain;  // LRU list; hash chain
+    uint8_t mask;
+  };
+  size_t Bucket(uint64_t tag) const { return (tag * 0x9E3779B97F4A7C15ull) >> bucket_shift_; }
+  uint16_t Find(uint64_t tag) const;
+  void Unlink(uint16_t e);
+  void PushFront(uint16_t e);
+  void RemoveFromBucket(uint16_t e);
+
+  size_t entries_;
+  unsigned bucket_shift_;
+  std::unique_ptr<Entry[]> entry_;
+  std::unique_ptr<uint16_t[]> bucket_;
+  uint16_t head_ = kNil, tail_ = kNil, used_ = 0;
+};
+
+// The device: DIMM buffers sharded by interleave, each behind its own lock.
+class MediaModel {
+ public:
+  explicit MediaModel(const MediaConfig& config);  // config must be Valid
+
+  // The 64-byte line at `line_address` arrives at the device (a flush, an eviction or a
+  // write-back). Thread-safe.
+  MediaCost WriteLine(uintptr_t line_address);
+  // Empties every buffer (counting the read-modify-writes still owed). Thread-safe.
+  MediaCost Drain();
+
+  // The DIMM of an address: its interleave chunk's index modulo the DIMM count (of the
+  // index's low 32 bits: a fast exact modulo by multiplication, Lemire et al. 2019).
+  size_t Dimm(uintptr_t address) const {
+    const uint32_t chunk = static_cast<uint32_t>(address >> interleave_shift_);
+    return static_cast<size_t>((static_cast<unsigned __int128>(modulo_magic_ * chunk) *
+                                dimms_.size()) >> 64);
+  }
+  // For tests: the coverage mask of a buffered media line (0 if not buffered).
+  unsigned Mask(uintptr_t address);
+
+ private:
+  struct alignas(64) Shard {
+    explicit Shard(size_t entries) : buffer(entries) {}
+    SpinLock lock;
+    // The most recent media line written (tag << 4 | mask), readable without the lock.
+    std::atomic<uint64_t> recent{~0ull};
+    DimmBuffer buffer;
+  };
+  unsigned interleave_shift_;
+  uint64_t modulo_magic_;  // 2^64 / dimms, rounded up
+  std::vector<std::unique_ptr<Shard>> dimms_;
+};
+
+// The persistent CPU cache (eadr), dirty lines only. Thread-safe.
+class CacheModel {
+ public:
+  static constexpr size_t kWays = 16;
+  static constexpr size_t kSetBytes = kWays * 64;
+
+  // `bytes`: a positive multiple of kSetBytes (MediaConfig::Validate checks it).
+  explicit CacheModel(uint64_t bytes);
+  ~CacheModel();
+  CacheModel(const CacheModel&) = delete;
+  CacheModel& operator=(const CacheModel&) = delete;
+
+  // A store dirtied the line at `line_address` (64-byte aligned, not 0). Returns the
+  // address of the dirty line this evicted (now on its way to the device), or 0.
+  uintptr_t Store(uintptr_t line_address);
+  // Starts loading the line's set (to overlap the misses of a batch of Stores).
+  void Prefetch(uintptr_t line_address) {
+    const uint64_t* ways = Ways(Set(line_address));
+    __builtin_prefetch(ways, 1, 3);
+    __builtin_prefetch(ways + 8, 1, 3);
+  }
+  // clwb: if the line is dirty, it is written back and leaves the model; returns whether
+  // it was dirty (a clean line's write-back writes nothing).
+  bool WriteBack(uintptr_t line_address);
+  // Writes back every dirty line (per set, oldest first; sets in index order, which the
+  // hash makes an order unrelated to addresses, like evictions) and empties the model.
+  void Drain(const std::function<void(uintptr_t)>& emit);
+  // Dirty lines held (for tests; not while others store).
+  size_t DirtyLines() const;
+
+ private:
+  static constexpr size_t kStripes = 256;
+  size_t Set(uintptr_t line_address) const;
+  uint64_t* Ways(size_t set) { return &tags_[set * kWays]; }
+
+  size_t sets_;
+  // Per set, kWays tags (line addresses) in most- to least-recently used order, 0 = empty.
+  // Way 0 is read without the lock (the lock-free check), so it is accessed with atomic
+  // builtins.
+  size_t tags_bytes_;
+  uint64_t* tags_;
+  std::unique_ptr<SpinLock[]> locks_;
+};
+
+// The 256-byte media lines one operation has read, so each is counted once per operation
+// however many of its cache lines the operation touches. Small: after kCapacity distinct
+// media lines the oldest is forgotten (an operation that reads more, such as a resize
+// scanning a table, reads each line once anyway). A pipelined batch keeps one per
+// operation in flight (Persister::NoteRead's `op` argument).
+class OpReads {
+ public:
+  static constexpr size_t kCapacity = 16;
+  void Reset() { size_ = 0; }
+  // Adds media line `tag`; returns true if it is new to this operation.
+  bool Add(uint64_t tag) {
+    for (uint32_t i = 0; i < size_; ++i) {
+      if (tags_[i] == tag) return false;
+    }
+    tags_[size_ < kCapacity ? size_++ : next_++ % kCapacity] = tag;
+    return true;
+  }
+
+ private:
+  uint64_t tags_[kCapacity];
+  uint32_t size_ = 0, next_ = 0;
+};
+
+}  // namespace pmhash::pm
