@@ -8,6 +8,7 @@ set -euo pipefail
 packages=(
   build-essential                     # g++ (with the ASan/UBSan/TSan runtimes), make
   cmake ninja-build                   # build (CMake >= 3.25, ctest)
+  pkgconf                             # pkg-config, for the installed-package test
   libgtest-dev libgmock-dev           # GoogleTest
   libxxhash-dev                       # xxh3 hashing
   libcli11-dev                        # command-line parsing
