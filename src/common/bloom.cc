@@ -133,10 +133,6 @@ Status CheckOptions(const BloomOptions& o) {
 
 }  // namespace
 
-void BloomFilter::AlignedFree::operator()(uint64_t* p) const {
-  ::operator delete[](p, std::align_val_t(kBlockBytes));
-}
-
 double BloomFilter::ModelFalsePositiveRate(uint64_t keys, uint64_t num_blocks,
                                            uint32_t num_probes) {
   if (num_blocks == 0) return 1;
@@ -164,20 +160,15 @@ Result<uint64_t> BloomFilter::BlocksFor(const BloomOptions& options) {
   return std::max<uint64_t>(1, static_cast<uint64_t>(blocks));
 }
 
-Result<std::unique_ptr<uint64_t[], BloomFilter::AlignedFree>> BloomFilter::AllocateWords(
-    uint64_t num_blocks) {
-  const size_t bytes = num_blocks * kBlockBytes;
-  void* p = ::operator new[](bytes, std::align_val_t(kBlockBytes), std::nothrow);
-  if (p == nullptr) {
-    return Status::ResourceExhausted("cannot allocate " + std::to_string(bytes) +
-                                     " bytes for a Bloom filter");
+Result<DramBuffer> BloomFilter::AllocateWords(uint64_t num_blocks) {
+  Result<DramBuffer> words = DramBuffer::Allocate(num_blocks * kBlockBytes);
+  if (!words.ok()) {
+    return Status::ResourceExhausted("Bloom filter: " + std::string(words.status().message()));
   }
-  std::memset(p, 0, bytes);
-  return std::unique_ptr<uint64_t[], AlignedFree>(static_cast<uint64_t*>(p));
+  return words;
 }
 
-BloomFilter::BloomFilter(const BloomOptions& options, uint64_t num_blocks,
-                         std::unique_ptr<uint64_t[], AlignedFree> words)
+BloomFilter::BloomFilter(const BloomOptions& options, uint64_t num_blocks, DramBuffer words)
     : options_(options),
       num_blocks_(num_blocks),
       num_probes_(options.num_probes),
@@ -198,7 +189,7 @@ void BloomFilter::AddHash(uint64_t hash) {
     const uint32_t bit = p.Next();
     masks[bit >> 6] |= uint64_t{1} << (bit & 63);
   }
-  uint64_t* block = words_.get() + p.block() * kWordsPerBlock;
+  uint64_t* block = words() + p.block() * kWordsPerBlock;
   for (size_t w = 0; w < kWordsPerBlock; ++w) {
     if (masks[w] == 0) continue;
     auto word = Word(block, w);
@@ -212,7 +203,7 @@ void BloomFilter::AddHash(uint64_t hash) {
 
 bool BloomFilter::MayContainHash(uint64_t hash) const {
   Probes p(hash, num_blocks_);
-  uint64_t* block = words_.get() + p.block() * kWordsPerBlock;
+  uint64_t* block = words() + p.block() * kWordsPerBlock;
   for (uint32_t i = 0; i < num_probes_; ++i) {
     const uint32_t bit = p.Next();
     const uint64_t w = Word(block, bit >> 6).load(std::memory_order_relaxed);
@@ -222,19 +213,19 @@ bool BloomFilter::MayContainHash(uint64_t hash) const {
 }
 
 void BloomFilter::PrefetchHash(uint64_t hash) const {
-  __builtin_prefetch(words_.get() + Probes(hash, num_blocks_).block() * kWordsPerBlock);
+  __builtin_prefetch(words() + Probes(hash, num_blocks_).block() * kWordsPerBlock);
 }
 
 void BloomFilter::Clear() {
   const uint64_t n = num_blocks_ * kWordsPerBlock;
-  for (uint64_t i = 0; i < n; ++i) Word(words_.get(), i).store(0, std::memory_order_relaxed);
+  for (uint64_t i = 0; i < n; ++i) Word(words(), i).store(0, std::memory_order_relaxed);
 }
 
 uint64_t BloomFilter::BitsSet() const {
   const uint64_t n = num_blocks_ * kWordsPerBlock;
   uint64_t bits = 0;
   for (uint64_t i = 0; i < n; ++i) {
-    bits += std::popcount(Word(words_.get(), i).load(std::memory_order_relaxed));
+    bits += std::popcount(Word(words(), i).load(std::memory_order_relaxed));
   }
   return bits;
 }
@@ -256,7 +247,7 @@ double BloomFilter::EstimatedFalsePositiveRate() const {
     uint64_t bits = 0;
     for (size_t w = 0; w < kWordsPerBlock; ++w) {
       bits += std::popcount(
-          Word(words_.get(), b * kWordsPerBlock + w).load(std::memory_order_relaxed));
+          Word(words(), b * kWordsPerBlock + w).load(std::memory_order_relaxed));
     }
     sum += std::pow(static_cast<double>(bits) / kBlockBits, num_probes_);
   }
@@ -272,7 +263,7 @@ Status BloomFilter::SerializeTo(std::span<uint8_t> out) const {
   uint8_t* blocks = out.data() + kHeaderBytes;
   const uint64_t n = num_blocks_ * kWordsPerBlock;
   for (uint64_t i = 0; i < n; ++i) {
-    const uint64_t w = Word(words_.get(), i).load(std::memory_order_relaxed);
+    const uint64_t w = Word(words(), i).load(std::memory_order_relaxed);
     std::memcpy(blocks + i * sizeof(uint64_t), &w, sizeof(w));
   }
   Header h{};
@@ -337,7 +328,7 @@ Result<BloomFilter> BloomFilter::Deserialize(std::span<const uint8_t> data) {
   PMHASH_RETURN_IF_ERROR(ParseHeader(data, &options, &num_blocks));
   auto words = AllocateWords(num_blocks);
   if (!words.ok()) return words.status();
-  std::memcpy(words->get(), data.data() + kHeaderBytes, num_blocks * kBlockBytes);
+  std::memcpy(words->data(), data.data() + kHeaderBytes, num_blocks * kBlockBytes);
   return BloomFilter(options, num_blocks, std::move(words).value());
 }
 
@@ -356,7 +347,7 @@ Status BloomFilter::LoadFrom(std::span<const uint8_t> data) {
   for (uint64_t i = 0; i < n; ++i) {
     uint64_t w;
     std::memcpy(&w, blocks + i * sizeof(uint64_t), sizeof(w));
-    Word(words_.get(), i).store(w, std::memory_order_relaxed);
+    Word(words(), i).store(w, std::memory_order_relaxed);
   }
   return Status::OK();
 }

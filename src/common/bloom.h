@@ -40,6 +40,7 @@
 
 #include "util/hash.h"
 #include "pmhash/status.h"
+#include "util/dram_buffer.h"
 
 namespace pmhash {
 
@@ -125,13 +126,11 @@ class BloomFilter {
   Status LoadFrom(std::span<const uint8_t> data);
 
  private:
-  struct AlignedFree {
-    void operator()(uint64_t* p) const;
-  };
-
-  BloomFilter(const BloomOptions& options, uint64_t num_blocks,
-              std::unique_ptr<uint64_t[], AlignedFree> words);
-  static Result<std::unique_ptr<uint64_t[], AlignedFree>> AllocateWords(uint64_t num_blocks);
+  BloomFilter(const BloomOptions& options, uint64_t num_blocks, DramBuffer words);
+  // Zeroed blocks, on huge pages where the kernel allows (a lookup's one cache miss is
+  // then not also a TLB miss).
+  static Result<DramBuffer> AllocateWords(uint64_t num_blocks);
+  uint64_t* words() const { return static_cast<uint64_t*>(words_.data()); }
   // Validates a serialized buffer; fills the header fields on success.
   static Status ParseHeader(std::span<const uint8_t> data, BloomOptions* options,
                             uint64_t* num_blocks);
@@ -139,7 +138,7 @@ class BloomFilter {
   BloomOptions options_;
   uint64_t num_blocks_ = 0;
   uint32_t num_probes_ = 0;
-  std::unique_ptr<uint64_t[], AlignedFree> words_;  // num_blocks_ * 8, accessed atomically
+  DramBuffer words_;  // num_blocks_ * 8 words, accessed atomically
 };
 
 }  // namespace pmhash
