@@ -1,0 +1,190 @@
+#!/usr/bin/env python3
+"""`make mutation`: a test of the tests.
+
+Applies each mutation of tests/mutation/mutations.json (drop a flush, drop a fence, swap
+two persists, commit before data, free before unlink, mark clean early, ...) to a scratch
+copy of the source tree, builds it (release, incrementally), runs the suites the mutation
+names, and reports which mutations the suites catch (red) and which stay green. A green
+mutation is a blind spot of the suites unless the list documents why it is harmless.
+
+    scripts/mutation.py                  # every mutation; table on stdout and in
+                                         # build/mutation/report.md
+    scripts/mutation.py --only ID[,ID]   # some
+    scripts/mutation.py --list           # the list, checked (each edit applies once)
+
+Exit status: 0 when every mutation is caught or documented as harmless, 1 when one stays
+green unexplained (or a harmless one is caught: its reason is then wrong), 2 on a bad list
+or a baseline that fails before any mutation.
+
+A mutation: {"id", "class", "file", "find", "replace", "what", "tests": [[binary,
+gtest_filter], ...] (default: crash_tests, every test), "harmless": "why" (optional)}.
+`find` must occur exactly once in `file`, so a mutation that no longer applies is an
+error, never a silent pass.
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LIST = os.path.join(ROOT, "tests", "mutation", "mutations.json")
+WORK = os.path.join(ROOT, "build", "mutation")
+TREE = os.path.join(WORK, "tree")
+BUILD = os.path.join(WORK, "build")
+DEFAULT_TESTS = [["crash_tests", "*"]]
+TEST_SECONDS = 900
+
+
+def load(path):
+    try:
+        with open(path) as f:
+            items = json.load(f)
+    except (OSError, json.JSONDecodeError) as e:
+        sys.exit(f"mutation: cannot read {path}: {e}")
+    ids = set()
+    for m in items:
+        for key in ("id", "class", "file", "find", "replace", "what"):
+            if not isinstance(m.get(key), str):
+                sys.exit(f"mutation: entry {m.get('id', '?')}: '{key}' missing or not text")
+        if m["id"] in ids:
+            sys.exit(f"mutation: id {m['id']} appears twice")
+        ids.add(m["id"])
+        if m["find"] == m["replace"]:
+            sys.exit(f"mutation: {m['id']}: find and replace are the same")
+    return items
+
+
+def check_applies(m, root):
+    path = os.path.join(root, m["file"])
+    try:
+        text = open(path).read()
+    except OSError as e:
+        return f"{m['file']}: {e}"
+    n = text.count(m["find"])
+    if n != 1:
+        return f"{m['file']}: its 'find' text occurs {n} times (must be once)"
+    return ""
+
+
+def sync_tree():
+    """Copies the working tree (tracked and untracked, not ignored) to TREE."""
+    files = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+        cwd=ROOT, check=True, capture_output=True).stdout.decode().split("\0")
+    for rel in filter(None, files):
+        src = os.path.join(ROOT, rel)
+        if not os.path.isfile(src):
+            continue  # deleted in the working tree
+        dst = os.path.join(TREE, rel)
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        # Copy only what changed, so the incremental build stays incremental.
+        if not os.path.exists(dst) or open(src, "rb").read() != open(dst, "rb").read():
+            shutil.copy2(src, dst)
+
+
+def build(log):
+    if not os.path.exists(os.path.join(BUILD, "build.ninja")):
+        subprocess.run(["cmake", "-S", TREE, "-B", BUILD, "-G", "Ninja", "-Wno-dev",
+                        "-DCMAKE_BUILD_TYPE=Release"], check=True, stdout=log, stderr=log)
+    r = subprocess.run(["cmake", "--build", BUILD, "-j", str(os.cpu_count() or 2)],
+                       stdout=log, stderr=log)
+    return r.returncode == 0
+
+
+def run_tests(tests, log):
+    """"" when every run passes, else which run failed first."""
+    for binary, gfilter in tests:
+        cmd = [os.path.join(BUILD, binary), f"--gtest_filter={gfilter}", "--gtest_brief=1"]
+        try:
+            r = subprocess.run(cmd, stdout=log, stderr=log, timeout=TEST_SECONDS,
+                               env=dict(os.environ, PMHASH_TOOL=os.path.join(BUILD, "pmhash")))
+        except subprocess.TimeoutExpired:
+            return f"{binary} {gfilter}: timed out after {TEST_SECONDS} s"
+        if r.returncode != 0:
+            return f"{binary} {gfilter}: exit {r.returncode}"
+    return ""
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--only", help="comma-separated mutation ids")
+    ap.add_argument("--list", action="store_true", help="list and check the mutations")
+    args = ap.parse_args()
+    items = load(LIST)
+    if args.only:
+        wanted = args.only.split(",")
+        unknown = [w for w in wanted if w not in {m["id"] for m in items}]
+        if unknown:
+            sys.exit(f"mutation: unknown id {', '.join(unknown)}")
+        items = [m for m in items if m["id"] in wanted]
+    stale = [(m["id"], err) for m in items if (err := check_applies(m, ROOT))]
+    if args.list or stale:
+        for m in items:
+            err = dict(stale).get(m["id"], "")
+            print(f"{m['id']:<28} {m['class']:<20} {m['file']}{'  STALE: ' + err if err else ''}")
+        if stale:
+            print(f"mutation: {len(stale)} mutation(s) no longer apply", file=sys.stderr)
+            return 2
+        return 0
+
+    os.makedirs(WORK, exist_ok=True)
+    sync_tree()
+    log_path = os.path.join(WORK, "log.txt")
+    with open(log_path, "w") as log:
+        print("baseline: building and running the suites unmutated ...", flush=True)
+        all_tests = sorted({tuple(t) for m in items for t in m.get("tests", DEFAULT_TESTS)})
+        if not build(log):
+            print(f"mutation: the unmutated tree does not build (see {log_path})", file=sys.stderr)
+            return 2
+        failed = run_tests([list(t) for t in all_tests], log)
+        if failed:
+            print(f"mutation: the unmutated tree fails: {failed} (see {log_path})",
+                  file=sys.stderr)
+            return 2
+        rows = []
+        for i, m in enumerate(items, 1):
+            path = os.path.join(TREE, m["file"])
+            original = open(path).read()
+            t0 = time.time()
+            print(f"[{i}/{len(items)}] {m['id']}: {m['what']}", flush=True)
+            log.write(f"\n==== {m['id']}\n")
+            log.flush()
+            try:
+                open(path, "w").write(original.replace(m["find"], m["replace"], 1))
+                if not build(log):
+                    verdict, detail = "caught", "does not compile"
+                else:
+                    failed = run_tests(m.get("tests", DEFAULT_TESTS), log)
+                    verdict, detail = ("caught", failed) if failed else ("green", "")
+            finally:
+                open(path, "w").write(original)
+            expected = "green" if m.get("harmless") else "caught"
+            ok = verdict == expected
+            rows.append((m, verdict, detail, ok, time.time() - t0))
+            print(f"    {verdict}{' (' + detail + ')' if detail else ''}"
+                  f"{'' if ok else '  <-- UNEXPECTED'}", flush=True)
+        build(log)  # leave the scratch build unmutated
+
+    lines = ["| mutation | class | file | what | result |", "|---|---|---|---|---|"]
+    for m, verdict, detail, ok, secs in rows:
+        result = f"caught: {detail}" if verdict == "caught" else "green"
+        if m.get("harmless"):
+            result += f" (documented harmless: {m['harmless']})"
+        if not ok:
+            result = "**" + result + " (unexpected)**"
+        lines.append(f"| {m['id']} | {m['class']} | `{m['file']}` | {m['what']} | {result} |")
+    caught = sum(1 for r in rows if r[1] == "caught")
+    lines.append("")
+    lines.append(f"{caught} of {len(rows)} caught; "
+                 f"{sum(1 for r in rows if not r[3])} unexpected.")
+    report = "\n".join(lines) + "\n"
+    open(os.path.join(WORK, "report.md"), "w").write(report)
+    print("\n" + report)
+    return 0 if all(r[3] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
