@@ -184,16 +184,24 @@ TEST(SmartHtTest, DeletesTriggerABackgroundRebuildThatMissesNoInsert) {
   ht->WaitForBackgroundWork();
   EXPECT_GE(ht->filter_rebuilds(), 1u);
   ExpectMatches(index.get(), model);
-  // One more rebuild now that all deletes are done: the deleted keys leave the filter.
-  for (uint64_t i = 5000; i < 5500; ++i) {
-    ASSERT_TRUE(index->Delete(Key8(i)).ok());
-    model.erase(Key8(i));
-  }
-  ht->WaitForBackgroundWork();
+  // One more rebuild, now that every delete above is done: the deleted keys leave the
+  // filter. Whether an earlier rebuild grew the filter (and so the threshold), and when it
+  // took its snapshot of the delete count, depends on scheduling; what does not is that
+  // the snapshot precedes this point (no rebuild runs now) and that a trigger is checked
+  // every 64 deletes. So deleting threshold + 64 keys crosses the threshold, whatever
+  // the previous rebuild saw.
   const uint64_t rebuilds = ht->filter_rebuilds();
-  for (uint64_t i = 5500; i < 6000; ++i) {
-    ASSERT_TRUE(index->Delete(Key8(i)).ok());
-    model.erase(Key8(i));
+  const uint64_t threshold = (Counter(index.get(), "filter_expected_keys") * 5 + 99) / 100;
+  const uint64_t to_delete = threshold + 64;
+  std::vector<std::string> victims;
+  for (const auto& [key, value] : model) {
+    if (victims.size() == to_delete) break;
+    victims.push_back(key);
+  }
+  ASSERT_EQ(victims.size(), to_delete) << "too few keys left to cross the threshold";
+  for (const std::string& key : victims) {
+    ASSERT_TRUE(index->Delete(key).ok());
+    model.erase(key);
   }
   ht->WaitForBackgroundWork();
   ASSERT_GT(ht->filter_rebuilds(), rebuilds);
