@@ -47,7 +47,7 @@ struct PersistCounters {
   uint64_t fences = 0;           // sfence/mfence issued
   uint64_t bytes_stored = 0;     // bytes the engine stored into PM
   uint64_t media_writes = 0;     // 256-byte media writes (write-combining buffer entries taken)
-  uint64_t lines_read = 0;       // PM cache lines read, where the engine reports reads
+  uint64_t lines_read = 0;       // PM cache lines the operations read (each once per op)
   uint64_t redundant_flushes = 0;  // set only under the crash simulator
   uint64_t redundant_fences = 0;   // set only under the crash simulator
   uint64_t write_backs = 0;      // cache lines named by write-back hints (kAdr: also flushes)

@@ -15,12 +15,35 @@ enum class PersistMode : uint8_t {
   kNone,  // Volatile baseline: no flush, no fence.
 };
 
-// The cache-line write-back instruction used in kAdr mode.
+// The cache-line write-back instruction: kAdr's flushes, and kEadr's write-back hints
+// (Options::eadr_write_back_instruction).
 enum class FlushInstruction : uint8_t {
   kAuto,        // the best the CPU has: clwb, else clflushopt, else clflush (cpuid)
   kClwb,
   kClflushopt,
   kClflush,
+};
+
+// The model of an Optane-like device (and, in kEadr, of the persistent CPU cache in front
+// of it) that the substrate feeds to count media traffic and charge emulated latency
+// (docs/architecture.md, "Media model"). The defaults are Optane's figures; the ranges
+// are checked at Open.
+struct MediaOptions {
+  // Emulated DIMMs the pool is interleaved across (1..64). 6: a 2nd-generation Xeon socket
+  // with one Optane 100 DIMM per memory channel (the BHT paper's platform kind); Spash's
+  // Ice Lake sockets have 8.
+  uint32_t dimms = 6;
+  // Interleave chunk (a power of two, 256 B .. 1 GiB): 4 KiB, as in Optane app-direct mode.
+  uint32_t interleave_bytes = 4096;
+  // Write-combining buffer per DIMM (a multiple of 256, 256 B .. 1 MiB): 16 KiB = 64 media
+  // lines, as measured on Optane. The BHT paper calls it "the PMem's 16KB internal
+  // write-back buffer"; with 6 DIMMs the pool sees 6 x 16 KiB, which makes no difference
+  // for a workload whose writes are scattered over far more than either.
+  uint32_t buffer_bytes = 16384;
+  // Persistent CPU cache modelled in kEadr mode (0, or a multiple of 1 KiB up to 256 MiB):
+  // 32 MiB, this project's machine's L3 (Spash's testbed has 42 MB per socket). 0 means no
+  // cache: every stored line goes straight to the device (write-through).
+  uint64_t cache_bytes = 32ull << 20;
 };
 
 struct Options {
@@ -54,14 +77,28 @@ struct Options {
   PersistMode persist = PersistMode::kAdr;
   FlushInstruction flush = FlushInstruction::kAuto;
 
-  // Emulated PM write latency: busy-wait this many ns per flushed cache line (0..100000;
-  // the papers use 300 to 1200). Only in kAdr mode.
+  // Emulated PM latency, a busy-wait, in kAdr and kEadr (kNone refuses a latency: it has
+  // no media). Write: this many ns per 256-byte media write the media model emits (a line
+  // that merges into a buffered media line is free; 0..100000; the papers use 300 to
+  // 1200). Read: this many ns per media line an operation reads (each once per
+  // operation), less the time since an engine prefetched it (0..100000). The write
+  // latency needs media_model.
   uint32_t write_latency_ns = 0;
+  uint32_t read_latency_ns = 0;
+
+  // Run the media model (see MediaOptions): media writes, media reads of
+  // read-modify-writes and lines written in IndexStats. Off, those figures stay 0 and
+  // mean "not measured".
+  bool media_model = true;
+  MediaOptions media;
+  // kEadr: a write-back hint (an engine's optional flush; never needed for durability)
+  // executes the flush instruction besides feeding the media model; false: the model only.
+  bool eadr_write_back_instruction = true;
 
   // Expected number of keys; engines size their first table for it (0: engine default).
   uint64_t initial_capacity = 0;
 
-  // Count flushes, fences, stores and media-line writes per thread (see IndexStats).
+  // Count flushes, fences, stores, reads and media traffic per thread (see IndexStats).
   bool count_stats = true;
 
   // Engine-specific options as name=value strings (e.g. {"group_size", "256"}). Unknown

@@ -44,13 +44,6 @@ uint64_t RecordSize(uint64_t key_len, uint64_t value_len) {
   return sizeof(RecordHeader) + key_len + value_len;
 }
 
-// Cache lines spanned by [p, p + len), for Persister::NoteRead.
-size_t LinesSpanned(const void* p, size_t len) {
-  if (len == 0) return 0;
-  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
-  return (a + len - 1) / pm::kCacheLine - a / pm::kCacheLine + 1;
-}
-
 }  // namespace
 
 Status SlotCodec::KeyTooLong(size_t size) {
@@ -135,7 +128,7 @@ bool SlotCodec::KeyEquals(SlotForm form, const KvWords& words, std::string_view 
       if (rec == nullptr) return false;
       // The record is this codec's read, so it reports it (engines report their buckets).
       const size_t compared = header.key_len == key.size() ? key.size() : 0;
-      persister_.NoteRead(LinesSpanned(rec, sizeof(RecordHeader) + compared));
+      persister_.NoteRead(rec, sizeof(RecordHeader) + compared);
       return header.key_len == key.size() &&
              (key.empty() || std::memcmp(rec + sizeof(RecordHeader), key.data(), key.size()) == 0);
     }
@@ -153,7 +146,7 @@ std::string_view SlotCodec::Key(SlotForm form, const KvWords& words) const {
       RecordHeaderView header;
       const char* rec = RecordAt(words.word0, &header);
       if (rec == nullptr) break;
-      persister_.NoteRead(LinesSpanned(rec, sizeof(RecordHeader) + header.key_len));
+      persister_.NoteRead(rec, sizeof(RecordHeader) + header.key_len);
       return std::string_view(rec + sizeof(RecordHeader), header.key_len);
     }
     case SlotForm::kEmpty:
@@ -171,10 +164,9 @@ std::string_view SlotCodec::Value(SlotForm form, const KvWords& words) const {
       const char* rec = RecordAt(words.word0, &header);
       if (rec == nullptr) break;
       const char* value = rec + sizeof(RecordHeader) + header.key_len;
-      // The header's line plus the value's (the caller reads the value), once each.
-      const bool header_line_apart =
-          header.value_len == 0 || LinesSpanned(rec, value - rec + 1) > 1;
-      persister_.NoteRead(LinesSpanned(value, header.value_len) + (header_line_apart ? 1 : 0));
+      // The header and the value (the caller reads it), not the key between them.
+      persister_.NoteRead(rec, sizeof(RecordHeader));
+      persister_.NoteRead(value, header.value_len);
       return std::string_view(value, header.value_len);
     }
     case SlotForm::kEmpty:

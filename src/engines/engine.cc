@@ -32,8 +32,8 @@ static Status ValidateOptions(const Options& o) {
   if (o.path.empty() && o.engine.empty()) {
     return Status::InvalidArgument("options.engine is required for a DRAM pool");
   }
-  if (o.write_latency_ns > 100000) {
-    return Status::InvalidArgument("options.write_latency_ns must be at most 100000");
+  if (Status s = engines::PersistConfigOf(o).Validate(); !s.ok()) {
+    return Status::InvalidArgument("options." + std::string(s.message()));
   }
   if (o.pool_size < pm::kMinPoolSize || o.pool_size > pm::kMaxPoolSize) {
     return Status::InvalidArgument("options.pool_size must be between 4 MiB and 1 TiB");
@@ -50,6 +50,19 @@ Status Open(const Options& options, std::unique_ptr<Index>* index) {
 }
 
 namespace engines {
+
+pm::PersistConfig PersistConfigOf(const Options& options) {
+  pm::PersistConfig config;
+  config.mode = options.persist;
+  config.flush = options.flush;
+  config.write_latency_ns = options.write_latency_ns;
+  config.read_latency_ns = options.read_latency_ns;
+  config.count = options.count_stats;
+  config.media_model = options.media_model;
+  config.media = pm::MediaConfig(options.media);
+  config.eadr_write_back_instruction = options.eadr_write_back_instruction;
+  return config;
+}
 
 Status Open(const Options& options, std::unique_ptr<Engine>* engine) {
   engine->reset();
@@ -134,11 +147,7 @@ Status Engine::Start(std::unique_ptr<pm::Pool> pool, bool fresh, const Options& 
     return Status::InvalidArgument("engine " + engine_name_ + " does not support persist mode " +
                                    PersistModeName(options.persist));
   }
-  pm::PersistConfig config;
-  config.mode = options.persist;
-  config.flush = options.flush;
-  config.write_latency_ns = options.write_latency_ns;
-  config.count = options.count_stats;
+  pm::PersistConfig config = PersistConfigOf(options);
   config.observer = observer;
   PMHASH_RETURN_IF_ERROR(pm::Persister::Make(config, &persister_));
   const bool clean = pool_->was_clean_at_open();
@@ -253,30 +262,52 @@ inline Status CheckKeyValue(std::string_view key, std::string_view value) {
   }
   return SlotCodec::CheckSizes(key, value);
 }
+
+// One operation for the persistence counters, from its start to its return (whatever
+// it returns): the user bytes it asked to write.
+class OpScope {
+ public:
+  OpScope(pm::Persister& persister, uint64_t user_bytes)
+      : persister_(persister), user_bytes_(user_bytes) {
+    persister_.BeginOp();
+  }
+  ~OpScope() { persister_.EndOp(user_bytes_); }
+  OpScope(const OpScope&) = delete;
+  OpScope& operator=(const OpScope&) = delete;
+
+ private:
+  pm::Persister& persister_;
+  const uint64_t user_bytes_;
+};
 }  // namespace
 
 Status Engine::Insert(std::string_view key, std::string_view value) {
   PMHASH_RETURN_IF_ERROR(CheckKeyValue(key, value));
+  OpScope op(*persister_, key.size() + value.size());
   return DoWrite(key, value, HashKey(key), WriteMode::kInsert);
 }
 
 Status Engine::Update(std::string_view key, std::string_view value) {
   PMHASH_RETURN_IF_ERROR(CheckKeyValue(key, value));
+  OpScope op(*persister_, key.size() + value.size());
   return DoWrite(key, value, HashKey(key), WriteMode::kUpdate);
 }
 
 Status Engine::Put(std::string_view key, std::string_view value) {
   PMHASH_RETURN_IF_ERROR(CheckKeyValue(key, value));
+  OpScope op(*persister_, key.size() + value.size());
   return DoWrite(key, value, HashKey(key), WriteMode::kPut);
 }
 
 Status Engine::Get(std::string_view key, std::string* value) {
   PMHASH_RETURN_IF_ERROR(SlotCodec::CheckKey(key));
+  OpScope op(*persister_, 0);
   return DoGet(key, HashKey(key), value);
 }
 
 Status Engine::Delete(std::string_view key) {
   PMHASH_RETURN_IF_ERROR(SlotCodec::CheckKey(key));
+  OpScope op(*persister_, key.size());
   return DoDelete(key, HashKey(key));
 }
 
@@ -310,7 +341,10 @@ void Engine::MultiGetPipelined(std::span<const std::string_view> keys,
   };
   for (; ahead < n && ahead < depth; ++ahead) start(ahead);
   for (size_t i = 0; i < n; ++i) {
-    if (valid[i % depth]) statuses[i] = DoGet(keys[i], hashes[i % depth], &values[i]);
+    if (valid[i % depth]) {
+      OpScope op(*persister_, 0);
+      statuses[i] = DoGet(keys[i], hashes[i % depth], &values[i]);
+    }
     if (ahead < n) start(ahead++);  // into the slot key i just left
   }
 }

@@ -4,7 +4,13 @@
 // Get, Delete and MultiGet are final here. Each checks the key (and value) against the
 // limits once, hashes the key once (HashKey) and calls the engine's small virtuals with
 // the hash: DoGet, DoWrite (one WriteMode for insert, update and put, so an upsert is one
-// lock round) and DoDelete. MultiGet is pipelined for engines that can prefetch
+// lock round) and DoDelete. Each call of a virtual is one operation for the persistence
+// counters (pm::Persister::BeginOp / EndOp around it, user bytes: key + value for a
+// write, the key for a delete, 0 for a lookup): the splits, doublings and PM reads it
+// performs on the calling thread count against it, and each of its media lines read is
+// counted once. Engines report what they read from PM with Persister::NoteRead by
+// address (their buckets, cells and headers; the slot codec reports records) and start
+// loads through Persister::Prefetch, so emulated read latency can be hidden. MultiGet is pipelined for engines that can prefetch
 // (Prefetch): it hashes and prefetches `multiget_depth` keys ahead of the one it
 // finishes. The base also owns the pool, persister, allocator, undo log and slot codec,
 // the root header every engine's root opens with (engines/root.h: CreateRoot, OpenRoot,
@@ -83,6 +89,9 @@ class Engine : public Index {
   Status Delete(std::string_view key) final;
   // Engines with capabilities.pipelined_multiget: key i + depth is hashed and prefetched
   // before key i is finished (depth: the multiget_depth option). Others: Get after Get.
+  // Either way each key is an operation of its own (BeginOp / EndOp around its DoGet):
+  // DoGet runs one key to its end, and the prefetches of the keys ahead are not reads
+  // (they only note when a line was asked for), so each key's read set is its own.
   void MultiGet(std::span<const std::string_view> keys, std::span<std::string> values,
                 std::span<Status> statuses) final;
 
@@ -133,7 +142,8 @@ class Engine : public Index {
   // OK, or NotFound() if absent.
   virtual Status DoDelete(std::string_view key, uint64_t hash) = 0;
   // Pipelined MultiGet (capabilities.pipelined_multiget): starts loading the memory
-  // DoGet(hash) reads first. A hint taken with no lock: it may touch a stale table, so it
+  // DoGet(hash) reads first, through persister().Prefetch (so emulated read latency can
+  // be hidden). A hint taken with no lock: it may touch a stale table, so it
   // may only prefetch, never dereference what it has not validated.
   virtual void Prefetch(uint64_t hash) const { (void)hash; }
 
@@ -228,6 +238,11 @@ class Engine : public Index {
   std::atomic<uint64_t> undo_txs_{0};
 };
 
+// The persistence settings of `options` (mode, flush instruction, emulated latencies,
+// counting, media model): what Open validates (pm::PersistConfig::Validate) before it
+// touches a file, and what the engine's Persister is made from.
+pm::PersistConfig PersistConfigOf(const Options& options);
+
 // Opens `engine` on a pool that is already mapped: the path every Open takes, and the
 // one the crash simulator and tests use with their own pools, observers and test-only
 // engines. `fresh` means the pool was just created.
@@ -273,9 +288,11 @@ enum class Optimistic : uint8_t { kFound, kAbsent, kRetry, kLocked };
 inline constexpr int kOptimisticTries = 4;
 
 // One lock-free search's state: the key as the inline word it would be stored as, the
-// stripe version it started at, the inline value it found and the PM lines it read.
+// stripe version it started at and the inline value it found; Note reports the PM it
+// reads (every try's: a retry reads again, and the operation counts each line once).
 struct OptimisticRead {
-  explicit OptimisticRead(std::string_view key) : inline_key(key.size() == 8) {
+  OptimisticRead(pm::Persister& persister, std::string_view key)
+      : persister(persister), inline_key(key.size() == 8) {
     if (inline_key) std::memcpy(&key_word, key.data(), 8);
   }
   // Starts a try under `mu`: false if a writer holds it (retry).
@@ -285,21 +302,23 @@ struct OptimisticRead {
   }
   // Whether no writer took `mu` since Begin.
   bool Valid(const VersionedRwLock& mu) const { return mu.ReadValidate(version); }
+  // [addr, addr+len) of PM was read (Persister::NoteRead).
+  void Note(const void* addr, size_t len) const { persister.NoteRead(addr, len); }
 
+  pm::Persister& persister;
   const bool inline_key;
   uint64_t key_word = 0;
   uint64_t version = 0;
   uint64_t value_word = 0;  // set by a kFound answer
-  size_t lines = 0;         // PM lines read, over every try
 };
 
 // Runs `find(OptimisticRead*)` until it stands or needs the lock, backing off between
-// tries (after kOptimisticTries retries the answer is kLocked); notes the PM lines read
-// and, on kFound, stores the inline value into *value.
+// tries (after kOptimisticTries retries the answer is kLocked); on kFound, stores the
+// inline value into *value.
 template <typename Find>
 Optimistic SearchOptimistically(pm::Persister& persister, std::string_view key,
                                 std::string* value, Find&& find) {
-  OptimisticRead read(key);
+  OptimisticRead read(persister, key);
   Optimistic answer = Optimistic::kLocked;
   for (int attempt = 0; attempt < kOptimisticTries; ++attempt) {
     const Optimistic a = find(&read);
@@ -309,7 +328,6 @@ Optimistic SearchOptimistically(pm::Persister& persister, std::string_view key,
     }
     SpinBackoff(attempt);
   }
-  persister.NoteRead(read.lines);
   if (answer == Optimistic::kFound) {
     value->assign(reinterpret_cast<const char*>(&read.value_word), sizeof(read.value_word));
   }

@@ -281,9 +281,13 @@ void CrashSim::OnOpEnd() {
   std::lock_guard<std::recursive_mutex> l(mu_);
   if (ops_in_flight_ > 0) --ops_in_flight_;
   if (hook_ && crash_at_op_ends_ && !in_hook_) CallHook(Event::kOpEnd);
-  // eadr engines may never fence: fold here instead, where nothing is half done. Every
-  // earlier crash point already offered the prefixes this removes.
-  if (!Adr() && ops_in_flight_ == 0 && regions_.empty() && !sequence_.empty() && !in_hook_) {
+  // eadr engines may never fence: fold here instead, where nothing is half done, once the
+  // prefixes this removes were offered (a crash point just now), or when there are no
+  // crash points at all. With crash points elsewhere only, the stores after an
+  // operation's last fence wait for the next crash point, which offers their prefixes.
+  const bool offered = crash_at_op_ends_ || !hook_;
+  if (!Adr() && offered && ops_in_flight_ == 0 && regions_.empty() && !sequence_.empty() &&
+      !in_hook_) {
     FoldAllEadr();
     ++counters_.op_folds;
   }

@@ -15,8 +15,9 @@
 //  * eadr: the caches are persistent, so a crash image is the state after any prefix of
 //    the global store sequence. The simulator folds the log at each fence and, for
 //    engines that never fence, at quiescent operation ends (Persister::EndOp when no
-//    operation is in flight and no atomic region open), so images cover the prefixes
-//    since the last fold.
+//    operation is in flight and no atomic region open) if those are crash points
+//    (CrashAtOpEnds) or there is no hook, so images cover the prefixes since the last
+//    fold and no prefix is folded away before a crash point offered it.
 //  * Atomic regions (Persister::BeginAtomic .. EndAtomic, an emulated hardware
 //    transaction): a region's stores are held aside until it commits, so no image taken
 //    inside it holds any of them (a transaction's stores stay in L1 until it commits; a

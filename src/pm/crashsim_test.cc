@@ -513,6 +513,27 @@ TEST_F(CrashSimTest, EadrOperationEndsAreCrashPointsAndFoldWhenQuiescent) {
   sim_->SetHook({}, 0, 0);
 }
 
+// With crash points elsewhere only (fences, sampled stores), an operation end folds
+// nothing: the stores after its last fence are offered at the next crash point.
+TEST_F(CrashSimTest, EadrOperationEndsFoldOnlyWhenOfferedAsCrashPoints) {
+  Start(PersistMode::kEadr);
+  std::vector<size_t> pending_at_hook;
+  sim_->SetHook([&](CrashSim& sim, CrashSim::Event) { pending_at_hook.push_back(sim.PendingUnits()); },
+                0, 1);
+  persister_->BeginOp();
+  persister_->Store(Word(0), uint64_t{1});
+  persister_->EndOp(8);
+  EXPECT_EQ(sim_->PendingUnits(), 1u) << "not offered at any crash point yet: kept";
+  persister_->Fence();
+  EXPECT_EQ(pending_at_hook, (std::vector<size_t>{1}));
+  EXPECT_EQ(sim_->counters().op_folds, 0u);
+  sim_->SetHook({}, 0, 0);
+  persister_->BeginOp();
+  persister_->Store(Word(0), uint64_t{2});
+  persister_->EndOp(8);
+  EXPECT_EQ(sim_->PendingUnits(), 0u) << "no crash points at all: folded";
+}
+
 TEST_F(CrashSimTest, AdrOperationEndsDoNotMakeAnythingDurable) {
   Start(PersistMode::kAdr);
   persister_->BeginOp();

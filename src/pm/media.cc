@@ -20,23 +20,23 @@ constexpr unsigned kFullMask = (1u << kLinesPerMediaLine) - 1;
 
 Status MediaConfig::Validate() const {
   if (dimms < 1 || dimms > 64) {
-    return Status::InvalidArgument("media dimms must be between 1 and 64, not " +
+    return Status::InvalidArgument("media.dimms must be between 1 and 64, not " +
                                    std::to_string(dimms));
   }
   if (!std::has_single_bit(interleave_bytes) || interleave_bytes < kMediaLine ||
       interleave_bytes > (1u << 30)) {
     return Status::InvalidArgument(
-        "media interleave_bytes must be a power of two between 256 and 1 GiB, not " +
+        "media.interleave_bytes must be a power of two between 256 and 1 GiB, not " +
         std::to_string(interleave_bytes));
   }
   if (buffer_bytes < kMediaLine || buffer_bytes > (1u << 20) || buffer_bytes % kMediaLine != 0) {
     return Status::InvalidArgument(
-        "media buffer_bytes must be a multiple of 256 between 256 and 1 MiB, not " +
+        "media.buffer_bytes must be a multiple of 256 between 256 and 1 MiB, not " +
         std::to_string(buffer_bytes));
   }
   if (cache_bytes % CacheModel::kSetBytes != 0 || cache_bytes > (256ull << 20)) {
     return Status::InvalidArgument(
-        "media cache_bytes must be 0 or a multiple of 1 KiB up to 256 MiB, not " +
+        "media.cache_bytes must be 0 or a multiple of 1 KiB up to 256 MiB, not " +
         std::to_string(cache_bytes));
   }
   return Status::OK();

@@ -40,30 +40,20 @@
 #include <memory>
 #include <vector>
 
+#include "pmhash/options.h"
 #include "pmhash/status.h"
 
 namespace pmhash::pm {
 
 inline constexpr size_t kMediaLine = 256;  // Optane's XPLine: the media access unit
 
-struct MediaConfig {
-  // Emulated DIMMs the pool is interleaved across (1..64). 6: a 2nd-generation Xeon socket
-  // with one Optane 100 DIMM per memory channel (the BHT paper's platform kind); Spash's
-  // Ice Lake sockets have 8.
-  uint32_t dimms = 6;
-  // Interleave chunk (a power of two, 256 B .. 1 GiB): 4 KiB, as in Optane app-direct mode.
-  uint32_t interleave_bytes = 4096;
-  // Write-combining buffer per DIMM (a multiple of 256, 256 B .. 1 MiB): 16 KiB = 64 media
-  // lines, as measured on Optane. The BHT paper calls it "the PMem's 16KB internal
-  // write-back buffer"; with 6 DIMMs the pool sees 6 x 16 KiB, which makes no difference
-  // for a workload whose writes are scattered over far more than either.
-  uint32_t buffer_bytes = 16384;
-  // Persistent CPU cache modelled in eadr mode (0, or a multiple of 1 KiB up to 256 MiB):
-  // 32 MiB, this project's machine's L3 (Spash's testbed has 42 MB per socket). 0 means no
-  // cache: every stored line goes straight to the device (write-through).
-  uint64_t cache_bytes = 32ull << 20;
-
-  // InvalidArgument naming the field for a value out of range.
+// The device and cache model's settings: pmhash::MediaOptions (include/pmhash/options.h
+// documents each field, its default and its range).
+struct MediaConfig : MediaOptions {
+  MediaConfig() = default;
+  explicit MediaConfig(const MediaOptions& options) : MediaOptions(options) {}
+  // InvalidArgument naming the field for a value out of range: the one check of these
+  // ranges (Open, the benchmark's flags and the micro-benchmarks all come here).
   Status Validate() const;
 };
 
@@ -200,26 +190,37 @@ class CacheModel {
   std::unique_ptr<SpinLock[]> locks_;
 };
 
-// The 256-byte media lines one operation has read, so each is counted once per operation
-// however many of its cache lines the operation touches. Small: after kCapacity distinct
-// media lines the oldest is forgotten (an operation that reads more, such as a resize
-// scanning a table, reads each line once anyway). A pipelined batch keeps one per
-// operation in flight (Persister::NoteRead's `op` argument).
+// The lines one operation has read, so each 256-byte media line and each 64-byte line of
+// it is counted once per operation however often the operation touches it. Small: after
+// kCapacity distinct media lines the oldest is forgotten (an operation that reads more,
+// such as a resize scanning a table, reads each line once anyway). A pipelined batch may
+// keep one per operation in flight (Persister::NoteRead's `op` argument).
 class OpReads {
  public:
   static constexpr size_t kCapacity = 16;
   void Reset() { size_ = 0; }
-  // Adds media line `tag`; returns true if it is new to this operation.
-  bool Add(uint64_t tag) {
+  // Adds the 64-byte lines `lines` (bit i: line i of the four) of media line `tag`.
+  // Returns how many of them are new to this operation; *new_media: whether the media
+  // line is.
+  unsigned Add(uint64_t tag, unsigned lines, bool* new_media) {
     for (uint32_t i = 0; i < size_; ++i) {
-      if (tags_[i] == tag) return false;
+      if (tags_[i] == tag) {
+        const unsigned fresh = lines & ~masks_[i];
+        masks_[i] = static_cast<uint8_t>(masks_[i] | fresh);
+        *new_media = false;
+        return static_cast<unsigned>(__builtin_popcount(fresh));
+      }
     }
-    tags_[size_ < kCapacity ? size_++ : next_++ % kCapacity] = tag;
-    return true;
+    const uint32_t i = size_ < kCapacity ? size_++ : next_++ % kCapacity;
+    tags_[i] = tag;
+    masks_[i] = static_cast<uint8_t>(lines);
+    *new_media = true;
+    return static_cast<unsigned>(__builtin_popcount(lines));
   }
 
  private:
   uint64_t tags_[kCapacity];
+  uint8_t masks_[kCapacity];
   uint32_t size_ = 0, next_ = 0;
 };
 

@@ -257,17 +257,29 @@ TEST(CacheModel, ConcurrentStoresKeepEveryLineOnce) {
   EXPECT_EQ(evicted + cache.DirtyLines(), kThreads * kLines);
 }
 
-TEST(OpReads, CountsEachMediaLineOncePerOperation) {
+TEST(OpReads, CountsEachMediaLineAndEachOfItsLinesOncePerOperation) {
   OpReads r;
-  EXPECT_TRUE(r.Add(7));
-  EXPECT_FALSE(r.Add(7));
-  EXPECT_TRUE(r.Add(8));
+  bool fresh = false;
+  EXPECT_EQ(r.Add(7, 0b0001, &fresh), 1u);
+  EXPECT_TRUE(fresh);
+  EXPECT_EQ(r.Add(7, 0b0011, &fresh), 1u) << "line 0 was read already, line 1 is new";
+  EXPECT_FALSE(fresh);
+  EXPECT_EQ(r.Add(7, 0b0011, &fresh), 0u);
+  EXPECT_FALSE(fresh);
+  EXPECT_EQ(r.Add(8, 0b1111, &fresh), 4u);
+  EXPECT_TRUE(fresh);
   r.Reset();
-  EXPECT_TRUE(r.Add(7));
+  EXPECT_EQ(r.Add(7, 0b0001, &fresh), 1u);
+  EXPECT_TRUE(fresh);
   // Past the capacity the oldest is forgotten.
-  for (uint64_t t = 100; t < 100 + OpReads::kCapacity; ++t) EXPECT_TRUE(r.Add(t));
-  EXPECT_TRUE(r.Add(7)) << "forgotten after kCapacity newer lines";
-  EXPECT_FALSE(r.Add(100 + OpReads::kCapacity - 1));
+  for (uint64_t t = 100; t < 100 + OpReads::kCapacity; ++t) {
+    r.Add(t, 1, &fresh);
+    EXPECT_TRUE(fresh);
+  }
+  r.Add(7, 1, &fresh);
+  EXPECT_TRUE(fresh) << "forgotten after kCapacity newer lines";
+  r.Add(100 + OpReads::kCapacity - 1, 1, &fresh);
+  EXPECT_FALSE(fresh);
 }
 
 }  // namespace

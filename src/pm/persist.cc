@@ -53,21 +53,37 @@ Status Persister::Make(const PersistConfig& config, const CpuFeatures& cpu,
     return Status::InvalidArgument(std::string("this CPU does not support ") +
                                    FlushInstructionName(config.flush));
   }
-  if (config.write_latency_ns > 100000) {
-    return Status::InvalidArgument("write_latency_ns must be at most 100000");
+  PMHASH_RETURN_IF_ERROR(config.Validate());
+  out->reset(new Persister(resolved));
+  return Status::OK();
+}
+
+Status PersistConfig::Validate() const {
+  const std::string max = std::to_string(kMaxLatencyNs);
+  if (write_latency_ns > kMaxLatencyNs) {
+    return Status::InvalidArgument("write_latency_ns must be at most " + max +
+                                   " (ns per media write), not " +
+                                   std::to_string(write_latency_ns));
   }
-  if (config.read_latency_ns > 100000) {
-    return Status::InvalidArgument("read_latency_ns must be at most 100000");
+  if (read_latency_ns > kMaxLatencyNs) {
+    return Status::InvalidArgument("read_latency_ns must be at most " + max +
+                                   " (ns per media read), not " +
+                                   std::to_string(read_latency_ns));
   }
-  if (config.write_latency_ns > 0 && !config.media_model) {
+  if (mode == PersistMode::kNone && (write_latency_ns > 0 || read_latency_ns > 0)) {
+    return Status::InvalidArgument(
+        std::string(write_latency_ns > 0 ? "write_latency_ns" : "read_latency_ns") +
+        ": persist mode none is volatile memory with no media model, so no emulated PM "
+        "latency applies to it (use adr or eadr)");
+  }
+  if (write_latency_ns > 0 && !media_model) {
     return Status::InvalidArgument(
         "write_latency_ns needs the media model: the latency is charged per media write");
   }
-  if (!(config.atomic_abort_rate >= 0 && config.atomic_abort_rate <= 1)) {
+  if (!(atomic_abort_rate >= 0 && atomic_abort_rate <= 1)) {
     return Status::InvalidArgument("atomic_abort_rate must be between 0 and 1");
   }
-  if (config.media_model) PMHASH_RETURN_IF_ERROR(config.media.Validate());
-  out->reset(new Persister(resolved));
+  if (media_model) PMHASH_RETURN_IF_ERROR(media.Validate());
   return Status::OK();
 }
 
@@ -207,14 +223,18 @@ void Persister::DrainMedia() {
 void Persister::NoteReadRange(const void* addr, size_t len, OpReads* op) {
   CounterSlot* local = counters_.Local();
   if (local == nullptr) return;
-  const uintptr_t first = reinterpret_cast<uintptr_t>(addr);
-  const uintptr_t last = first + len - 1;
-  if (config_.count) {
-    CounterSlot::Add(local->lines_read, last / kCacheLine - first / kCacheLine + 1);
-  }
+  constexpr uint64_t kLinesPerMedia = kMediaLine / kCacheLine;
+  const uint64_t first = reinterpret_cast<uintptr_t>(addr) / kCacheLine;
+  const uint64_t last = (reinterpret_cast<uintptr_t>(addr) + len - 1) / kCacheLine;
   OpReads& reads = op != nullptr ? *op : local->op_reads;
-  for (uint64_t tag = first / kMediaLine; tag <= last / kMediaLine; ++tag) {
-    if (!reads.Add(tag)) continue;
+  uint64_t new_lines = 0;
+  for (uint64_t tag = first / kLinesPerMedia; tag <= last / kLinesPerMedia; ++tag) {
+    // The 64-byte lines of this media line that [first, last] covers.
+    const unsigned lo = tag == first / kLinesPerMedia ? first % kLinesPerMedia : 0;
+    const unsigned hi = tag == last / kLinesPerMedia ? last % kLinesPerMedia : kLinesPerMedia - 1;
+    bool new_media = false;
+    new_lines += reads.Add(tag, ((2u << hi) - 1) & ~((1u << lo) - 1), &new_media);
+    if (!new_media) continue;
     if (config_.count) CounterSlot::Add(local->media_reads, 1);
     if (read_latency_cycles_ == 0) continue;
     const uint64_t now = __rdtsc();
@@ -233,6 +253,7 @@ void Persister::NoteReadRange(const void* addr, size_t len, OpReads* op) {
     }
     while (__rdtsc() < until) _mm_pause();
   }
+  if (config_.count && new_lines != 0) CounterSlot::Add(local->lines_read, new_lines);
 }
 
 void Persister::NotePrefetch(const void* addr) {

@@ -27,12 +27,12 @@
 //    line if the cache model is off). DrainMedia sends what the cache still holds.
 //  * media_writes / media_rmw_reads: the device model's 256-byte writes and the
 //    read-modify-writes of media lines that left its buffer partly written.
-//  * lines_read: cache lines named by NoteRead. media_reads: the 256-byte media lines
-//    those reads touch, each counted once per operation (BeginOp resets the set; a
-//    pipelined batch passes one OpReads per operation in flight).
+//  * lines_read / media_reads: the 64-byte lines and the 256-byte media lines NoteRead
+//    names, each counted once per operation however often the operation reads it
+//    (BeginOp resets the set; a pipelined batch may pass one OpReads per operation in
+//    flight).
 //  * user_bytes / ops: what EndOp reports: the key + value bytes the operation asked to
 //    write (Insert / Update / Put: key + value; Delete: key; Get: 0), and one per call.
-#pragma once
 #pragma once
 
 #include <cstddef>
@@ -106,13 +106,16 @@ class PersistObserver {
   }
 };
 
+// The most emulated latency a PersistConfig takes, per media write or read.
+inline constexpr uint32_t kMaxLatencyNs = 100000;
+
 struct PersistConfig {
   PersistMode mode = PersistMode::kAdr;
   FlushInstruction flush = FlushInstruction::kAuto;
-  // Emulated media latency, a TSC busy-wait, in every persistence mode (0..100000 ns):
-  // write latency per media write the model emits (a line merging into a buffered media
-  // line is free; needs media_model), read latency per media read (NoteRead), less the
-  // time since a Prefetch of that media line.
+  // Emulated media latency, a TSC busy-wait, in kAdr and kEadr (0..kMaxLatencyNs ns;
+  // kNone, which has no media, takes none): write latency per media write the model
+  // emits (a line merging into a buffered media line is free; needs media_model), read
+  // latency per media read (NoteRead), less the time since a Prefetch of that media line.
   uint32_t write_latency_ns = 0;
   uint32_t read_latency_ns = 0;
   bool count = true;
@@ -128,6 +131,12 @@ struct PersistConfig {
   double atomic_abort_rate = 0;
   uint64_t atomic_seed = 1;
   PersistObserver* observer = nullptr;  // not owned; must outlive the Persister
+
+  // InvalidArgument naming the field for a value out of range or settings that cannot
+  // go together (a latency in kNone, a write latency without the media model; the media
+  // settings only when the model runs). The one check of these ranges: Persister::Make,
+  // Open and the benchmark's flags all come here.
+  Status Validate() const;
 };
 
 // What BeginAtomic / EndAtomic report.
@@ -136,7 +145,8 @@ enum class AtomicOutcome : uint8_t { kStarted, kCommitted, kAborted };
 class Persister {
  public:
   // Validates the config against the CPU: forcing an instruction the CPU lacks is
-  // InvalidArgument, as is a value out of range. On success *out is ready to use.
+  // InvalidArgument, as is a config that does not Validate. On success *out is ready to
+  // use.
   static Status Make(const PersistConfig& config, std::unique_ptr<Persister>* out);
   // The same, validating against `cpu` instead of CpuFeatures::Get(), so tests can fake a
   // CPU that lacks an instruction. `cpu` must not claim more than the real CPU has.
@@ -232,11 +242,6 @@ class Persister {
   // lines and the media lines new to the operation, and charges the read latency.
   void NoteRead(const void* addr, size_t len, OpReads* op = nullptr) {
     if (len != 0 && (config_.count || read_latency_cycles_ != 0)) NoteReadRange(addr, len, op);
-  }
-  // The older form: only a number of cache lines (no media reads, no latency). Kept until
-  // every engine reports addresses.
-  void NoteRead(size_t lines) {
-    if (CounterSlot* s = Slot()) CounterSlot::Add(s->lines_read, lines);
   }
   // Prefetches the line at addr and, with read latency emulated, notes when its media
   // line was asked for: a NoteRead of it later waits only for the latency still left.

@@ -196,7 +196,7 @@ TEST(PersisterCounters, FencesAndBytesStored) {
   EXPECT_EQ(Persister::Load(reinterpret_cast<const uint32_t*>(buf.bytes + 8)), 7u);
   EXPECT_EQ(std::memcmp(buf.bytes + 64, "abcdefghij", 10), 0);
 
-  p->NoteRead(3);
+  p->NoteRead(buf.bytes, 3 * kCacheLine);
   p->NoteRedundantFlush();
   p->NoteRedundantFence();
   const PersistCounters c = p->Totals();
@@ -240,7 +240,7 @@ TEST(PersisterCounters, CountFalseCountsNothing) {
   p->Zero(buf.bytes + 64, 64);
   p->Persist(buf.bytes + 60, 130);
   p->Fence();
-  p->NoteRead(4);
+  p->NoteRead(buf.bytes, 4 * kCacheLine);
   p->NoteRedundantFlush();
   p->NoteRedundantFence();
   const PersistCounters t = p->Totals();
@@ -406,6 +406,14 @@ TEST(PersisterConfig, BadValuesAreInvalidArgument) {
       {"needs the media model", with([](PersistConfig& c) {
          c.write_latency_ns = 100;
          c.media_model = false;
+       })},
+      {"persist mode none", with([](PersistConfig& c) {
+         c.mode = PersistMode::kNone;
+         c.write_latency_ns = 300;
+       })},
+      {"read_latency_ns: persist mode none", with([](PersistConfig& c) {
+         c.mode = PersistMode::kNone;
+         c.read_latency_ns = 300;
        })},
       {"atomic_abort_rate", with([](PersistConfig& c) { c.atomic_abort_rate = 1.5; })},
       {"atomic_abort_rate", with([](PersistConfig& c) { c.atomic_abort_rate = -0.1; })},
@@ -601,20 +609,18 @@ TEST(PersisterReads, MediaReadsAreCountedOncePerOperation) {
   p->NoteRead(r.bytes + 192, 64);  // line 3 of media line 0: free
   p->NoteRead(r.bytes + 200, 100);  // lines 3, 4: media lines 0 and 1
   p->NoteRead(r.bytes + 4096, 1);
+  p->NoteRead(r.bytes + 8, 8);  // line 0 again: nothing new
   p->EndOp(0);
   PersistCounters t = p->Totals();
-  EXPECT_EQ(t.lines_read, 5u);
+  EXPECT_EQ(t.lines_read, 4u) << "lines 0, 3, 4 and 64, each once";
   EXPECT_EQ(t.media_reads, 3u);
   p->BeginOp();
   p->NoteRead(r.bytes, 8);  // a new operation reads media line 0 again
   p->EndOp(0);
   t = p->Totals();
+  EXPECT_EQ(t.lines_read, 5u);
   EXPECT_EQ(t.media_reads, 4u);
   EXPECT_EQ(t.ops, 2u);
-  // The old form counts lines only.
-  p->NoteRead(size_t{3});
-  EXPECT_EQ(p->Totals().lines_read, 9u);
-  EXPECT_EQ(p->Totals().media_reads, 4u);
 }
 
 // A pipelined batch: two lookups interleave their reads; each has its own OpReads, so each

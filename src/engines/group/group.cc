@@ -236,16 +236,15 @@ Status GroupHash::Recover(bool clean) {
 GroupHash::Probe GroupHash::Find(std::string_view key, uint64_t hash, uint64_t home) const {
   Probe p;
   const View& v = view_;
-  size_t compared = 0;
+  pm::Persister& ps = persister();  // reads reported as they happen (the codec: records)
   // Alg. 2 line 3: the level-1 cell, bitmap and key.
   uint8_t* f1 = &v.form1[home];
-  p.lines = 1;
+  ps.NoteRead(f1, 1);
   if (*f1 != 0) {
-    ++compared;
+    ps.NoteRead(&v.tab1[home], sizeof(KvWords));
     if (codec().KeyEquals(static_cast<SlotForm>(*f1), v.tab1[home], key, hash)) {
       p.form = f1;
       p.cell = &v.tab1[home];
-      p.lines += 1 + (*f1 == static_cast<uint8_t>(SlotForm::kRecord));
       return p;
     }
   } else {
@@ -258,7 +257,7 @@ GroupHash::Probe GroupHash::Find(std::string_view key, uint64_t hash, uint64_t h
   uint8_t* forms = &v.form2[first];
   KvWords* cells = &v.tab2[first];
   const uint64_t g = group_size_;
-  p.lines += (g + pm::kCacheLine - 1) / pm::kCacheLine;
+  ps.NoteRead(forms, g);
   for (uint64_t i = 0; i < g; i += 8) {
     const uint64_t end = std::min<uint64_t>(i + 8, g);
     if (end - i == 8) {
@@ -282,16 +281,14 @@ GroupHash::Probe GroupHash::Find(std::string_view key, uint64_t hash, uint64_t h
         }
         continue;
       }
-      ++compared;
+      ps.NoteRead(&cells[j], sizeof(KvWords));
       if (codec().KeyEquals(static_cast<SlotForm>(f), cells[j], key, hash)) {
         p.form = &forms[j];
         p.cell = &cells[j];
-        p.lines += (compared + 3) / 4 + (f == static_cast<uint8_t>(SlotForm::kRecord));
         return p;
       }
     }
   }
-  p.lines += (compared + 3) / 4;
   return p;
 }
 
@@ -300,7 +297,6 @@ Status GroupHash::DoGet(std::string_view key, uint64_t hash, std::string* value)
   Stripe& s = LockHome(hash, LockMode::kShared, &home, &cells);
   HeldLock<RwSpinLock> guard(s.mu, LockMode::kShared);
   const Probe p = Find(key, hash, home);
-  persister().NoteRead(p.lines);
   if (p.form == nullptr) return Status::NotFound();
   value->assign(codec().Value(static_cast<SlotForm>(*p.form), *p.cell));
   return Status::OK();
@@ -314,7 +310,6 @@ Status GroupHash::DoWrite(std::string_view key, std::string_view value, uint64_t
       Stripe& s = LockHome(hash, LockMode::kExclusive, &home, &cells);
       HeldLock<RwSpinLock> guard(s.mu, LockMode::kExclusive);
       const Probe p = Find(key, hash, home);
-      persister().NoteRead(p.lines);
       if (p.form != nullptr) {
         if (mode == WriteMode::kInsert) return Status::AlreadyExists();
         return UpdateAt(p, key, value, hash);
@@ -375,7 +370,6 @@ Status GroupHash::DoDelete(std::string_view key, uint64_t hash) {
   Stripe& s = LockHome(hash, LockMode::kExclusive, &home, &cells);
   HeldLock<RwSpinLock> guard(s.mu, LockMode::kExclusive);
   const Probe p = Find(key, hash, home);
-  persister().NoteRead(p.lines);
   if (p.form == nullptr) return Status::NotFound();
   pm::Persister& ps = persister();
   const auto form = static_cast<SlotForm>(*p.form);

@@ -176,7 +176,6 @@ class GroupHash : public Engine {
     KvWords* cell = nullptr;
     uint8_t* free_form = nullptr;  // the empty cell Alg. 1 would take (null: group full)
     KvWords* free_cell = nullptr;
-    size_t lines = 0;  // PM cache lines the probe read (NoteRead)
   };
 
   // Pointers into the live table (changed only under every stripe).

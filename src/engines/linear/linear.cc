@@ -18,12 +18,6 @@ bool InCyclicRange(uint64_t h, uint64_t a, uint64_t b) {
   return a <= b ? (a < h && h <= b) : (h > a || h <= b);
 }
 
-size_t LinesSpanned(const void* p, size_t len) {
-  if (len == 0) return 0;
-  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
-  return (a + len - 1) / pm::kCacheLine - a / pm::kCacheLine + 1;
-}
-
 uint64_t TableBytes(uint64_t num_lines) {
   return sizeof(LinearTable) + num_lines * sizeof(LinearLine);
 }
@@ -176,39 +170,29 @@ uint64_t LinearProbing::HashOf(SlotForm form, const KvWords& words) const {
   return HashKey(codec().Key(form, words));
 }
 
-size_t LinearProbing::RecordLines(std::string_view key, std::string_view value) {
-  // The record header (8 bytes) precedes the key; the value follows it.
-  const char* start = key.data() - 8;
-  return LinesSpanned(start, static_cast<size_t>(value.data() + value.size() - start));
-}
-
 LinearProbing::Probe LinearProbing::Find(std::string_view key, uint64_t hash) const {
   Probe probe;
   uint64_t c = Reduce(hash, cells_);
   uint64_t last_line = ~0ull;
-  size_t lines = 0;
   for (uint64_t n = 0; n < cells_; ++n) {
     const uint64_t line = c / kCellsPerLine;
     if (line != last_line) {
-      ++lines;
+      persister().NoteRead(LineOf(c), sizeof(LinearLine));
       last_line = line;
     }
     const SlotForm form = FormAt(c);
     if (form == SlotForm::kEmpty) {
       probe.cell = c;
-      persister().NoteRead(lines);
       return probe;
     }
     if (codec().KeyEquals(form, WordsAt(c), key, hash)) {
       probe.found = true;
       probe.cell = c;
-      persister().NoteRead(lines);
       return probe;
     }
     c = Next(c);
   }
   probe.full = true;
-  persister().NoteRead(lines);
   return probe;
 }
 
@@ -250,8 +234,7 @@ Status LinearProbing::DoGet(std::string_view key, uint64_t hash, std::string* va
   if (!probe.found) return Status::NotFound();
   const SlotForm form = FormAt(probe.cell);
   const KvWords words = WordsAt(probe.cell);
-  const std::string_view v = codec().Value(form, words);
-  if (form == SlotForm::kRecord) persister().NoteRead(RecordLines(codec().Key(form, words), v));
+  const std::string_view v = codec().Value(form, words);  // the codec reports the record
   value->assign(v.data(), v.size());
   return Status::OK();
 }
@@ -369,9 +352,8 @@ Status LinearProbing::DeleteAt(uint64_t cell) {
   // the cyclic range (hole, j] may move back into the hole, which then moves to j.
   moves_.clear();
   uint64_t hole = cell;
-  size_t lines_read = 0;
   for (uint64_t j = Next(cell); j != cell; j = Next(j)) {
-    if (j % kCellsPerLine == 0) ++lines_read;
+    if (j % kCellsPerLine == 0) p.NoteRead(LineOf(j), sizeof(LinearLine));
     const SlotForm form = FormAt(j);
     if (form == SlotForm::kEmpty) break;
     const uint64_t home = Reduce(HashOf(form, WordsAt(j)), cells_);
@@ -380,8 +362,6 @@ Status LinearProbing::DeleteAt(uint64_t cell) {
       hole = j;
     }
   }
-  p.NoteRead(lines_read);
-
   std::unique_ptr<pm::UndoLog::Tx> tx;
   if (logged()) {
     tx = undo_log().Begin();
@@ -439,7 +419,7 @@ Status LinearProbing::Grow() {
     }
     WriteCell(&new_lines[d / kCellsPerLine], d % kCellsPerLine, form, words);
   }
-  persister().NoteRead(old_lines);
+  persister().NoteRead(table_->lines(), old_lines * sizeof(LinearLine));
   pm::Persister& p = persister();
   p.Flush(new_lines, old_lines * 2 * sizeof(LinearLine));
   // Commit point: one failure-atomic store of the root's table pointer.
@@ -454,7 +434,7 @@ Status LinearProbing::Grow() {
 
 Status LinearProbing::ForEach(const Visitor& fn) const {
   std::shared_lock lock(mu_);
-  persister().NoteRead(table_->num_lines);
+  persister().NoteRead(table_->lines(), table_->num_lines * sizeof(LinearLine));
   for (uint64_t c = 0; c < cells_; ++c) {
     const SlotForm form = FormAt(c);
     if (form == SlotForm::kEmpty) continue;

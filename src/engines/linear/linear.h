@@ -172,8 +172,6 @@ class LinearProbing : public Engine {
   void PersistCount(uint64_t count);
   // Saves the cache lines of cells [first, last] (cyclic) into tx.
   Status SaveCells(pm::UndoLog::Tx& tx, uint64_t first, uint64_t last);
-  // PM lines spanned by a record whose key and value views are given (NoteRead).
-  static size_t RecordLines(std::string_view key, std::string_view value);
 
   const Logging logging_;
   // Options (Configure).

@@ -305,7 +305,7 @@ Status SmartHt::TryReloadFilter() {
   Result<BloomFilter> f = BloomFilter::Deserialize(
       std::span<const uint8_t>(pool().At<const uint8_t>(off), bytes));
   if (!f.ok()) return f.status();
-  persister().NoteRead((bytes + pm::kCacheLine - 1) / pm::kCacheLine);
+  persister().NoteRead(pool().At<const uint8_t>(off), bytes);
   filter_expected_.store(f.value().options().expected_keys);
   delete filter_.exchange(new BloomFilter(std::move(f.value())));
   return Status::OK();
@@ -470,7 +470,7 @@ SmartHt::Probe SmartHt::Find(std::string_view key, uint64_t hash, uint64_t head,
   Probe p;
   SmartBucket* b = &Heads()[head];
   for (uint64_t depth = 0; b != nullptr && depth < chain_limit_; ++depth) {
-    ++p.lines;  // one bucket, one line
+    persister().NoteRead(b, sizeof(SmartBucket));  // one bucket, one line
     for (int s = 0; s < kSmartHtSlots; ++s) {
       const uint8_t t = b->token[s];
       if (t > kRecord) continue;  // damaged: neither a key nor free
@@ -484,7 +484,6 @@ SmartHt::Probe SmartHt::Find(std::string_view key, uint64_t hash, uint64_t head,
         continue;
       }
       if (!full_scan) continue;
-      if (t == kRecord && b->slot[s].word1 == hash) ++p.lines;  // the record is read
       // Alg. 2 line 7.
       if (codec().KeyEquals(static_cast<SlotForm>(t), b->slot[s], key, hash)) {
         p.bucket = b;
@@ -510,7 +509,7 @@ Optimistic SmartHt::FindOptimistic(uint64_t hash, OptimisticRead* read) const {
   // may be half-way through.
   for (uint64_t depth = 0; b != nullptr && depth < chain_limit_ && answer == Optimistic::kAbsent;
        ++depth, b = NextOf(b)) {
-    ++read->lines;
+    read->Note(b, sizeof(SmartBucket));
     for (int s = 0; s < kSmartHtSlots; ++s) {
       const uint8_t t = __atomic_load_n(&b->token[s], __ATOMIC_ACQUIRE);
       if (t == kInline && read->inline_key &&
@@ -539,7 +538,7 @@ void SmartHt::Prefetch(uint64_t hash) const {
   // heads_ is stored before head_count_ (release): a stale pair still points into the
   // old or the new table, either a harmless prefetch.
   const uint64_t n = head_count_.load(std::memory_order_acquire);
-  __builtin_prefetch(Heads() + Reduce(hash, n));
+  persister().Prefetch(Heads() + Reduce(hash, n));
 }
 
 Status SmartHt::DoGet(std::string_view key, uint64_t hash, std::string* value) {
@@ -562,7 +561,6 @@ Status SmartHt::DoGet(std::string_view key, uint64_t hash, std::string* value) {
   Stripe& s = LockHome(hash, LockMode::kShared, &head);  // line 5
   HeldLock guard(s.mu, LockMode::kShared);
   const Probe p = Find(key, hash, head, /*full_scan=*/true);
-  persister().NoteRead(p.lines);
   if (p.bucket == nullptr) {
     CountFalsePositive();
     return Status::NotFound();  // line 14
@@ -590,7 +588,6 @@ Status SmartHt::DoWrite(std::string_view key, std::string_view value, uint64_t h
     // Line 3: Is_Existed_in_SmartHT: the filter first; the chain only if it may be there.
     const bool maybe = FilterMayContain(hash);
     const Probe p = Find(key, hash, head, /*full_scan=*/maybe);
-    persister().NoteRead(p.lines);
     if (p.bucket != nullptr) {
       if (mode == WriteMode::kInsert) return Status::AlreadyExists();  // line 4
       return UpdateAt(p, key, value, hash);
@@ -676,7 +673,6 @@ Status SmartHt::DoDelete(std::string_view key, uint64_t hash) {
     Stripe& s = LockHome(hash, LockMode::kExclusive, &head);
     HeldLock guard(s.mu, LockMode::kExclusive);
     const Probe p = Find(key, hash, head, /*full_scan=*/true);
-    persister().NoteRead(p.lines);
     if (p.bucket == nullptr) {
       CountFalsePositive();
       return Status::NotFound();

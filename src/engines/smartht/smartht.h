@@ -227,7 +227,6 @@ class SmartHt : public Engine {
     int slot = -1;
     SmartBucket* free_bucket = nullptr;  // an empty slot Alg. 1 line 7 may take
     int free_slot = -1;
-    size_t lines = 0;  // PM cache lines read
   };
 
   // Locks the stripe of the key's head bucket in the live table (retrying across a growth).

@@ -498,7 +498,7 @@ Wophi::Probe Wophi::Find(std::string_view key, uint64_t hash, uint64_t home) con
   WophiBucket* b = &view_.mb[home];
   // Alg. 1 / Alg. 2 line 6: while tb != NULL.
   for (;;) {
-    p.lines += 1;  // line 0: tokens, next, slots 0-2
+    persister().NoteRead(b, pm::kCacheLine);  // line 0: tokens, next, slots 0-2
     for (size_t i = 0; i < kWophiAssoc; ++i) {
       const uint8_t t = b->token[i];
       if (t == 0) {
@@ -509,11 +509,10 @@ Wophi::Probe Wophi::Find(std::string_view key, uint64_t hash, uint64_t home) con
         continue;
       }
       // Alg. 2 line 8: only slots whose token is set are compared.
-      if (i == 3) p.lines += 1;  // slot 3 sits in line 1
+      if (i == 3) persister().NoteRead(&b->slot[i], sizeof(KvWords));  // slot 3: line 1
       if (codec().KeyEquals(static_cast<SlotForm>(t), b->slot[i], key, hash)) {
         p.bucket = b;
         p.index = i;
-        p.lines += t == static_cast<uint8_t>(SlotForm::kRecord);
         return p;
       }
     }
@@ -537,11 +536,11 @@ Optimistic Wophi::FindOptimistic(uint64_t hash, OptimisticRead* read) const {
   Optimistic answer = Optimistic::kAbsent;
   const uint64_t max_depth = pool().size() / kBucketBytes;
   for (uint64_t depth = 0; answer == Optimistic::kAbsent && depth < max_depth; ++depth) {
-    read->lines += 1;
+    read->Note(b, pm::kCacheLine);
     for (size_t i = 0; i < kWophiAssoc; ++i) {
       const uint8_t t = __atomic_load_n(&b->token[i], __ATOMIC_ACQUIRE);
       if (t == 0) continue;
-      if (i == 3) read->lines += 1;  // slot 3 sits in line 1
+      if (i == 3) read->Note(&b->slot[i], sizeof(KvWords));  // slot 3 sits in line 1
       if (t == static_cast<uint8_t>(SlotForm::kInline) && read->inline_key &&
           __atomic_load_n(&b->slot[i].word0, __ATOMIC_ACQUIRE) == read->key_word) {
         read->value_word = __atomic_load_n(&b->slot[i].word1, __ATOMIC_ACQUIRE);
@@ -568,7 +567,7 @@ void Wophi::Prefetch(uint64_t hash) const {
   // With no lock, as FindOptimistic reads them: mb_ is stored before main_buckets_, so a
   // stale pair points into the old or the new array, either a harmless prefetch.
   const uint64_t n = main_buckets_.load(std::memory_order_acquire);
-  __builtin_prefetch(mb_.load(std::memory_order_acquire) + Reduce(hash, n));
+  persister().Prefetch(mb_.load(std::memory_order_acquire) + Reduce(hash, n));
 }
 
 Status Wophi::DoGet(std::string_view key, uint64_t hash, std::string* value) {
@@ -583,7 +582,6 @@ Status Wophi::DoGet(std::string_view key, uint64_t hash, std::string* value) {
   Stripe& s = LockHome(hash, LockMode::kShared, &home, &n);
   HeldLock guard(s.mu, LockMode::kShared);
   const Probe p = Find(key, hash, home);
-  persister().NoteRead(p.lines);
   if (p.bucket == nullptr) return Status::NotFound();
   value->assign(codec().Value(static_cast<SlotForm>(p.bucket->token[p.index]),
                               p.bucket->slot[p.index]));
@@ -599,7 +597,6 @@ Status Wophi::DoWrite(std::string_view key, std::string_view value, uint64_t has
     Stripe& s = LockHome(hash, LockMode::kExclusive, &home, &n);
     HeldLock guard(s.mu, LockMode::kExclusive);
     const Probe p = Find(key, hash, home);
-    persister().NoteRead(p.lines);
     if (p.bucket != nullptr) {
       if (mode == WriteMode::kInsert) return Status::AlreadyExists();
       return UpdateAt(p, key, value, hash);
@@ -677,7 +674,6 @@ Status Wophi::DoDelete(std::string_view key, uint64_t hash) {
   Stripe& s = LockHome(hash, LockMode::kExclusive, &home, &n);
   HeldLock guard(s.mu, LockMode::kExclusive);
   const Probe p = Find(key, hash, home);
-  persister().NoteRead(p.lines);
   // Alg. 2 line 18: not found.
   if (p.bucket == nullptr) return Status::NotFound();
   pm::Persister& ps = persister();

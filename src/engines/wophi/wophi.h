@@ -233,7 +233,6 @@ class Wophi : public Engine {
     WophiBucket* free_bucket = nullptr;  // the first empty slot (Alg. 1 line 8)
     size_t free_index = 0;
     WophiBucket* tail = nullptr;  // the chain's last bucket (Alg. 1 line 24)
-    size_t lines = 0;             // PM cache lines read (NoteRead)
   };
 
   struct View {
