@@ -2,8 +2,14 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+#include <utility>
 
 #include <CLI/CLI.hpp>
+
+#include "bench/index_setup.h"
 
 namespace pmhash::bench {
 
@@ -113,6 +119,16 @@ Json BenchConfig::ToJson() const {
   j.Set("persist", PersistModeName(persist));
   j.Set("flush", FlushInstructionName(flush));
   j.Set("write_latency_ns", static_cast<uint64_t>(write_latency_ns));
+  j.Set("read_latency_ns", static_cast<uint64_t>(read_latency_ns));
+  j.Set("latency", write_latency_ns > 0 || read_latency_ns > 0 ? Json("emulated") : Json());
+  j.Set("media_model", media_model);
+  Json m = Json::Object();
+  m.Set("dimms", static_cast<uint64_t>(media.dimms));
+  m.Set("interleave_bytes", static_cast<uint64_t>(media.interleave_bytes));
+  m.Set("buffer_bytes", static_cast<uint64_t>(media.buffer_bytes));
+  m.Set("cache_bytes", media.cache_bytes);
+  j.Set("media", m);
+  j.Set("eadr_write_back_instruction", eadr_write_back_instruction);
   j.Set("seed", seed);
   j.Set("recovery", recovery);
   j.Set("clean_reopen", clean_reopen);
@@ -125,6 +141,24 @@ Json BenchConfig::ToJson() const {
   j.Set("repeat", repeat);
   j.Set("max_spread", max_spread);
   return j;
+}
+
+Status FlagError(const Status& s) {
+  if (s.ok()) return s;
+  static const std::pair<const char*, const char*> kFlags[] = {
+      {"write_latency_ns", "--write-latency-ns"},
+      {"read_latency_ns", "--read-latency-ns"},
+      {"media.dimms", "--media-dimms"},
+      {"media.interleave_bytes", "--media-interleave"},
+      {"media.buffer_bytes", "--media-buffer"},
+      {"media.cache_bytes", "--eadr-cache"}};
+  const std::string message(s.message());
+  for (const auto& [field, flag] : kFlags) {
+    if (message.rfind(field, 0) == 0) {
+      return Status::InvalidArgument(flag + message.substr(std::strlen(field)));
+    }
+  }
+  return s;
 }
 
 namespace {
@@ -144,6 +178,11 @@ bool ParseSizeWithSuffix(const std::string& text, uint64_t* out) {
   if (!ParseUint(digits, &v) || v > (~0ull) / mult) return false;
   *out = v * mult;
   return true;
+}
+
+// The persistence settings' one check, as Open runs it, its message naming the flag.
+Status ValidatePersistFlags(const BenchConfig& config) {
+  return FlagError(engines::PersistConfigOf(BaseOptions(config, "")).Validate());
 }
 
 // One line: CLI11 messages sometimes span lines.
@@ -173,6 +212,8 @@ Status ParseBenchArgs(const std::vector<std::string>& args, BenchConfig* config,
   std::string persist, flush;
   std::vector<std::string> opts;
   std::string recovery, seed, key_size, write_latency, sampling, batch;
+  std::string read_latency, media_model, media_dimms, media_interleave, media_buffer;
+  std::string eadr_cache, eadr_write_back;
   bool redundancy = config->redundancy;
   bool pin = config->pin;
   bool floor = config->floor;
@@ -217,8 +258,36 @@ Status ParseBenchArgs(const std::vector<std::string>& args, BenchConfig* config,
   last(app.add_option("--persist", persist, "adr | eadr | none (default adr)"));
   last(app.add_option("--flush", flush, "auto | clwb | clflushopt | clflush (default auto)"));
   last(app.add_option("--write-latency-ns", write_latency,
-                      "Emulated PM write latency per flushed line, 0..100000 (default 0)")
+                      "Emulated PM write latency, a busy-wait per 256-byte media write the "
+                      "media model emits (a line merging into a buffered media line is "
+                      "free), in adr and eadr, 0..100000 (default 0)")
            ->type_name("UINT"));
+  last(app.add_option("--read-latency-ns", read_latency,
+                      "Emulated PM read latency, a busy-wait per media line an operation "
+                      "reads (once per operation; less the time since the engine prefetched "
+                      "it), in adr and eadr, 0..100000 (default 0)")
+           ->type_name("UINT"));
+  last(app.add_option("--media-model", media_model,
+                      "on | off: run the media model (media writes, reads of read-modify-"
+                      "writes, PM lines written; off: those figures are n/a and no write "
+                      "latency can be emulated) (default on)"));
+  last(app.add_option("--media-dimms", media_dimms,
+                      "Emulated DIMMs the pool is interleaved across, 1..64 (default 6)")
+           ->type_name("UINT"));
+  last(app.add_option("--media-interleave", media_interleave,
+                      "Interleave chunk across the DIMMs, a power of two 256..1G, e.g. 4K "
+                      "(default 4K)"));
+  last(app.add_option("--media-buffer", media_buffer,
+                      "Write-combining buffer per DIMM, a multiple of 256 up to 1M, e.g. 16K "
+                      "(default 16K)"));
+  last(app.add_option("--eadr-cache", eadr_cache,
+                      "eadr: the persistent CPU cache modelled in front of the device, 0 (none: "
+                      "every stored line goes to the device) or a multiple of 1K up to 256M "
+                      "(default 32M)"));
+  last(app.add_option("--eadr-write-back", eadr_write_back,
+                      "on | off: in eadr an engine's write-back hint executes the flush "
+                      "instruction (--flush) besides feeding the media model; off: the model "
+                      "only (default on)"));
   CLI::Option* seed_opt =
       last(app.add_option("--seed", seed, "Seed of every generator, 0..2^64-1 (default 42)")
                ->type_name("UINT"));
@@ -325,14 +394,46 @@ Status ParseBenchArgs(const std::vector<std::string>& args, BenchConfig* config,
     }
     config->key_size = static_cast<size_t>(k);
   }
-  if (!write_latency.empty()) {
-    uint64_t w = 0;
-    if (!ParseUint(write_latency, &w) || w > 100000) {
-      return Status::InvalidArgument("--write-latency-ns '" + write_latency +
-                                     "': expected a whole number 0..100000");
+  // Persistence settings: the format here, the ranges in ValidatePersistFlags below.
+  auto whole = [](const char* flag, const std::string& text, uint32_t* out) {
+    uint64_t v = 0;
+    if (text.empty()) return Status::OK();
+    if (!ParseUint(text, &v) || v > 0xffffffffull) {
+      return Status::InvalidArgument(std::string(flag) + " '" + text +
+                                     "': expected a whole number");
     }
-    config->write_latency_ns = static_cast<uint32_t>(w);
-  }
+    *out = static_cast<uint32_t>(v);
+    return Status::OK();
+  };
+  auto bytes = [](const char* flag, const std::string& text, auto* out) {
+    uint64_t v = 0;
+    if (text.empty()) return Status::OK();
+    using T = std::decay_t<decltype(*out)>;
+    if (!ParseSizeWithSuffix(text, &v) || v > std::numeric_limits<T>::max()) {
+      return Status::InvalidArgument(std::string(flag) + " '" + text +
+                                     "': expected bytes with an optional K, M, G suffix");
+    }
+    *out = static_cast<T>(v);
+    return Status::OK();
+  };
+  auto on_off = [](const char* flag, const std::string& text, bool* out) {
+    if (text.empty()) return Status::OK();
+    if (text != "on" && text != "off") {
+      return Status::InvalidArgument(std::string(flag) + " '" + text + "': expected on or off");
+    }
+    *out = text == "on";
+    return Status::OK();
+  };
+  PMHASH_RETURN_IF_ERROR(whole("--write-latency-ns", write_latency, &config->write_latency_ns));
+  PMHASH_RETURN_IF_ERROR(whole("--read-latency-ns", read_latency, &config->read_latency_ns));
+  PMHASH_RETURN_IF_ERROR(whole("--media-dimms", media_dimms, &config->media.dimms));
+  PMHASH_RETURN_IF_ERROR(
+      bytes("--media-interleave", media_interleave, &config->media.interleave_bytes));
+  PMHASH_RETURN_IF_ERROR(bytes("--media-buffer", media_buffer, &config->media.buffer_bytes));
+  PMHASH_RETURN_IF_ERROR(bytes("--eadr-cache", eadr_cache, &config->media.cache_bytes));
+  PMHASH_RETURN_IF_ERROR(on_off("--media-model", media_model, &config->media_model));
+  PMHASH_RETURN_IF_ERROR(
+      on_off("--eadr-write-back", eadr_write_back, &config->eadr_write_back_instruction));
   if (!sampling.empty()) {
     uint64_t every = 0;
     if (sampling == "auto") {
@@ -447,6 +548,12 @@ Status ParseBenchArgs(const std::vector<std::string>& args, BenchConfig* config,
   }
 
   // Cross-flag checks.
+  PMHASH_RETURN_IF_ERROR(ValidatePersistFlags(*config));
+  if (config->floor && config->read_latency_ns > 0) {
+    return Status::InvalidArgument("--floor cannot be combined with --read-latency-ns (the "
+                                   "floor's lookup loops are plain loads, charged no "
+                                   "emulated read latency)");
+  }
   if (config->records == 0) return Status::InvalidArgument("--records must be at least 1");
   if (config->records > (1ull << 40) || config->measured_ops() > (1ull << 40)) {
     return Status::InvalidArgument("--records / --ops: at most 2^40");

@@ -46,7 +46,13 @@ struct BenchConfig {
   uint64_t pool_size = 0;             // 0: computed from records, sizes and headroom
   PersistMode persist = PersistMode::kAdr;
   FlushInstruction flush = FlushInstruction::kAuto;
+  // Emulated latency and the media model: Options' fields of the same names
+  // (include/pmhash/options.h), validated by pm::PersistConfig::Validate.
   uint32_t write_latency_ns = 0;
+  uint32_t read_latency_ns = 0;
+  bool media_model = true;
+  MediaOptions media;
+  bool eadr_write_back_instruction = true;
   uint64_t seed = 42;
   bool recovery = true;               // reopen after an unclean close (file pools)
   bool clean_reopen = false;          // also time a reopen after a clean Close
@@ -101,6 +107,12 @@ struct GlobalOptions {
 // unknown flags. Values already in *config are the defaults (scenarios layer flags).
 Status ParseBenchArgs(const std::vector<std::string>& args, BenchConfig* config,
                       GlobalOptions* global);
+
+// An error of the persistence settings' one check (pm::PersistConfig::Validate, whose
+// messages name Options fields) as a flag's error: "write_latency_ns must be ..." becomes
+// "--write-latency-ns must be ..." (the media fields become --media-dimms,
+// --media-interleave, --media-buffer, --eadr-cache).
+Status FlagError(const Status& persist_config_error);
 
 // Splits "a,b,c" (empty parts dropped).
 std::vector<std::string> SplitList(const std::string& text, char sep = ',');

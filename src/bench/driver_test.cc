@@ -34,6 +34,8 @@ struct EngineMode {
   bool background = false;       // each insert leaves 1 persist for WaitForBackgroundWork
   bool redundant_delete = false; // Delete persists its line twice (1 redundant flush+fence)
   bool filter = false;           // counts filter_negatives / filter_false_positives (1 in 8)
+  bool identity_slots = false;   // a key's home slot is its first 8 bytes (sequential keys
+                                 // fill sequential slots), not its hash
 };
 
 // Linear probing over 64-byte PM slots, one mutex, no resizing: an insert into a full
@@ -204,7 +206,9 @@ class TestEngine : public engines::Engine {
   Slot* table() const { return pool().At<Slot>(root<Root>()->table); }
   // Slot of key or ~0; *free_slot: the first reusable slot on the probe path.
   uint64_t Find(std::string_view key, uint64_t* free_slot) const {
-    const uint64_t h = HashKey(key) % slots_;
+    uint64_t first = 0;
+    std::memcpy(&first, key.data(), std::min<size_t>(8, key.size()));
+    const uint64_t h = (mode_.identity_slots ? first : HashKey(key)) % slots_;
     for (uint64_t n = 0; n < slots_; ++n) {
       const uint64_t i = (h + n) % slots_;
       const Slot& s = table()[i];
@@ -358,6 +362,27 @@ TEST(BenchArgs, RejectsBadFlagsWithOneLineNamingTheFlag) {
       {{"--max-spread", "nan"}, "--max-spread"},
       {{"--floor-prefetch", "0"}, "--floor-prefetch"},
       {{"--floor", "--redundancy"}, "--floor"},
+      // Persistence settings: the ranges of pm::PersistConfig::Validate, named by flag.
+      {{"--write-latency-ns", "100001"}, "--write-latency-ns must be at most 100000"},
+      {{"--write-latency-ns", "5000000000"}, "--write-latency-ns '5000000000'"},
+      {{"--write-latency-ns", "-3"}, "--write-latency-ns"},
+      {{"--read-latency-ns", "100001"}, "--read-latency-ns must be at most 100000"},
+      {{"--read-latency-ns", "fast"}, "--read-latency-ns 'fast'"},
+      {{"--persist", "none", "--write-latency-ns", "300"}, "--write-latency-ns: persist mode none"},
+      {{"--persist", "none", "--read-latency-ns", "300"}, "--read-latency-ns: persist mode none"},
+      {{"--media-model", "off", "--write-latency-ns", "300"}, "needs the media model"},
+      {{"--media-model", "maybe"}, "--media-model 'maybe'"},
+      {{"--media-dimms", "0"}, "--media-dimms must be between 1 and 64"},
+      {{"--media-dimms", "65"}, "--media-dimms"},
+      {{"--media-interleave", "3000"}, "--media-interleave must be a power of two"},
+      {{"--media-interleave", "8G"}, "--media-interleave '8G'"},
+      {{"--media-buffer", "300"}, "--media-buffer must be a multiple of 256"},
+      {{"--media-buffer", "2M"}, "--media-buffer"},
+      {{"--eadr-cache", "1000"}, "--eadr-cache must be 0 or a multiple of 1 KiB"},
+      {{"--eadr-cache", "1G"}, "--eadr-cache"},
+      {{"--eadr-cache", "lots"}, "--eadr-cache 'lots'"},
+      {{"--eadr-write-back", "sometimes"}, "--eadr-write-back 'sometimes'"},
+      {{"--floor", "--read-latency-ns", "100"}, "--floor cannot be combined with --read-latency-ns"},
       {{"--records", "10", "--ops", "20", "--phases", "load,delete"}, "delete"},
       {{"--scenario", "no-such-scenario", "--scenario-dir", "/nonexistent"}, "no-such-scenario"},
   };
@@ -433,6 +458,7 @@ TEST(BenchJson, EveryContractFieldPresentNullWhereUnknown) {
     EXPECT_TRUE(r.Find("recovery_ms")->is_null());
     // The test engine does not report PM reads.
     EXPECT_TRUE(r.Find("pm_lines_read_per_op")->is_null());
+    EXPECT_TRUE(r.Find("media_reads_per_op")->is_null());
     EXPECT_EQ(r.Find("errors")->number(), 0) << r.Dump(-1);
   }
   // No bytes stored by lookups: write amplification is undefined, so null.
@@ -833,9 +859,27 @@ TEST(BenchDriver, BackgroundWorkIsChargedToItsPhase) {
   EXPECT_DOUBLE_EQ(Result(doc, "bench-test", "search")->Find("flushes_per_op")->number(), 0.0);
 }
 
-// The media-line model runs on flushes (adr only): other modes report null, not 0.
+// The media model runs in adr (fed by flushes) and eadr (fed by stores): both report
+// media figures; none, and --media-model off, report null, not 0.
 TEST(BenchDriver, MediaFiguresAreNullWithoutTheModel) {
-  for (const char* mode : {"eadr", "none"}) {
+  for (const std::vector<std::string>& extra :
+       {std::vector<std::string>{"--persist", "none"},
+        std::vector<std::string>{"--persist", "adr", "--media-model", "off"},
+        std::vector<std::string>{"--persist", "eadr", "--media-model", "off"}}) {
+    Captured cap;
+    int code = -1;
+    std::vector<std::string> args = {"--engine", "bench-test", "--records", "500", "--phases",
+                                     "load", "--pool", "dram", "--pool-size", "8M"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    Json doc = RunJson(args, &cap, &code);
+    ASSERT_EQ(code, 0) << cap.err;
+    const Json* load = Result(doc, "bench-test", "load");
+    for (const char* f : {"media_writes_per_op", "media_write_amp", "media_write_amp_stored",
+                          "pm_lines_written_per_op", "media_rmw_reads_per_op"}) {
+      EXPECT_TRUE(load->Find(f)->is_null()) << f << " " << extra[1];
+    }
+  }
+  for (const char* mode : {"adr", "eadr"}) {
     Captured cap;
     int code = -1;
     Json doc = RunJson({"--engine", "bench-test", "--records", "500", "--phases", "load",
@@ -843,16 +887,63 @@ TEST(BenchDriver, MediaFiguresAreNullWithoutTheModel) {
                        &cap, &code);
     ASSERT_EQ(code, 0) << cap.err;
     const Json* load = Result(doc, "bench-test", "load");
-    EXPECT_TRUE(load->Find("media_writes_per_op")->is_null()) << mode;
-    EXPECT_TRUE(load->Find("media_write_amp")->is_null()) << mode;
+    // 500 inserts of 8 + 8 user bytes, each writing its own 64-byte slot.
+    EXPECT_GT(load->Find("media_writes_per_op")->number(), 0) << mode;
+    EXPECT_GT(load->Find("pm_lines_written_per_op")->number(), 0) << mode;
+    EXPECT_DOUBLE_EQ(load->Find("user_bytes_per_op")->number(), 16) << mode;
+    EXPECT_DOUBLE_EQ(load->Find("media_write_amp")->number(),
+                     load->Find("media_writes_per_op")->number() * 256 / 16)
+        << mode;
+    EXPECT_TRUE(load->Find("media_write_amp_stored")->is_number()) << mode;
   }
+}
+
+// The media model is one per pool, shared by its threads: the same sequential writes
+// (sequential keys into sequential 64-byte slots, four to a media line, each insert
+// persisting its slot twice) cost the same media writes whether one thread or two make
+// them, in adr (flushes) and in eadr (stores, through the cache model, drained at the
+// phase end). Tolerance 2%: where the two threads' ranges meet, or as their stores
+// interleave in the cache, a media line's lines may split across two buffer entries.
+TEST(BenchDriver, SequentialWritesCostTheSameMediaWritesOverOneOrTwoThreads) {
+  // adr; eadr writing through (no cache model: stores reach the device in store order);
+  // eadr with the cache model (the lines leave at the drain, in its set order).
+  const std::vector<std::vector<std::string>> modes = {
+      {"--persist", "adr"}, {"--persist", "eadr", "--eadr-cache", "0"}, {"--persist", "eadr"}};
+  for (const std::vector<std::string>& mode : modes) {
+    const std::string what = mode.size() > 2 ? "eadr, no cache model" : mode[1];
+    Captured cap;
+    int code = -1;
+    std::vector<std::string> args = {"--engine", "bench-test", "--records", "8192", "--phases",
+                                     "load", "--dist", "sequential", "--threads", "1,2",
+                                     "--pool", "dram", "--pool-size", "8M"};
+    args.insert(args.end(), mode.begin(), mode.end());
+    Json doc = RunJson(args, &cap, &code, EngineMode{.identity_slots = true});
+    ASSERT_EQ(code, 0) << cap.err;
+    const double one = Result(doc, "bench-test", "load", 1)->Find("media_writes_per_op")->number();
+    const double two = Result(doc, "bench-test", "load", 2)->Find("media_writes_per_op")->number();
+    if (mode.size() > 2 || mode[1] == "adr") {
+      EXPECT_NEAR(one, 0.25, 0.01) << what << ": one media write per four slots";
+    }
+    EXPECT_GT(one, 0) << what;
+    EXPECT_NEAR(two / one, 1.0, 0.02) << what << ": " << one << " vs " << two;
+  }
+}
+
+// A figure an engine does not report is "n/a" in the tables, never 0 or "-".
+TEST(BenchDriver, UnreportedFiguresAreNaInTables) {
   Captured cap;
   int code = -1;
-  Json doc = RunJson({"--engine", "bench-test", "--records", "500", "--phases", "load",
-                      "--pool", "dram", "--pool-size", "8M", "--persist", "adr"},
-                     &cap, &code);
+  RunJson({"--engine", "bench-test", "--records", "200", "--phases", "load", "--pool", "dram",
+           "--pool-size", "8M", "--persist", "none"},
+          &cap, &code);
   ASSERT_EQ(code, 0) << cap.err;
-  EXPECT_TRUE(Result(doc, "bench-test", "load")->Find("media_writes_per_op")->is_number());
+  for (const char* row : {"PM lines read/op", "media reads/op", "media writes/op",
+                          "media write amp", "PM lines written/op"}) {
+    const size_t at = cap.out.find(row);
+    ASSERT_NE(at, std::string::npos) << row << "\n" << cap.out;
+    const std::string line = cap.out.substr(at, cap.out.find('\n', at) - at);
+    EXPECT_NE(line.find("n/a"), std::string::npos) << line;
+  }
 }
 
 // --redundancy: the crash simulator counts a flush of a line with nothing pending and a

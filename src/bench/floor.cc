@@ -3,6 +3,7 @@
 #include <chrono>
 #include <memory>
 
+#include "bench/index_setup.h"
 #include "bench/keygen.h"
 #include "bench/phase_stats.h"
 #include "bench/pool_files.h"
@@ -142,11 +143,8 @@ Status MeasureFloor(const BenchConfig& config, const BenchEnv& env, int threads,
   r.create_ms = MsSince(t0);
   r.mapping = pm::MappingName(pool->mapping());
   r.pool_kind = PoolKind(config, r.mapping);
-  pm::PersistConfig pc;
-  pc.mode = config.persist;
-  pc.flush = config.flush;
-  pc.write_latency_ns = config.write_latency_ns;
-  pc.count = true;
+  // The engines' persistence settings (latency, media model).
+  pm::PersistConfig pc = engines::PersistConfigOf(BaseOptions(config, "floor"));
   std::unique_ptr<pm::Persister> persister;
   PMHASH_RETURN_IF_ERROR(pm::Persister::Make(pc, &persister));
 

@@ -5,7 +5,10 @@
 
 namespace pmhash::bench {
 
-void Quiesce(engines::Engine* index) { index->WaitForBackgroundWork(); }
+void Quiesce(engines::Engine* index) {
+  index->WaitForBackgroundWork();
+  index->persister().DrainMedia();
+}
 
 Options BaseOptions(const BenchConfig& config, const std::string& engine) {
   Options o;
@@ -13,6 +16,10 @@ Options BaseOptions(const BenchConfig& config, const std::string& engine) {
   o.persist = config.persist;
   o.flush = config.flush;
   o.write_latency_ns = config.write_latency_ns;
+  o.read_latency_ns = config.read_latency_ns;
+  o.media_model = config.media_model;
+  o.media = config.media;
+  o.eadr_write_back_instruction = config.eadr_write_back_instruction;
   o.initial_capacity = config.records;
   o.count_stats = true;
   o.create_if_missing = true;

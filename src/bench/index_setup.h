@@ -12,8 +12,13 @@
 
 namespace pmhash::bench {
 
-// Background work an operation started (wophi's PAB refill, smartht's filter rebuild)
-// finishes before the phase's counters are read, outside the timed part.
+// A quiet point around each phase, outside the timed part, before the counters are
+// read: the background work an operation started (wophi's PAB refill, smartht's filter
+// rebuild) finishes, then the media model is drained (Persister::DrainMedia): in eadr
+// the cache model's dirty lines go to the device, and the device buffers empty, counting
+// their read-modify-writes. So each phase starts with an empty cache and buffers and is
+// charged every media write its stores cause, including those a real cache would still
+// hold when the phase ends (the counting rule of bench/README.md).
 void Quiesce(engines::Engine* index);
 
 // The Options every index of the run gets for `engine`: persistence from the config,

@@ -63,7 +63,9 @@ struct PersistMicroResult {
   std::vector<PersistMicroRow> rows;
 };
 
-// Runs the measurement. InvalidArgument for a config out of range.
+// InvalidArgument for a config out of range (the latency: PersistConfig::Validate).
+Status ValidatePersistMicro(const PersistMicroConfig& config);
+// Runs the measurement (validating the config first).
 Status MeasurePersistMicro(const PersistMicroConfig& config, PersistMicroResult* result);
 
 struct XplineMicroConfig {
@@ -92,7 +94,7 @@ struct XplineMicroResult {
 };
 
 // InvalidArgument for a config out of range (no buckets, a size that is not a multiple of
-// 16 between 16 and 4096, a latency over 100000 ns, a region over 16 GiB).
+// 16 between 16 and 4096, a latency PersistConfig::Validate refuses, a region over 16 GiB).
 Status ValidateXplineMicro(const XplineMicroConfig& config);
 // Runs the scenario (validating the config first).
 Status MeasureXplineMicro(const XplineMicroConfig& config, XplineMicroResult* result);

@@ -4,6 +4,20 @@
 
 namespace pmhash::bench {
 
+std::optional<double> PhaseResult::MediaWriteAmp() const {
+  if (!media_known || delta.user_bytes == 0) return std::nullopt;
+  return static_cast<double>(delta.media_writes) * 256 / static_cast<double>(delta.user_bytes);
+}
+
+std::optional<double> PhaseResult::MediaWriteAmpStored() const {
+  if (!media_known || delta.bytes_stored == 0) return std::nullopt;
+  return static_cast<double>(delta.media_writes) * 256 / static_cast<double>(delta.bytes_stored);
+}
+
+namespace {
+Json Optional(const std::optional<double>& v) { return v ? Json(*v) : Json(); }
+}  // namespace
+
 Json PhaseResult::ToJson() const {
   const double n = ops > 0 ? static_cast<double>(ops) : 1;
   Json j = Json::Object();
@@ -33,15 +47,26 @@ Json PhaseResult::ToJson() const {
   j.Set("fences_per_op", NumberOrNull(any, delta.fences / n));
   j.Set("pm_bytes_written_per_op", NumberOrNull(any, delta.bytes_stored / n));
   j.Set("media_writes_per_op", NumberOrNull(any && media_known, delta.media_writes / n));
-  j.Set("media_write_amp",
-        NumberOrNull(media_known && delta.bytes_stored > 0,
-                     static_cast<double>(delta.media_writes) * 256 / delta.bytes_stored));
+  j.Set("media_write_amp", Optional(MediaWriteAmp()));
   j.Set("pm_lines_read_per_op", NumberOrNull(any && lines_read_known, delta.lines_read / n));
   j.Set("load_factor", NumberOrNull(load_factor_known, load_factor));
   j.Set("pm_bytes", pm_bytes);
   j.Set("dram_bytes", dram_bytes);
   j.Set("recovery_ms", recovery_ms ? Json(*recovery_ms) : Json());
-  // Beyond the contract: what a reader needs to trust the figures.
+  // Beyond the contract: the media model's figures per operation (bench/README.md,
+  // "Counting rules"), then what a reader needs to trust the figures.
+  j.Set("media_reads_per_op", NumberOrNull(any && lines_read_known, delta.media_reads / n));
+  j.Set("pm_lines_written_per_op", NumberOrNull(any && media_known, delta.lines_written / n));
+  j.Set("media_rmw_reads_per_op", NumberOrNull(any && media_known, delta.media_rmw_reads / n));
+  j.Set("write_backs_per_op", NumberOrNull(any, delta.write_backs / n));
+  j.Set("user_bytes_per_op", NumberOrNull(any, delta.user_bytes / n));
+  j.Set("media_write_amp_stored", Optional(MediaWriteAmpStored()));
+  j.Set("emulated_write_waits_per_op",
+        NumberOrNull(any && write_latency_ns > 0, delta.emulated_write_waits / n));
+  j.Set("emulated_read_waits_per_op",
+        NumberOrNull(any && read_latency_ns > 0, delta.emulated_read_waits / n));
+  j.Set("emulated_reads_hidden_per_op",
+        NumberOrNull(any && read_latency_ns > 0, delta.emulated_reads_hidden / n));
   j.Set("count", count);
   j.Set("key_slots", key_slots);
   j.Set("redundant_flushes_per_op",

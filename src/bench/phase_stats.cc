@@ -11,6 +11,15 @@ PersistCounters Minus(const PersistCounters& a, const PersistCounters& b) {
   d.lines_read = a.lines_read - b.lines_read;
   d.redundant_flushes = a.redundant_flushes - b.redundant_flushes;
   d.redundant_fences = a.redundant_fences - b.redundant_fences;
+  d.write_backs = a.write_backs - b.write_backs;
+  d.lines_written = a.lines_written - b.lines_written;
+  d.media_reads = a.media_reads - b.media_reads;
+  d.media_rmw_reads = a.media_rmw_reads - b.media_rmw_reads;
+  d.user_bytes = a.user_bytes - b.user_bytes;
+  d.ops = a.ops - b.ops;
+  d.emulated_write_waits = a.emulated_write_waits - b.emulated_write_waits;
+  d.emulated_read_waits = a.emulated_read_waits - b.emulated_read_waits;
+  d.emulated_reads_hidden = a.emulated_reads_hidden - b.emulated_reads_hidden;
   return d;
 }
 
@@ -45,9 +54,14 @@ void FillFromMeasured(const Measured& m, PhaseResult* r) {
 void FillFromStats(const BenchConfig& config, const IndexStats& before, const IndexStats& after,
                    PhaseResult* r) {
   r->delta = Minus(after.persist, before.persist);
-  r->media_known = config.persist == PersistMode::kAdr;
+  // The media model runs in adr (fed by flushes) and eadr (by stores, through the cache
+  // model); none has no media. Reads: an engine that reports them has noted some since
+  // it opened (every registered engine does; a test engine may not).
+  r->media_known = config.persist != PersistMode::kNone && config.media_model;
   r->redundancy_known = config.redundancy;
   r->lines_read_known = after.persist.lines_read > 0;
+  r->write_latency_ns = config.write_latency_ns;
+  r->read_latency_ns = config.read_latency_ns;
   r->count = after.count;
   r->key_slots = after.key_slots;
   r->load_factor_known = after.key_slots > 0;

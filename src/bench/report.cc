@@ -137,9 +137,32 @@ std::string HeaderText(const Json& machine, const BenchConfig& config) {
     persist += std::string(" with ") + ResolvedFlush(config.flush);
   }
   if (config.write_latency_ns > 0) {
-    persist += ", +" + std::to_string(config.write_latency_ns) + " ns per flushed line";
+    persist += ", +" + std::to_string(config.write_latency_ns) + " ns per media write";
   }
+  if (config.read_latency_ns > 0) {
+    persist += ", +" + std::to_string(config.read_latency_ns) + " ns per media read";
+  }
+  if (config.write_latency_ns > 0 || config.read_latency_ns > 0) persist += " (emulated)";
   s += "  Persist:    " + persist + "\n";
+  if (config.persist == PersistMode::kNone) {
+    s += "  Media:      none (volatile baseline: media figures n/a)\n";
+  } else if (!config.media_model) {
+    s += "  Media:      model off (--media-model off: media figures n/a)\n";
+  } else {
+    const MediaOptions& m = config.media;
+    std::string media = std::to_string(m.dimms) + " DIMMs, " +
+                        std::to_string(m.interleave_bytes >> 10) + " KiB interleave, " +
+                        std::to_string(m.buffer_bytes >> 10) + " KiB buffer each";
+    if (config.persist == PersistMode::kEadr) {
+      media += m.cache_bytes == 0
+                   ? ", no cache model (stores write through)"
+                   : ", " + (m.cache_bytes % (1 << 20) == 0
+                                 ? std::to_string(m.cache_bytes >> 20) + " MiB"
+                                 : std::to_string(m.cache_bytes >> 10) + " KiB") +
+                         " persistent cache";
+    }
+    s += "  Media:      " + media + "; drained at each phase end\n";
+  }
   s += "  Pool:       " + (config.pool.empty() ? std::string("fresh file under /dev/shm")
                                                : config.pool) + "\n";
   if (config.repeat > 1) {

@@ -77,9 +77,10 @@ struct PhaseResult {
   double p50 = 0, p90 = 0, p99 = 0, p999 = 0, p9999 = 0, mean = 0, max = 0;
   std::vector<std::pair<double, double>> cdf;  // (quantile, ns), Latencies::Cdf
   PersistCounters delta;   // over the phase
-  bool media_known = true;        // the media-line model ran (adr: it is fed by flushes)
+  bool media_known = true;        // the media model ran (adr or eadr, --media-model on)
   bool redundancy_known = false;  // measured under the crash simulator (--redundancy)
   bool lines_read_known = false;  // the engine reports PM reads (lines_read ever > 0)
+  uint32_t write_latency_ns = 0, read_latency_ns = 0;  // emulated (the waits' figures)
   bool load_factor_known = false;
   double load_factor = 0;
   uint64_t count = 0, key_slots = 0, pm_bytes = 0, dram_bytes = 0;
@@ -98,7 +99,12 @@ struct PhaseResult {
   std::string note;
 
   double mops() const { return seconds > 0 ? ops / seconds / 1e6 : 0; }
-  // Persistence figures per operation; media_write_amp is null without bytes stored.
+  // Media write amplification: media bytes written / the key + value bytes the phase's
+  // operations wrote (user bytes); and / the bytes stored to PM (log, metadata and all).
+  // Unknown (nullopt) without the media model or without such bytes.
+  std::optional<double> MediaWriteAmp() const;
+  std::optional<double> MediaWriteAmpStored() const;
+  // Persistence figures per operation; a figure not measured is null.
   Json ToJson() const;
 };
 

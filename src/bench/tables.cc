@@ -53,6 +53,7 @@ struct Metric {
   const char* format;
   bool ratio = true;      // show the ratio to the first engine
   bool optional = false;  // hide the row when no engine has a value
+  bool hide_zero = false;  // hide it too when every value is 0 (a figure few engines use)
 };
 
 constexpr const char* kThroughput = "Mops/s";
@@ -79,13 +80,19 @@ std::vector<Metric> Metrics() {
       {"flushes/op", [](R r) { return PerOp(r, r.delta.flushes); }, "%.2f"},
       {"fences/op", [](R r) { return PerOp(r, r.delta.fences); }, "%.2f"},
       {"PM bytes/op", [](R r) { return PerOp(r, r.delta.bytes_stored); }, "%.1f"},
+      {"PM lines written/op",
+       [](R r) { return PerOp(r, r.delta.lines_written, r.media_known); }, "%.2f"},
       {"media writes/op", [](R r) { return PerOp(r, r.delta.media_writes, r.media_known); },
        "%.2f"},
-      {"media write amp", [](R r) {
-         return r.media_known && r.delta.bytes_stored
-                    ? std::optional<double>(r.delta.media_writes * 256.0 / r.delta.bytes_stored)
-                    : std::nullopt; }, "%.2f"},
+      {"media write amp", [](R r) { return r.MediaWriteAmp(); }, "%.2f"},
+      {"media B/stored B", [](R r) { return r.MediaWriteAmpStored(); }, "%.2f"},
+      {"media RMW reads/op",
+       [](R r) { return PerOp(r, r.delta.media_rmw_reads, r.media_known); }, "%.3f"},
+      {"write-backs/op", [](R r) { return PerOp(r, r.delta.write_backs); }, "%.2f", true,
+       true, true},
       {"PM lines read/op", [](R r) { return PerOp(r, r.delta.lines_read, r.lines_read_known); },
+       "%.2f"},
+      {"media reads/op", [](R r) { return PerOp(r, r.delta.media_reads, r.lines_read_known); },
        "%.2f"},
       {"redundant flushes/op",
        [](R r) { return PerOp(r, r.delta.redundant_flushes, r.redundancy_known); }, "%.3f",
@@ -166,14 +173,17 @@ std::string PhaseTables(const RunSummary& run, const std::vector<std::string>& e
     for (const RowSummary* c : cols) cells[0].push_back(c->median.engine);
     for (const Metric& metric : metrics) {
       bool any = false;
-      for (const RowSummary* c : cols) any = any || metric.value(c->median).has_value();
+      for (const RowSummary* c : cols) {
+        const std::optional<double> v = metric.value(c->median);
+        any = any || (v.has_value() && (!metric.hide_zero || *v != 0));
+      }
       if (metric.optional && !any) continue;
       std::vector<std::string> row{metric.name};
       const std::optional<double> base = metric.value(first);
       const bool ranged = std::string_view(metric.name) == kThroughput && rounds > 1;
       for (size_t i = 0; i < cols.size(); ++i) {
         const std::optional<double> v = metric.value(cols[i]->median);
-        std::string cell = v ? Format(metric.format, *v) : "-";
+        std::string cell = v ? Format(metric.format, *v) : "n/a";  // not measured
         if (ranged) {
           cell = Ranged(metric.format, cols[i]->mops) + (cols[i]->unstable ? " !" : "");
         } else if (metric.ratio && i > 0 && v && base && *base != 0) {
