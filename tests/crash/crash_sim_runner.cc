@@ -141,6 +141,7 @@ class Run {
     if (crash_creation) sim.CrashNow();  // created: an empty index from here on
     creating_ = false;
     if (config_.crash_points && !crash_creation) sim.SetHook(hook, config_.store_rate, config_.seed);
+    if (config_.crash_points) sim.CrashAtOpEnds(config_.crash_at_op_ends);
     for (op_index_ = 0; op_index_ < script_.ops.size() && result_.failure.empty(); ++op_index_) {
       const Op& op = script_.ops[op_index_];
       StartOp(op);
@@ -225,8 +226,10 @@ class Run {
     if (!result_.failure.empty()) return;
     const char* where = event == pm::CrashSim::Event::kFence   ? "at a fence"
                         : event == pm::CrashSim::Event::kStore ? "after a store"
+                        : event == pm::CrashSim::Event::kOpEnd ? "at an operation's end"
                         : creating_                            ? "after creation returned"
                                                                : "after the op returned";
+    if (event == pm::CrashSim::Event::kOpEnd) ++result_.op_end_points;
     if (event == pm::CrashSim::Event::kManual) {
       CheckBypass(sim, where);
       if (!result_.failure.empty()) return;

@@ -29,6 +29,8 @@ struct RunConfig {
   double reopen_rate = 0.125;        // images then closed cleanly, reopened and checked
   bool crash_points = true;          // false: just run the script (engine counters)
   bool crash_creation = false;       // crash points while the index is created, too
+  bool crash_at_op_ends = false;     // crash points at every operation's end too
+                                     // (CrashSim::CrashAtOpEnds; eadr also folds there)
   uint64_t pool_size = 0;            // 0: the engine's TestProfile::crash_pool_size
 };
 
@@ -37,6 +39,7 @@ struct RunResult {
   uint64_t crashed_recoveries = 0;      // recoveries that were crashed themselves
   uint64_t recovery_crash_points = 0;   // crash points inside those recoveries
   uint64_t durable_inflight = 0;        // ops seen in durable state before they returned
+  uint64_t op_end_points = 0;           // crash points at operation ends (crash_at_op_ends)
   std::map<std::string, uint64_t> engine_counters;  // IndexStats after the script
   std::string failure;   // "" if every check passed; else what, where, seed
 };

@@ -1,6 +1,7 @@
 // The crash suite over every crash-consistent engine (docs/testing.md).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -119,6 +120,32 @@ TEST_P(CrashSuite, ScriptsSurviveCrashesInEadrMode) {
     RunResult r = RunScript(spec, script, config);
     EXPECT_EQ(r.failure, "");
   }
+}
+
+// eadr with crash points at every operation's end as well (CrashSim::CrashAtOpEnds):
+// where an engine that never fences is crashed into, and where the log folds. For every
+// engine whose registry lists eadr.
+TEST_P(CrashSuite, ScriptsSurviveCrashesAtOperationEndsInEadrMode) {
+  const EngineSpec spec = Spec();
+  if (spec.info != nullptr) {
+    const std::vector<PersistMode>& modes = spec.info->capabilities.persist_modes;
+    if (std::find(modes.begin(), modes.end(), PersistMode::kEadr) == modes.end()) {
+      GTEST_SKIP() << spec.name << " does not support eadr";
+    }
+  }
+  RunConfig config;
+  config.mode = PersistMode::kEadr;
+  config.crash_at_op_ends = true;
+  config.store_rate = 0.01;
+  config.random_images = 1;
+  config.seed = 17;
+  uint64_t op_ends = 0;
+  for (const Script& script : StandardScripts(/*seed=*/45, 0.2 * SoakFactor())) {
+    RunResult r = RunScript(spec, script, config);
+    EXPECT_EQ(r.failure, "");
+    op_ends += r.op_end_points;
+  }
+  EXPECT_GT(op_ends, 0u) << "no crash point at an operation's end";
 }
 
 // Crashing recovery itself, on every image (not just 2%): at its fences, after half of
