@@ -122,6 +122,7 @@ Json BenchConfig::ToJson() const {
   j.Set("read_latency_ns", static_cast<uint64_t>(read_latency_ns));
   j.Set("latency", write_latency_ns > 0 || read_latency_ns > 0 ? Json("emulated") : Json());
   j.Set("media_model", media_model);
+  j.Set("counters", count_stats);
   Json m = Json::Object();
   m.Set("dimms", static_cast<uint64_t>(media.dimms));
   m.Set("interleave_bytes", static_cast<uint64_t>(media.interleave_bytes));
@@ -213,7 +214,7 @@ Status ParseBenchArgs(const std::vector<std::string>& args, BenchConfig* config,
   std::vector<std::string> opts;
   std::string recovery, seed, key_size, write_latency, sampling, batch;
   std::string read_latency, media_model, media_dimms, media_interleave, media_buffer;
-  std::string eadr_cache, eadr_write_back;
+  std::string eadr_cache, eadr_write_back, counters;
   bool redundancy = config->redundancy;
   bool pin = config->pin;
   bool floor = config->floor;
@@ -267,6 +268,11 @@ Status ParseBenchArgs(const std::vector<std::string>& args, BenchConfig* config,
                       "reads (once per operation; less the time since the engine prefetched "
                       "it), in adr and eadr, 0..100000 (default 0)")
            ->type_name("UINT"));
+  last(app.add_option("--counters", counters,
+                      "on | off: count flushes, fences, stores, reads and media traffic per "
+                      "operation; off: every persistence figure is n/a and the engines' hot "
+                      "paths count nothing, for throughput without the counters' cost "
+                      "(default on)"));
   last(app.add_option("--media-model", media_model,
                       "on | off: run the media model (media writes, reads of read-modify-"
                       "writes, PM lines written; off: those figures are n/a and no write "
@@ -432,6 +438,7 @@ Status ParseBenchArgs(const std::vector<std::string>& args, BenchConfig* config,
   PMHASH_RETURN_IF_ERROR(bytes("--media-buffer", media_buffer, &config->media.buffer_bytes));
   PMHASH_RETURN_IF_ERROR(bytes("--eadr-cache", eadr_cache, &config->media.cache_bytes));
   PMHASH_RETURN_IF_ERROR(on_off("--media-model", media_model, &config->media_model));
+  PMHASH_RETURN_IF_ERROR(on_off("--counters", counters, &config->count_stats));
   PMHASH_RETURN_IF_ERROR(
       on_off("--eadr-write-back", eadr_write_back, &config->eadr_write_back_instruction));
   if (!sampling.empty()) {
@@ -549,6 +556,10 @@ Status ParseBenchArgs(const std::vector<std::string>& args, BenchConfig* config,
 
   // Cross-flag checks.
   PMHASH_RETURN_IF_ERROR(ValidatePersistFlags(*config));
+  if (config->redundancy && !config->count_stats) {
+    return Status::InvalidArgument("--redundancy reports through the counters: it cannot be "
+                                   "combined with --counters off");
+  }
   if (config->floor && config->read_latency_ns > 0) {
     return Status::InvalidArgument("--floor cannot be combined with --read-latency-ns (the "
                                    "floor's lookup loops are plain loads, charged no "

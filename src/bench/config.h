@@ -52,6 +52,9 @@ struct BenchConfig {
   uint32_t read_latency_ns = 0;
   bool media_model = true;
   MediaOptions media;
+  // Options::count_stats: off, no persistence figure is measured (all null / n/a) and the
+  // engines' hot paths count nothing (throughput without the counters' cost).
+  bool count_stats = true;
   bool eadr_write_back_instruction = true;
   uint64_t seed = 42;
   bool recovery = true;               // reopen after an unclean close (file pools)

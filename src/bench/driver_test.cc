@@ -382,6 +382,8 @@ TEST(BenchArgs, RejectsBadFlagsWithOneLineNamingTheFlag) {
       {{"--eadr-cache", "1G"}, "--eadr-cache"},
       {{"--eadr-cache", "lots"}, "--eadr-cache 'lots'"},
       {{"--eadr-write-back", "sometimes"}, "--eadr-write-back 'sometimes'"},
+      {{"--counters", "maybe"}, "--counters 'maybe'"},
+      {{"--counters", "off", "--redundancy"}, "--counters off"},
       {{"--floor", "--read-latency-ns", "100"}, "--floor cannot be combined with --read-latency-ns"},
       {{"--records", "10", "--ops", "20", "--phases", "load,delete"}, "delete"},
       {{"--scenario", "no-such-scenario", "--scenario-dir", "/nonexistent"}, "no-such-scenario"},
@@ -864,6 +866,7 @@ TEST(BenchDriver, BackgroundWorkIsChargedToItsPhase) {
 TEST(BenchDriver, MediaFiguresAreNullWithoutTheModel) {
   for (const std::vector<std::string>& extra :
        {std::vector<std::string>{"--persist", "none"},
+        std::vector<std::string>{"--persist", "adr", "--counters", "off"},
         std::vector<std::string>{"--persist", "adr", "--media-model", "off"},
         std::vector<std::string>{"--persist", "eadr", "--media-model", "off"}}) {
     Captured cap;
@@ -877,6 +880,13 @@ TEST(BenchDriver, MediaFiguresAreNullWithoutTheModel) {
     for (const char* f : {"media_writes_per_op", "media_write_amp", "media_write_amp_stored",
                           "pm_lines_written_per_op", "media_rmw_reads_per_op"}) {
       EXPECT_TRUE(load->Find(f)->is_null()) << f << " " << extra[1];
+    }
+    const bool counted = extra.size() < 3 || extra[2] != "--counters";
+    for (const char* f : {"flushes_per_op", "fences_per_op", "pm_bytes_written_per_op",
+                          "user_bytes_per_op", "write_backs_per_op", "pm_lines_read_per_op"}) {
+      if (!counted) {
+        EXPECT_TRUE(load->Find(f)->is_null()) << f << ": --counters off";
+      }
     }
   }
   for (const char* mode : {"adr", "eadr"}) {

@@ -21,7 +21,7 @@ Options BaseOptions(const BenchConfig& config, const std::string& engine) {
   o.media = config.media;
   o.eadr_write_back_instruction = config.eadr_write_back_instruction;
   o.initial_capacity = config.records;
-  o.count_stats = true;
+  o.count_stats = config.count_stats;
   o.create_if_missing = true;
   o.error_if_exists = true;
   // "engine:name=value" applies to that engine only; "name=value" to every engine.

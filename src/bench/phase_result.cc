@@ -43,9 +43,10 @@ Json PhaseResult::ToJson() const {
   lat.Set("sample_every", uint64_t{sample_every});
   j.Set("latency_ns", lat);
   const bool any = ops > 0;
-  j.Set("flushes_per_op", NumberOrNull(any, delta.flushes / n));
-  j.Set("fences_per_op", NumberOrNull(any, delta.fences / n));
-  j.Set("pm_bytes_written_per_op", NumberOrNull(any, delta.bytes_stored / n));
+  const bool counted = any && counters_known;
+  j.Set("flushes_per_op", NumberOrNull(counted, delta.flushes / n));
+  j.Set("fences_per_op", NumberOrNull(counted, delta.fences / n));
+  j.Set("pm_bytes_written_per_op", NumberOrNull(counted, delta.bytes_stored / n));
   j.Set("media_writes_per_op", NumberOrNull(any && media_known, delta.media_writes / n));
   j.Set("media_write_amp", Optional(MediaWriteAmp()));
   j.Set("pm_lines_read_per_op", NumberOrNull(any && lines_read_known, delta.lines_read / n));
@@ -58,8 +59,8 @@ Json PhaseResult::ToJson() const {
   j.Set("media_reads_per_op", NumberOrNull(any && lines_read_known, delta.media_reads / n));
   j.Set("pm_lines_written_per_op", NumberOrNull(any && media_known, delta.lines_written / n));
   j.Set("media_rmw_reads_per_op", NumberOrNull(any && media_known, delta.media_rmw_reads / n));
-  j.Set("write_backs_per_op", NumberOrNull(any, delta.write_backs / n));
-  j.Set("user_bytes_per_op", NumberOrNull(any, delta.user_bytes / n));
+  j.Set("write_backs_per_op", NumberOrNull(counted, delta.write_backs / n));
+  j.Set("user_bytes_per_op", NumberOrNull(counted, delta.user_bytes / n));
   j.Set("media_write_amp_stored", Optional(MediaWriteAmpStored()));
   j.Set("emulated_write_waits_per_op",
         NumberOrNull(any && write_latency_ns > 0, delta.emulated_write_waits / n));

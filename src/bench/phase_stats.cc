@@ -57,9 +57,11 @@ void FillFromStats(const BenchConfig& config, const IndexStats& before, const In
   // The media model runs in adr (fed by flushes) and eadr (by stores, through the cache
   // model); none has no media. Reads: an engine that reports them has noted some since
   // it opened (every registered engine does; a test engine may not).
-  r->media_known = config.persist != PersistMode::kNone && config.media_model;
+  r->counters_known = config.count_stats;
+  r->media_known =
+      config.count_stats && config.persist != PersistMode::kNone && config.media_model;
   r->redundancy_known = config.redundancy;
-  r->lines_read_known = after.persist.lines_read > 0;
+  r->lines_read_known = config.count_stats && after.persist.lines_read > 0;
   r->write_latency_ns = config.write_latency_ns;
   r->read_latency_ns = config.read_latency_ns;
   r->count = after.count;

@@ -77,6 +77,7 @@ struct PhaseResult {
   double p50 = 0, p90 = 0, p99 = 0, p999 = 0, p9999 = 0, mean = 0, max = 0;
   std::vector<std::pair<double, double>> cdf;  // (quantile, ns), Latencies::Cdf
   PersistCounters delta;   // over the phase
+  bool counters_known = true;     // counting was on (--counters on)
   bool media_known = true;        // the media model ran (adr or eadr, --media-model on)
   bool redundancy_known = false;  // measured under the crash simulator (--redundancy)
   bool lines_read_known = false;  // the engine reports PM reads (lines_read ever > 0)

@@ -202,26 +202,66 @@ class OpReads {
   // Adds the 64-byte lines `lines` (bit i: line i of the four) of media line `tag`.
   // Returns how many of them are new to this operation; *new_media: whether the media
   // line is.
-  unsigned Add(uint64_t tag, unsigned lines, bool* new_media) {
+  // Adds the 64-byte lines [first_line, last_line] (line numbers, address / 64), which
+  // may span several media lines. Returns how many of them are new to this operation;
+  // *new_media: how many of their media lines are. Remembers the range's last kCapacity
+  // media lines (a long range, such as a resize's scan, is read once anyway).
+  unsigned AddRange(uint64_t first_line, uint64_t last_line, uint32_t* new_media) {
+    const uint64_t lo = first_line / kLines, hi = last_line / kLines;
+    auto cover = [&](uint64_t tag) {  // the range's lines within media line `tag`
+      const unsigned a = tag == lo ? first_line % kLines : 0;
+      const unsigned b = tag == hi ? last_line % kLines : kLines - 1;
+      return ((2u << b) - 1) & ~((1u << a) - 1);
+    };
+    unsigned lines = static_cast<unsigned>(last_line - first_line + 1);
+    uint64_t media = hi - lo + 1;
+    uint64_t seen = 0;  // bit t - lo: media line t was in the set (the first 64 of them)
     for (uint32_t i = 0; i < size_; ++i) {
-      if (tags_[i] == tag) {
-        const unsigned fresh = lines & ~masks_[i];
-        masks_[i] = static_cast<uint8_t>(masks_[i] | fresh);
-        *new_media = false;
-        return static_cast<unsigned>(__builtin_popcount(fresh));
-      }
+      if (tags_[i] < lo || tags_[i] > hi) continue;
+      const unsigned c = cover(tags_[i]);
+      lines -= Bits(masks_[i] & c);
+      masks_[i] = static_cast<uint8_t>(masks_[i] | c);
+      --media;
+      if (tags_[i] - lo < 64) seen |= uint64_t{1} << (tags_[i] - lo);
+    }
+    for (uint64_t t = hi >= lo + kCapacity ? hi - kCapacity + 1 : lo; t <= hi; ++t) {
+      if (t - lo < 64 && (seen >> (t - lo) & 1) != 0) continue;
+      const uint32_t i = size_ < kCapacity ? size_++ : next_++ % kCapacity;
+      tags_[i] = t;
+      masks_[i] = static_cast<uint8_t>(cover(t));
+      last_ = i;
+    }
+    *new_media = static_cast<uint32_t>(media);
+    return lines;
+  }
+  unsigned Add(uint64_t tag, unsigned lines, bool* new_media) {
+    *new_media = false;
+    if (size_ != 0 && tags_[last_] == tag) return Merge(last_, lines);  // the usual case
+    for (uint32_t i = 0; i < size_; ++i) {
+      if (tags_[i] == tag) return Merge(last_ = i, lines);
     }
     const uint32_t i = size_ < kCapacity ? size_++ : next_++ % kCapacity;
     tags_[i] = tag;
     masks_[i] = static_cast<uint8_t>(lines);
+    last_ = i;
     *new_media = true;
-    return static_cast<unsigned>(__builtin_popcount(lines));
+    return Bits(lines);
   }
 
  private:
+  static constexpr unsigned kLines = 4;  // 64-byte lines per media line
+  // Set bits of a 4-bit mask (without a library call on CPUs the build does not assume
+  // to have popcnt).
+  static unsigned Bits(unsigned mask) { return (0x4332322132212110ull >> (4 * mask)) & 0xf; }
+  unsigned Merge(uint32_t i, unsigned lines) {
+    const unsigned fresh = lines & ~masks_[i];
+    masks_[i] = static_cast<uint8_t>(masks_[i] | fresh);
+    return Bits(fresh);
+  }
+
   uint64_t tags_[kCapacity];
   uint8_t masks_[kCapacity];
-  uint32_t size_ = 0, next_ = 0;
+  uint32_t size_ = 0, next_ = 0, last_ = 0;
 };
 
 }  // namespace pmhash::pm

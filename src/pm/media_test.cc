@@ -282,5 +282,26 @@ TEST(OpReads, CountsEachMediaLineAndEachOfItsLinesOncePerOperation) {
   EXPECT_FALSE(fresh);
 }
 
+TEST(OpReads, AddRangeCountsWhatIsNewAcrossMediaLines) {
+  OpReads r;
+  bool fresh = false;
+  uint32_t media = 0;
+  r.Add(10, 0b0010, &fresh);  // line 41: media line 10, its line 1
+  EXPECT_EQ(r.AddRange(40, 47, &media), 7u) << "media lines 10 and 11, line 41 known";
+  EXPECT_EQ(media, 1u);
+  EXPECT_EQ(r.AddRange(44, 48, &media), 1u) << "only line 48 (media line 12) is new";
+  EXPECT_EQ(media, 1u);
+  EXPECT_EQ(r.Add(11, 0b1111, &fresh), 0u);
+  EXPECT_FALSE(fresh);
+  // A range longer than the capacity: its last kCapacity media lines are remembered.
+  r.Reset();
+  EXPECT_EQ(r.AddRange(0, 4 * 40 - 1, &media), 160u);
+  EXPECT_EQ(media, 40u);
+  EXPECT_EQ(r.Add(39, 1, &fresh), 0u);
+  EXPECT_FALSE(fresh);
+  r.Add(0, 1, &fresh);
+  EXPECT_TRUE(fresh) << "the range's first media lines were not kept";
+}
+
 }  // namespace
 }  // namespace pmhash::pm

@@ -208,6 +208,9 @@ void Persister::ApplyStored(CounterSlot* local) {
 }
 
 void Persister::DrainMedia() {
+  for (CounterSlot& thread : counters_) {  // every thread's noted reads, here
+    if (thread.noted.size != 0) CountNotedReads(&thread);
+  }
   if (media_ == nullptr) return;
   for (CounterSlot& thread : counters_) {  // every thread's batch, in the calling thread
     if (thread.stored.size != 0) ApplyStored(&thread);
@@ -227,6 +230,13 @@ void Persister::NoteReadRange(const void* addr, size_t len, OpReads* op) {
   const uint64_t first = reinterpret_cast<uintptr_t>(addr) / kCacheLine;
   const uint64_t last = (reinterpret_cast<uintptr_t>(addr) + len - 1) / kCacheLine;
   OpReads& reads = op != nullptr ? *op : local->op_reads;
+  if (read_latency_cycles_ == 0) {  // counting only: the range at once
+    uint32_t new_media = 0;
+    const unsigned lines = reads.AddRange(first, last, &new_media);
+    CounterSlot::Add(local->lines_read, lines);
+    CounterSlot::Add(local->media_reads, new_media);
+    return;
+  }
   uint64_t new_lines = 0;
   for (uint64_t tag = first / kLinesPerMedia; tag <= last / kLinesPerMedia; ++tag) {
     // The 64-byte lines of this media line that [first, last] covers.
@@ -254,6 +264,25 @@ void Persister::NoteReadRange(const void* addr, size_t len, OpReads* op) {
     while (__rdtsc() < until) _mm_pause();
   }
   if (config_.count && new_lines != 0) CounterSlot::Add(local->lines_read, new_lines);
+}
+
+void Persister::CountNotedReads(CounterSlot* slot) {
+  NotedReads& n = slot->noted;
+  uint64_t lines = 0, media = 0;
+  for (uint32_t i = 0; i < n.size; ++i) {
+    if (n.op[i] != n.counted_op) {  // the reads of another operation: a new set
+      slot->op_reads.Reset();
+      n.counted_op = n.op[i];
+    }
+    uint32_t new_media = 0;
+    lines += slot->op_reads.AddRange(n.first[i], n.last[i], &new_media);
+    media += new_media;
+  }
+  n.size = 0;
+  if (config_.count) {
+    CounterSlot::Add(slot->lines_read, lines);
+    CounterSlot::Add(slot->media_reads, media);
+  }
 }
 
 void Persister::NotePrefetch(const void* addr) {

@@ -29,8 +29,9 @@
 //    read-modify-writes of media lines that left its buffer partly written.
 //  * lines_read / media_reads: the 64-byte lines and the 256-byte media lines NoteRead
 //    names, each counted once per operation however often the operation reads it
-//    (BeginOp resets the set; a pipelined batch may pass one OpReads per operation in
-//    flight).
+//    (BeginOp starts a new set; a pipelined batch may pass one OpReads per operation in
+//    flight). Without read latency they are counted in batches (stats.h, NotedReads):
+//    exact after DrainMedia, or in the calling thread's Totals.
 //  * user_bytes / ops: what EndOp reports: the key + value bytes the operation asked to
 //    write (Insert / Update / Put: key + value; Delete: key; Get: 0), and one per call.
 #pragma once
@@ -227,7 +228,10 @@ class Persister {
   // counting rules above. Overlapping operations of one thread (a pipelined batch) call
   // BeginOp / EndOp for each and pass their own OpReads to NoteRead.
   void BeginOp() {
-    if (CounterSlot* s = counters_.Local()) s->op_reads.Reset();
+    if (CounterSlot* s = counters_.Local()) {
+      ++s->noted.op_seq;  // batched reads (counting only)
+      if (read_latency_cycles_ != 0) s->op_reads.Reset();  // reads counted at once
+    }
     if (config_.observer != nullptr) config_.observer->OnOpBegin();
   }
   void EndOp(uint64_t user_bytes) {
@@ -241,7 +245,19 @@ class Persister {
   // current operation (or by `op`, one operation of a pipelined batch). Counts the cache
   // lines and the media lines new to the operation, and charges the read latency.
   void NoteRead(const void* addr, size_t len, OpReads* op = nullptr) {
-    if (len != 0 && (config_.count || read_latency_cycles_ != 0)) NoteReadRange(addr, len, op);
+    if (len == 0 || !(config_.count || read_latency_cycles_ != 0)) return;
+    if (read_latency_cycles_ == 0 && op == nullptr) {  // counting only: batched
+      CounterSlot* s = counters_.Local();
+      if (s == nullptr) return;
+      NotedReads& n = s->noted;
+      if (n.size == NotedReads::kSize) CountNotedReads(s);
+      n.first[n.size] = reinterpret_cast<uintptr_t>(addr) / kCacheLine;
+      n.last[n.size] = (reinterpret_cast<uintptr_t>(addr) + len - 1) / kCacheLine;
+      n.op[n.size] = n.op_seq;
+      ++n.size;
+      return;
+    }
+    NoteReadRange(addr, len, op);
   }
   // Prefetches the line at addr and, with read latency emulated, notes when its media
   // line was asked for: a NoteRead of it later waits only for the latency still left.
@@ -251,9 +267,10 @@ class Persister {
   }
 
   // Sends every dirty line of the cache model to the device and empties the device
-  // buffers, counting what that costs (no latency charged): at a quiet point (the end of
-  // a benchmark phase, after the threads that stored have finished or synchronized with
-  // the caller), so that the figures include the writes still owed. In eadr each thread's
+  // buffers, counting what that costs (no latency charged), and counts every thread's
+  // batch of noted reads: at a quiet point (the end of a benchmark phase, after the
+  // threads that stored have finished or synchronized with the caller), so that the
+  // figures include the writes still owed. In eadr each thread's
   // last few stored lines (up to 32) reach the cache model only in batches, at this
   // point at the latest.
   void DrainMedia();
@@ -282,7 +299,15 @@ class Persister {
     if (CounterSlot* s = Slot()) CounterSlot::Add(s->redundant_fences, 1);
   }
 
-  PersistCounters Totals() const { return counters_.Sum(); }
+  // The counters summed over threads. The reads other threads noted since their last
+  // batch (up to NotedReads::kSize each) are counted at DrainMedia, at a quiet point;
+  // the calling thread's are counted first.
+  PersistCounters Totals() {
+    if (CounterSlot* s = counters_.Local(); s != nullptr && s->noted.size != 0) {
+      CountNotedReads(s);
+    }
+    return counters_.Sum();
+  }
   PersistMode mode() const { return config_.mode; }
   // The instruction actually used (kAuto resolved).
   FlushInstruction flush_instruction() const { return config_.flush; }
@@ -315,6 +340,8 @@ class Persister {
   // latency of its media writes from then.
   void Charge(CounterSlot* slot, const MediaCost& cost, uint64_t issued_tsc);
   void NoteReadRange(const void* addr, size_t len, OpReads* op);
+  // Counts `slot`'s batch of noted reads (its own thread, or any at a quiet point).
+  void CountNotedReads(CounterSlot* slot);
   void NotePrefetch(const void* addr);
   void RollBack(CounterSlot* s);
   void LeaveAtomic(CounterSlot* s);
@@ -341,6 +368,41 @@ class Persister {
   };
   std::vector<Undo> undo_;
   std::vector<char> undo_bytes_;
+};
+
+// Reports a probe's reads that run through consecutive lines (a table's cells in address
+// order) as one Persister::NoteRead per maximal run, instead of one call per cell or
+// line: the same lines are counted, at a fraction of the calls. Add in address order;
+// whatever is pending is reported by Flush or at destruction.
+class ReadRun {
+ public:
+  explicit ReadRun(Persister& persister) : persister_(persister) {}
+  ~ReadRun() { Flush(); }
+  ReadRun(const ReadRun&) = delete;
+  ReadRun& operator=(const ReadRun&) = delete;
+
+  // [addr, addr+len) was read (len > 0).
+  void Add(const void* addr, size_t len) {
+    const uintptr_t first = reinterpret_cast<uintptr_t>(addr) / kCacheLine;
+    const uintptr_t last = (reinterpret_cast<uintptr_t>(addr) + len - 1) / kCacheLine;
+    if (end_ != 0 && first >= begin_ && first <= end_ + 1) {
+      if (last > end_) end_ = last;
+      return;
+    }
+    Flush();
+    begin_ = first;
+    end_ = last;
+  }
+  void Flush() {
+    if (end_ == 0) return;
+    persister_.NoteRead(reinterpret_cast<const void*>(begin_ * kCacheLine),
+                        (end_ - begin_ + 1) * kCacheLine);
+    end_ = 0;
+  }
+
+ private:
+  Persister& persister_;
+  uintptr_t begin_ = 0, end_ = 0;  // lines [begin_, end_]; end_ 0: nothing pending
 };
 
 // TSC cycles per nanosecond, measured once per process.

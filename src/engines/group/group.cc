@@ -258,6 +258,7 @@ GroupHash::Probe GroupHash::Find(std::string_view key, uint64_t hash, uint64_t h
   KvWords* cells = &v.tab2[first];
   const uint64_t g = group_size_;
   ps.NoteRead(forms, g);
+  pm::ReadRun compared(ps);  // the compared cells, reported as runs of lines
   for (uint64_t i = 0; i < g; i += 8) {
     const uint64_t end = std::min<uint64_t>(i + 8, g);
     if (end - i == 8) {
@@ -281,7 +282,7 @@ GroupHash::Probe GroupHash::Find(std::string_view key, uint64_t hash, uint64_t h
         }
         continue;
       }
-      ps.NoteRead(&cells[j], sizeof(KvWords));
+      compared.Add(&cells[j], sizeof(KvWords));
       if (codec().KeyEquals(static_cast<SlotForm>(f), cells[j], key, hash)) {
         p.form = &forms[j];
         p.cell = &cells[j];

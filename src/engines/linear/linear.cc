@@ -173,13 +173,9 @@ uint64_t LinearProbing::HashOf(SlotForm form, const KvWords& words) const {
 LinearProbing::Probe LinearProbing::Find(std::string_view key, uint64_t hash) const {
   Probe probe;
   uint64_t c = Reduce(hash, cells_);
-  uint64_t last_line = ~0ull;
+  pm::ReadRun read(persister());  // the lines probed, reported as runs
   for (uint64_t n = 0; n < cells_; ++n) {
-    const uint64_t line = c / kCellsPerLine;
-    if (line != last_line) {
-      persister().NoteRead(LineOf(c), sizeof(LinearLine));
-      last_line = line;
-    }
+    read.Add(LineOf(c), sizeof(LinearLine));
     const SlotForm form = FormAt(c);
     if (form == SlotForm::kEmpty) {
       probe.cell = c;
@@ -352,8 +348,9 @@ Status LinearProbing::DeleteAt(uint64_t cell) {
   // the cyclic range (hole, j] may move back into the hole, which then moves to j.
   moves_.clear();
   uint64_t hole = cell;
+  pm::ReadRun read(p);  // the run's lines after the hole
   for (uint64_t j = Next(cell); j != cell; j = Next(j)) {
-    if (j % kCellsPerLine == 0) p.NoteRead(LineOf(j), sizeof(LinearLine));
+    read.Add(LineOf(j), sizeof(LinearLine));
     const SlotForm form = FormAt(j);
     if (form == SlotForm::kEmpty) break;
     const uint64_t home = Reduce(HashOf(form, WordsAt(j)), cells_);
@@ -362,6 +359,7 @@ Status LinearProbing::DeleteAt(uint64_t cell) {
       hole = j;
     }
   }
+  read.Flush();
   std::unique_ptr<pm::UndoLog::Tx> tx;
   if (logged()) {
     tx = undo_log().Begin();
