@@ -4,7 +4,7 @@
 JOBS ?= $(shell nproc)
 CMAKE_COMMON = -G Ninja -Wno-dev
 
-.PHONY: all deps build asan tsan run test test-release test-asan test-tsan bench clean
+.PHONY: all deps build asan tsan run test test-release test-asan test-tsan stress-test bench clean
 
 all: build
 
@@ -47,6 +47,14 @@ test-asan: asan
 test-tsan: tsan
 	@cd build/tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) \
 	  -L 'unit|conformance'
+
+# Not part of `make test`: the suites repeated under a CPU hog and on one core, to find
+# flaky tests (docs/testing.md). REPEAT runs each (default 10); SEED repeats a hunt.
+REPEAT ?= 10
+SEED ?=
+stress-test: build asan tsan
+	@scripts/install-deps.sh stress-ng
+	@scripts/stress-test.sh $(REPEAT) $(SEED)
 
 bench: build
 	@scripts/bench-scenarios.sh
