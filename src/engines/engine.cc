@@ -343,6 +343,7 @@ void Engine::CreateRoot(const RootLayout& layout, uint64_t table) {
   // a root that is read before then from looking valid.
   p.Publish(&r->magic, layout.magic);
   attached_root_ = r;
+  root_bytes_ = layout.bytes;
 }
 
 Status Engine::ValidateRoot(const RootLayout& layout, size_t table_header_bytes,
@@ -388,6 +389,7 @@ Status Engine::OpenRoot(const RootLayout& layout, size_t table_header_bytes, uin
                         uint64_t* count) {
   PMHASH_RETURN_IF_ERROR(ValidateRoot(layout, table_header_bytes, table, count));
   attached_root_ = root_header();
+  root_bytes_ = layout.bytes;
   return Status::OK();
 }
 
@@ -433,8 +435,15 @@ Status Engine::VerifyMetadata(const void* header, size_t len, uint64_t stored,
 
 void Engine::DescribeLayout(const pm::RegionVisitor& mark) const {
   mark(0, pm::kPoolHeaderSize, pm::Region::kPoolHeader, true);
-  // Every byte of the root area checks itself (ValidateRoot).
-  mark(pm::kRootOffset, pm::kRootSize, pm::Region::kEngineMetadata, true);
+  // Through the kit's root every byte of the root area checks itself (ValidateRoot): the
+  // engine's root, then the zero rest. An engine with a root of its own: unchecked.
+  if (root_bytes_ != 0) {
+    mark(pm::kRootOffset, root_bytes_, pm::Region::kEngineMetadata, true);
+    mark(pm::kRootOffset + root_bytes_, pm::kRootSize - root_bytes_,
+         pm::Region::kEngineMetadata, true);
+  } else {
+    mark(pm::kRootOffset, pm::kRootSize, pm::Region::kEngineMetadata, false);
+  }
   undo_log_->DescribeLayout(mark);
   allocator_->DescribeLayout(mark);
   DescribeEngineLayout(mark);

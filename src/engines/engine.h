@@ -260,6 +260,7 @@ class Engine : public Index {
   std::unique_ptr<SlotCodec> codec_;
   std::string engine_name_;
   EngineRoot* attached_root_ = nullptr;  // set by CreateRoot / OpenRoot
+  size_t root_bytes_ = 0;                // RootLayout::bytes, likewise
   size_t multiget_depth_ = 8;
   bool recovered_ = false;
   double recovery_ms_ = 0;
