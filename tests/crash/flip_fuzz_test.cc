@@ -167,9 +167,10 @@ class FlipFuzzReport : public ::testing::Environment {
                 static_cast<unsigned long long>(FlipsPerRegion()));
     for (const auto& [state, t] : g_totals) std::printf("  %s pools\n%s", state.c_str(), Table(t).c_str());
     for (const auto& [what, t] : g_whole_file) {
-      std::printf("  %-24s %6llu tries  %6llu found\n", what.c_str(),
-                  static_cast<unsigned long long>(t.flips),
-                  static_cast<unsigned long long>(t.detected));
+      std::printf("  %-24s %6llu tries  %6llu found  %6llu missed and changed data\n",
+                  what.c_str(), static_cast<unsigned long long>(t.flips),
+                  static_cast<unsigned long long>(t.detected),
+                  static_cast<unsigned long long>(t.silent));
     }
   }
 };
@@ -337,6 +338,8 @@ class FlipFuzz : public ::testing::TestWithParam<std::string> {
                        << how;
     ASSERT_NE(use, 4) << spec_.name << ": opening a pool with " << what
                       << " failed without a message";
+    ASSERT_TRUE(use >= 0 && use <= 3) << spec_.name << ": opening and using a pool with " << what
+                                      << " exited with " << use;
     ++tally->flips;
     if (check == 1) {
       ++tally->detected;
@@ -449,6 +452,7 @@ class FlipFuzz : public ::testing::TestWithParam<std::string> {
     for (const auto& [w, t] : whole) {
       g_whole_file[w].flips += t.flips;
       g_whole_file[w].detected += t.detected;
+      g_whole_file[w].silent += t.silent;
     }
   }
 
