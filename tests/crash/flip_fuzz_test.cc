@@ -165,7 +165,9 @@ class FlipFuzzReport : public ::testing::Environment {
     if (g_totals.empty()) return;
     std::printf("\nflip fuzz, all engines (PMHASH_FLIP_FUZZ=%llu flips per region per pool):\n",
                 static_cast<unsigned long long>(FlipsPerRegion()));
-    for (const auto& [state, t] : g_totals) std::printf("  %s pools\n%s", state.c_str(), Table(t).c_str());
+    for (const auto& [state, t] : g_totals) {
+      std::printf("  %s pools\n%s", state.c_str(), Table(t).c_str());
+    }
     for (const auto& [what, t] : g_whole_file) {
       std::printf("  %-24s %6llu tries  %6llu found  %6llu missed and changed data\n",
                   what.c_str(), static_cast<unsigned long long>(t.flips),

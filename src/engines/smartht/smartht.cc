@@ -991,7 +991,8 @@ Status SmartHt::CheckInvariants() const {
   const uint64_t n = head_count_.load();
   // The metadata as Recover validated it (a damaged pool may be checked right after open).
   uint64_t off = 0, table_n = 0, stored_count = 0;
-  PMHASH_RETURN_IF_ERROR(ValidateRoot(kRootLayout, sizeof(SmartHtTableHeader), &off, &stored_count));
+  PMHASH_RETURN_IF_ERROR(
+      ValidateRoot(kRootLayout, sizeof(SmartHtTableHeader), &off, &stored_count));
   RootWords words;
   PMHASH_RETURN_IF_ERROR(ReadRootWords(&words));
   PMHASH_RETURN_IF_ERROR(ValidateTable(off, &table_n));
@@ -1071,7 +1072,9 @@ void SmartHt::DescribeEngineLayout(const pm::RegionVisitor& mark) const {
       mark(off, kSmartHtSlots, pm::Region::kSlots, false);
       mark(off + offsetof(SmartBucket, next), sizeof(SmartBucket) - offsetof(SmartBucket, next),
            pm::Region::kSlots, false);
-      for (int k = 0; k < kSmartHtSlots; ++k) codec().DescribeRecord(FormOf(b, k), b->slot[k], mark);
+      for (int k = 0; k < kSmartHtSlots; ++k) {
+        codec().DescribeRecord(FormOf(b, k), b->slot[k], mark);
+      }
       return true;
     });
   }

@@ -927,7 +927,9 @@ Status Wophi::CheckInvariants() const {
       view_.offset, n, /*validate=*/true, &walk,
       [&](uint64_t home, SlotForm form, const KvWords& w) {
         const std::string at = "the slot at pool offset " + std::to_string(pool().ToOffset(&w));
-        if (!codec().Plausible(form, w)) return Status::Corruption("wophi: " + at + " is malformed");
+        if (!codec().Plausible(form, w)) {
+          return Status::Corruption("wophi: " + at + " is malformed");
+        }
         const std::string key(codec().Key(form, w));
         const uint64_t hash = HashKey(key);
         if (form == SlotForm::kRecord && w.word1 != hash) {
@@ -979,8 +981,8 @@ void Wophi::DescribeEngineLayout(const pm::RegionVisitor& mark) const {
   const auto bucket = [&](const WophiBucket* b) {
     const uint64_t off = pool().ToOffset(b);
     mark(off, offsetof(WophiBucket, pad0), pm::Region::kSlots, false);
-    mark(off + offsetof(WophiBucket, next), offsetof(WophiBucket, pad1) - offsetof(WophiBucket, next),
-         pm::Region::kSlots, false);
+    const size_t next = offsetof(WophiBucket, next);
+    mark(off + next, offsetof(WophiBucket, pad1) - next, pm::Region::kSlots, false);
     for (size_t i = 0; i < kWophiAssoc; ++i) {
       codec().DescribeRecord(static_cast<SlotForm>(b->token[i]), b->slot[i], mark);
     }
