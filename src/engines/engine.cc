@@ -387,9 +387,9 @@ Status Engine::AllocateBlock(uint64_t bytes, const std::string& what, uint64_t* 
 // ---- Engine: the slot encoding's update ---------------------------------------------
 
 Status Engine::UpdateSlot(uint8_t* form, KvWords* words, std::string_view key,
-                          std::string_view value, uint64_t key_hash) {
+                          std::string_view value, uint64_t key_hash, uint8_t form_tag) {
   pm::Persister& ps = *persister_;
-  const auto old_form = static_cast<SlotForm>(*form);
+  const auto old_form = static_cast<SlotForm>(*form & ~form_tag);
   if (old_form == SlotForm::kInline && SlotCodec::FitsInline(key, value)) {
     uint64_t v;
     std::memcpy(&v, value.data(), 8);
@@ -418,7 +418,7 @@ Status Engine::UpdateSlot(uint8_t* form, KvWords* words, std::string_view key,
   }
   ps.Store(&words->word0, record);
   ps.Store(&words->word1, key_hash);
-  ps.Store(form, static_cast<uint8_t>(SlotForm::kRecord));
+  ps.Store(form, static_cast<uint8_t>(static_cast<uint8_t>(SlotForm::kRecord) | form_tag));
   ps.Flush(words, sizeof(KvWords));  // a slot never straddles a line
   const auto line = [](const void* p) { return reinterpret_cast<uintptr_t>(p) / pm::kCacheLine; };
   if (line(form) != line(words)) ps.Flush(form, 1);

@@ -188,9 +188,11 @@ class Engine : public Index {
   // value with one 8-byte store; a record by a new record, then the pointer published
   // (Persister::Publish), then the old record freed; inline -> record (words and form
   // change together) under an UndoLog transaction. The caller holds what excludes other
-  // writers of the slot. `undo_txs()` counts the transactions.
+  // writers of the slot. `form_tag`: bits the engine keeps beside the SlotForm in the
+  // form byte (group's hash tag), read past and kept. `undo_txs()` counts the
+  // transactions.
   Status UpdateSlot(uint8_t* form, KvWords* words, std::string_view key, std::string_view value,
-                    uint64_t key_hash);
+                    uint64_t key_hash, uint8_t form_tag = 0);
   uint64_t undo_txs() const { return undo_txs_.load(std::memory_order_relaxed); }
 
   pm::Allocator& allocator() const { return *allocator_; }
