@@ -94,6 +94,7 @@ Status SmartHt::Configure(EngineOptions& options, const Options& index_options) 
   rebuild_deletes_ = options.Double("rebuild_deletes");
   resize_ = options.Bool("resize");
   max_chain_ = options.Double("max_chain");
+  bucket_first_ = options.Bool("bucket_first");
   recovery_threads_ = static_cast<uint32_t>(options.Uint("recovery_threads"));
   initial_capacity_ = index_options.initial_capacity;
   if (head_buckets_opt_ != 0 && !IsPowerOfTwo(head_buckets_opt_)) {
@@ -498,7 +499,7 @@ SmartHt::Probe SmartHt::Find(std::string_view key, uint64_t hash, uint64_t head,
   return p;
 }
 
-Optimistic SmartHt::FindOptimistic(uint64_t hash, OptimisticRead* read) const {
+Optimistic SmartHt::FindOptimistic(uint64_t hash, OptimisticRead* read, bool* filtered) const {
   const OptimisticReadScope unchecked_by_tsan;  // validated below instead
   const uint64_t n = head_count_.load(std::memory_order_acquire);
   const uint64_t head = Reduce(hash, n);
@@ -508,6 +509,7 @@ Optimistic SmartHt::FindOptimistic(uint64_t hash, OptimisticRead* read) const {
   const SmartBucket* b = &Heads()[head];
   // Alg. 2 lines 4-12, every word an acquire load (VersionedRwLock's contract): a writer
   // may be half-way through.
+  if (filtered != nullptr) *filtered = false;
   for (uint64_t depth = 0; b != nullptr && depth < chain_limit_ && answer == Optimistic::kAbsent;
        ++depth, b = NextOf(b)) {
     ++read->lines;
@@ -523,6 +525,11 @@ Optimistic SmartHt::FindOptimistic(uint64_t hash, OptimisticRead* read) const {
         answer = Optimistic::kLocked;  // maybe the key: its record is read under the lock
         break;
       }
+    }
+    if (depth == 0 && filtered != nullptr && answer == Optimistic::kAbsent &&
+        !FilterMayContain(hash)) {
+      *filtered = true;  // bucket_first: not in the head bucket, and the filter rules it out
+      break;
     }
   }
   if (!read->Valid(mu) || head_count_.load(std::memory_order_relaxed) != n) {
@@ -544,18 +551,27 @@ void SmartHt::Prefetch(uint64_t hash) const {
 
 Status SmartHt::DoGet(std::string_view key, uint64_t hash, std::string* value) {
   // Alg. 2 line 1: the filter rules the key out with no lock and no PM access.
-  if (!FilterMayContain(hash)) {
+  // bucket_first=on (not in the paper): the head bucket first, the filter only if the key
+  // is not there (FindOptimistic), so a positive search in its head bucket skips it.
+  if (!bucket_first_ && !FilterMayContain(hash)) {
     CountFiltered();
     return Status::NotFound();
   }
   // Lines 3-12 with no lock first (the paper takes the shared lock, line 5): no locked
   // instruction, so consecutive searches overlap their PM misses. A writer in the area
   // makes it retry; after a few tries (or for a record) the shared lock answers.
-  const Optimistic answer = SearchOptimistically(
-      persister(), key, value, [&](OptimisticRead* read) { return FindOptimistic(hash, read); });
+  bool filtered = false;
+  const Optimistic answer =
+      SearchOptimistically(persister(), key, value, [&](OptimisticRead* read) {
+        return FindOptimistic(hash, read, bucket_first_ ? &filtered : nullptr);
+      });
   if (answer == Optimistic::kFound) return Status::OK();  // line 8
   if (answer == Optimistic::kAbsent) {
-    CountFalsePositive();
+    if (filtered) {
+      CountFiltered();
+    } else {
+      CountFalsePositive();
+    }
     return Status::NotFound();  // line 14
   }
   uint64_t head = 0;
@@ -1037,6 +1053,10 @@ void RegisterEngines_smartht(EngineRegistry& registry) {
                   OptionSpec::Double("max_chain", 1.0, 0.01, 1e6,
                                      "chained buckets per head bucket past which the head "
                                      "table doubles"),
+                  OptionSpec::Bool("bucket_first", false,
+                                   "searches read the key's head bucket before the DRAM "
+                                   "filter, and ask the filter only if the key is not "
+                                   "there (the paper: the filter first)"),
                   OptionSpec::Uint("recovery_threads", 1, 1, 256,
                                    "threads scanning the table to rebuild the filter after a "
                                    "crash")};
