@@ -100,7 +100,8 @@ struct alignas(64) LinearLine {
 static_assert(sizeof(LinearLine) == pm::kCacheLine,
               "a line of cells and their forms is exactly one cache line: one read per probe "
               "of 3 cells, one flush per insert");
-static_assert(offsetof(LinearLine, form) == kCellsPerLine * sizeof(KvWords),
+static_assert(offsetof(LinearLine, cell) == 0 &&
+                  offsetof(LinearLine, form) == kCellsPerLine * sizeof(KvWords),
               "forms follow the cells in the same line");
 
 struct alignas(64) LinearTable {

@@ -2,6 +2,7 @@
 #include "engines/wophi/wophi.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -32,7 +33,11 @@ struct BucketHead {
   uint8_t pad[3];
   uint64_t next;
 };
-static_assert(sizeof(BucketHead) == offsetof(WophiBucket, slot), "BucketHead mirrors the bucket");
+static_assert(sizeof(BucketHead) == offsetof(WophiBucket, slot) &&
+                  offsetof(BucketHead, token) == offsetof(WophiBucket, token) &&
+                  offsetof(BucketHead, taken) == offsetof(WophiBucket, taken) &&
+                  offsetof(BucketHead, next) == offsetof(WophiBucket, next),
+              "BucketHead mirrors the bucket's first 16 bytes");
 
 bool KnownForm(uint8_t t) {
   return t == static_cast<uint8_t>(SlotForm::kInline) ||

@@ -155,7 +155,8 @@ static_assert(sizeof(WophiBucket) == 2 * pm::kCacheLine,
               "a bucket is two cache lines: tokens, next and slots 0-2 share line 0");
 static_assert(offsetof(WophiBucket, next) % 8 == 0,
               "next is linked with one failure-atomic 8-byte store (Alg. 1 line 32)");
-static_assert(offsetof(WophiBucket, taken) == 4 && offsetof(WophiBucket, next) == 8 &&
+static_assert(offsetof(WophiBucket, token) == 0 && offsetof(WophiBucket, taken) == 4 &&
+                  offsetof(WophiBucket, next) == 8 &&
                   offsetof(WophiBucket, slot) == 16,
               "the bucket's layout (version 1)");
 static_assert(offsetof(WophiBucket, slot) + 3 * sizeof(KvWords) == pm::kCacheLine,
@@ -173,7 +174,7 @@ static_assert(sizeof(WophiTableHeader) == pm::kCacheLine,
               "the header is one line, so the buckets start line aligned");
 static_assert(offsetof(WophiTableHeader, pab_head) % 8 == 0,
               "pab_head is switched by one failure-atomic 8-byte store");
-static_assert(offsetof(WophiTableHeader, buckets) == 8 &&
+static_assert(offsetof(WophiTableHeader, magic) == 0 && offsetof(WophiTableHeader, buckets) == 8 &&
                   offsetof(WophiTableHeader, pab_head) == 16,
               "the table header's layout (version 1)");
 
@@ -184,7 +185,7 @@ struct alignas(64) WophiPabHeader {
   uint8_t pad[40];
 };
 static_assert(sizeof(WophiPabHeader) == pm::kCacheLine, "the PAB header is one line");
-static_assert(offsetof(WophiPabHeader, next_block) == 8 &&
+static_assert(offsetof(WophiPabHeader, magic) == 0 && offsetof(WophiPabHeader, next_block) == 8 &&
                   offsetof(WophiPabHeader, buckets) == 16,
               "the PAB header's layout (version 1)");
 
