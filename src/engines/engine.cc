@@ -146,6 +146,8 @@ Status Engine::Start(std::unique_ptr<pm::Pool> pool, bool fresh, const Options& 
   const std::vector<OptionSpec> declared = DeclaredOptions(*info_, /*with_common=*/true);
   EngineOptions engine_options(options.engine_options, declared);
   multiget_depth_ = engine_options.Uint("multiget_depth");
+  resize_enabled_ = !info_->capabilities.resize_switch || engine_options.Bool("resize");
+  initial_capacity_ = options.initial_capacity;
   const Status configured = Configure(engine_options, options);
   PMHASH_RETURN_IF_ERROR(engine_options.Finish());
   PMHASH_RETURN_IF_ERROR(configured);
@@ -317,8 +319,10 @@ void Engine::MultiGetPipelined(std::span<const std::string_view> keys,
 
 // ---- Engine: the root header --------------------------------------------------------
 
-void Engine::CreateRoot(uint64_t magic, uint32_t version, uint64_t table, size_t root_bytes) {
+void Engine::CreateRoot(uint64_t magic, uint32_t version, uint64_t table, uint64_t table_bytes,
+                        size_t root_bytes) {
   pm::Persister& p = *persister_;
+  if (table_bytes != 0) p.Persist(pool_->At<char>(table), table_bytes);
   EngineRoot* r = root_header();
   p.Store(&r->version, version);
   p.Store(&r->check, uint32_t{0});
@@ -356,6 +360,34 @@ Status Engine::OpenRoot(uint64_t magic, uint32_t version, size_t table_header_by
                         uint64_t* table) {
   PMHASH_RETURN_IF_ERROR(ValidateRoot(magic, version, table_header_bytes, table));
   attached_root_ = root_header();
+  return Status::OK();
+}
+
+Status Engine::NewTableBlock(uint64_t bytes, const std::string& what, uint64_t magic,
+                             uint64_t size, uint64_t* offset) {
+  PMHASH_RETURN_IF_ERROR(AllocateBlock(bytes, what, offset));
+  pm::Persister& p = *persister_;
+  auto* h = pool_->At<TableHeader>(*offset);
+  p.Zero(h, bytes);
+  p.Store(&h->size, size);
+  p.Store(&h->magic, magic);
+  return Status::OK();
+}
+
+Status Engine::ValidateTableBlock(uint64_t table, uint64_t magic, uint64_t max_size,
+                                  uint64_t (*bytes)(uint64_t size), uint64_t* size) const {
+  const auto* h = pool_->At<const TableHeader>(table);
+  if (h->magic != magic) {
+    return Status::Corruption(engine_name_ + ": the table at offset " + std::to_string(table) +
+                              " has a wrong magic number");
+  }
+  const uint64_t n = h->size;
+  if (n == 0 || n > max_size || !pool_->Contains(table, bytes(n))) {
+    return Status::Corruption(engine_name_ + ": the table at offset " + std::to_string(table) +
+                              " claims a size of " + std::to_string(n) +
+                              ", which does not fit the pool");
+  }
+  *size = n;
   return Status::OK();
 }
 

@@ -160,11 +160,32 @@ class Engine : public Index {
   // first by Close() and Abandon(), so it must be idempotent. Default: nothing.
   virtual void StopBackgroundWork() {}
 
+  // ---- What the kit reads for every engine, before Configure ----
+  // The `resize` option (engines with capabilities.resize_switch; true for the others)
+  // and Options::initial_capacity (0: none given).
+  bool resize_enabled() const { return resize_enabled_; }
+  uint64_t initial_capacity() const { return initial_capacity_; }
+
+  // ---- The table block the root links (engines/root.h: TableHeader) ----
+  // Allocates `bytes` for `what` ("a table of 4096 cells"), zeroes them and stores the
+  // header {magic, size}, unflushed: the block is unreachable until the root links it,
+  // so the caller flushes it with whatever else it writes (CreateRoot's `table_bytes`, a
+  // resize's flush pass). PoolFull as AllocateBlock.
+  Status NewTableBlock(uint64_t bytes, const std::string& what, uint64_t magic, uint64_t size,
+                       uint64_t* offset);
+  // Raw PM (EnumerateBlocks runs before Recover): Corruption naming the engine unless the
+  // block at `table` has `magic` and a size in [1, max_size] whose `bytes(size)` lie in
+  // the pool; *size gets it. The engine checks what else its header holds.
+  Status ValidateTableBlock(uint64_t table, uint64_t magic, uint64_t max_size,
+                            uint64_t (*bytes)(uint64_t size), uint64_t* size) const;
+
   // ---- The root header (engines/root.h) ----
-  // Creation, once the table at `table` is durable and the engine's own root fields
-  // (after the header, within `root_bytes`) are stored: stores version, table and count
-  // 0, persists the root's first `root_bytes`, then publishes the magic.
-  void CreateRoot(uint64_t magic, uint32_t version, uint64_t table, size_t root_bytes);
+  // Creation, once the engine's own root fields (after the header, within `root_bytes`)
+  // are stored: persists the table block's first `table_bytes` (0: the caller made it
+  // durable), stores version, table and count 0, persists the root's first `root_bytes`,
+  // then publishes the magic.
+  void CreateRoot(uint64_t magic, uint32_t version, uint64_t table, uint64_t table_bytes,
+                  size_t root_bytes);
   // Validation in raw PM (EnumerateBlocks runs before Recover): Corruption naming the
   // engine unless the root has `magic` and `version` and a line-aligned table offset
   // with room for `table_header_bytes` in the pool; *table gets the offset.
@@ -225,6 +246,8 @@ class Engine : public Index {
   std::string engine_name_;
   EngineRoot* attached_root_ = nullptr;  // set by CreateRoot / OpenRoot
   size_t multiget_depth_ = 8;
+  bool resize_enabled_ = true;
+  uint64_t initial_capacity_ = 0;
   bool recovered_ = false;
   double recovery_ms_ = 0;
   std::atomic<uint64_t> undo_txs_{0};

@@ -63,7 +63,7 @@ class RecordingEngine : public Engine {
     return Status::OK();
   }
   Status Create() override {
-    CreateRoot(kMagic, 3, /*table=*/pm::kCacheLine, sizeof(EngineRoot));
+    CreateRoot(kMagic, 3, /*table=*/pm::kCacheLine, /*table_bytes=*/0, sizeof(EngineRoot));
     return Status::OK();
   }
   Status Recover(bool) override {

@@ -32,29 +32,15 @@ std::string CellName(int level, uint64_t cell) {
 GroupHash::GroupHash() { stripes_.Reset(kGroupStripes, Log2(kGroupDefaultGroupSize)); }
 GroupHash::~GroupHash() = default;
 
-GroupHash::View GroupHash::MakeView(char* table, uint64_t offset, uint64_t cells) {
-  View v;
-  v.table = table;
-  v.offset = offset;
-  v.cells = cells;
-  v.form1 = reinterpret_cast<uint8_t*>(table + GroupLayout::Form1(cells));
-  v.form2 = reinterpret_cast<uint8_t*>(table + GroupLayout::Form2(cells));
-  v.tab1 = reinterpret_cast<KvWords*>(table + GroupLayout::Tab1(cells));
-  v.tab2 = reinterpret_cast<KvWords*>(table + GroupLayout::Tab2(cells));
-  return v;
-}
-
 // ---- Options, creation, recovery ----------------------------------------------------
 
-Status GroupHash::Configure(EngineOptions& options, const Options& index_options) {
+Status GroupHash::Configure(EngineOptions& options, const Options& /*index_options*/) {
   group_size_ = options.Uint("group_size");
   group_size_given_ = options.Given("group_size");
   tags_ = options.Bool("tags");
   tags_given_ = options.Given("tags");
-  resize_ = options.Bool("resize");
   persist_count_ = options.Bool("persist_count");
   initial_cells_ = options.Uint("cells");
-  initial_capacity_ = index_options.initial_capacity;
   if (!IsPowerOfTwo(group_size_)) {
     return Status::InvalidArgument(
         "option group_size=" + std::to_string(group_size_) + " must be a power of two in [" +
@@ -78,32 +64,23 @@ uint64_t GroupHash::LevelCellsFor(uint64_t keys) const {
 }
 
 Status GroupHash::NewTable(uint64_t cells, uint64_t* offset) {
-  const uint64_t bytes = GroupLayout::Bytes(cells);
-  PMHASH_RETURN_IF_ERROR(
-      AllocateBlock(bytes, "a table of " + std::to_string(2 * cells) + " cells", offset));
-  char* table = pool().At<char>(*offset);
-  pm::Persister& p = persister();
-  // The table is unreachable until a root store links it, so one flush pass and one
-  // fence suffice; the header goes in last for clarity, not for safety.
-  p.Zero(table + sizeof(GroupTableHeader), bytes - sizeof(GroupTableHeader));
-  auto* h = reinterpret_cast<GroupTableHeader*>(table);
-  p.Zero(h, sizeof(*h));
-  p.Store(&h->level_cells, cells);
-  p.Store(&h->group_size, group_size_);
-  p.Store(&h->magic, kGroupTableMagic);
+  PMHASH_RETURN_IF_ERROR(NewTableBlock(GroupLayout::Bytes(cells),
+                                       "a table of " + std::to_string(2 * cells) + " cells",
+                                       kGroupTableMagic, cells, offset));
+  // Unreachable until a root store links it: the caller flushes it in one pass.
+  persister().Store(&pool().At<GroupTableHeader>(*offset)->group_size, group_size_);
   return Status::OK();
 }
 
 Status GroupHash::Create() {
-  const uint64_t cells = LevelCellsFor(initial_capacity_);
+  const uint64_t cells = LevelCellsFor(initial_capacity());
   uint64_t offset = 0;
   PMHASH_RETURN_IF_ERROR(NewTable(cells, &offset));
-  persister().Persist(pool().At<char>(offset), GroupLayout::Bytes(cells));
   root_ = root<GroupRoot>();
   persister().Store(&root_->group_size, group_size_);
   CreateRoot(kGroupRootMagic, tags_ ? kGroupTaggedVersion : kGroupVersion, offset,
-             sizeof(GroupRoot));
-  view_ = MakeView(pool().At<char>(offset), offset, cells);
+             GroupLayout::Bytes(cells), sizeof(GroupRoot));
+  view_ = View(pool().At<char>(offset), offset, cells);
   base_count_ = 0;
   total_.store(0);
   level_cells_.store(cells, std::memory_order_release);
@@ -115,17 +92,14 @@ Status GroupHash::ValidateTable(uint64_t off, uint64_t* cells) const {
   if (!IsPowerOfTwo(g) || g < kGroupMinGroupSize || g > kGroupMaxGroupSize) {
     return Status::Corruption("group: root group_size " + std::to_string(g) + " is invalid");
   }
+  uint64_t n = 0;
+  PMHASH_RETURN_IF_ERROR(
+      ValidateTableBlock(off, kGroupTableMagic, pool().size() / 32, GroupLayout::Bytes, &n));
   const auto* h = pool().At<const GroupTableHeader>(off);
-  if (h->magic != kGroupTableMagic) {
-    return Status::Corruption("group: table header magic is wrong at offset " +
-                              std::to_string(off));
-  }
-  const uint64_t n = h->level_cells;
-  if (h->group_size != g || n == 0 || n % g != 0 || n > pool().size() / 32 ||
-      !pool().Contains(off, GroupLayout::Bytes(n))) {
+  if (h->group_size != g || n % g != 0) {
     return Status::Corruption("group: table header (level_cells " + std::to_string(n) +
                               ", group_size " + std::to_string(h->group_size) +
-                              ") does not fit the root or the pool");
+                              ") does not match the root's group size " + std::to_string(g));
   }
   *cells = n;
   return Status::OK();
@@ -138,7 +112,7 @@ Status GroupHash::EnumerateBlocks(const pm::Allocator::LiveBlockVisitor& visit) 
       ValidateRoot(kGroupRootMagic, version, sizeof(GroupTableHeader), &off));
   PMHASH_RETURN_IF_ERROR(ValidateTable(off, &n));
   visit(off);
-  const View v = MakeView(pool().At<char>(off), off, n);
+  const View v(pool().At<char>(off), off, n);
   // Runs before Recover has read the pool's layout: the form bits by the root's version.
   const uint8_t form_mask = version == kGroupTaggedVersion ? kFormMask : 0xff;
   const auto is_record = [&](uint8_t f) {
@@ -243,7 +217,7 @@ Status GroupHash::Recover(bool clean) {
   group_shift_ = Log2(group_size_);
   stripes_.set_area_shift(group_shift_);
   PMHASH_RETURN_IF_ERROR(CheckTableBlock(off, GroupLayout::Bytes(n)));
-  view_ = MakeView(pool().At<char>(off), off, n);
+  view_ = View(pool().At<char>(off), off, n);
   uint64_t count = 0;
   if (clean) {
     count = root_->header.count;
@@ -351,7 +325,7 @@ Status GroupHash::DoWrite(std::string_view key, std::string_view value, uint64_t
       if (mode == WriteMode::kUpdate) return Status::NotFound();
       if (p.free_form != nullptr) return InsertAt(p, key, value, hash, s);
       // Alg. 1 line 25: no empty cell in the group.
-      if (!resize_) {
+      if (!resize_enabled()) {
         full_group_refusals_.fetch_add(1, std::memory_order_relaxed);
         return Status::TableFull(
             "group: group " + std::to_string(home >> group_shift_) + " is full (" +
@@ -499,7 +473,7 @@ Status GroupHash::Grow(uint64_t observed_cells) {
   }
   uint64_t offset = 0;
   PMHASH_RETURN_IF_ERROR(NewTable(n2, &offset));
-  const View nv = MakeView(pool().At<char>(offset), offset, n2);
+  const View nv(pool().At<char>(offset), offset, n2);
   // Migration reads the old table only, so it stays intact until the switch. Doubling
   // sends home cell k to 2k or 2k+1 (Reduce), so old group g's keys land in new groups
   // 2g and 2g+1, and at most G of them collide: Place cannot fail.
@@ -593,10 +567,6 @@ Status GroupHash::CheckInvariants() const {
 
 void RegisterEngines_group(EngineRegistry& registry) {
   EngineInfo info;
-  info.description = {"group",
-                      "two-level table; collision cells shared per group; bitmap commit; "
-                      "recovery scan",
-                      "004 Group hashing (ICPP'18)", /*crash_consistent=*/true};
   info.options = {OptionSpec::Uint("group_size", kGroupDefaultGroupSize, kGroupMinGroupSize,
                                    kGroupMaxGroupSize,
                                    "cells per group, a power of two (the paper's 256); fixed "
@@ -619,6 +589,10 @@ void RegisterEngines_group(EngineRegistry& registry) {
                        .refuses_when_full = true};
   // Groups of 8 cells (paper: 256) fill after a few dozen keys: many resizes.
   info.test = {.crash_options = {{"group_size", "8"}}, .growth_counters = {"resizes"}};
+  info.description = {"group",
+                      "two-level table; collision cells shared per group; bitmap commit; "
+                      "recovery scan",
+                      "004 Group hashing (ICPP'18)", /*crash_consistent=*/true};
   registry.Add<GroupHash>(std::move(info));
 }
 

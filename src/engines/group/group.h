@@ -135,8 +135,8 @@ struct alignas(64) GroupTableHeader {
 };
 static_assert(sizeof(GroupTableHeader) == pm::kCacheLine,
               "the table header is one cache line, so the metadata bytes start line aligned");
-static_assert(offsetof(GroupTableHeader, magic) == 0 &&
-                  offsetof(GroupTableHeader, level_cells) == 8 &&
+static_assert(offsetof(GroupTableHeader, magic) == offsetof(TableHeader, magic) &&
+                  offsetof(GroupTableHeader, level_cells) == offsetof(TableHeader, size) &&
                   offsetof(GroupTableHeader, group_size) == 16,
               "the table header's layout (version 1)");
 static_assert(sizeof(KvWords) == 16 && pm::kCacheLine % sizeof(KvWords) == 0,
@@ -194,8 +194,18 @@ class GroupHash : public Engine {
     size_t lines = 0;  // PM cache lines the probe read (NoteRead)
   };
 
-  // Pointers into the live table (changed only under every stripe).
+  // Pointers into a table of N = `cells` cells per level mapped at `table` (the live
+  // table's changes only under every stripe).
   struct View {
+    View() = default;
+    View(char* table, uint64_t offset, uint64_t cells)
+        : table(table),
+          offset(offset),
+          cells(cells),
+          form1(reinterpret_cast<uint8_t*>(table + GroupLayout::Form1(cells))),
+          form2(reinterpret_cast<uint8_t*>(table + GroupLayout::Form2(cells))),
+          tab1(reinterpret_cast<KvWords*>(table + GroupLayout::Tab1(cells))),
+          tab2(reinterpret_cast<KvWords*>(table + GroupLayout::Tab2(cells))) {}
     char* table = nullptr;
     uint64_t offset = 0;
     uint64_t cells = 0;  // N
@@ -204,7 +214,6 @@ class GroupHash : public Engine {
     KvWords* tab1 = nullptr;
     KvWords* tab2 = nullptr;
   };
-  static View MakeView(char* table, uint64_t offset, uint64_t cells);
 
   // Locks the stripe of the key's group in the live table (retrying across a resize);
   // *home gets the key's level-1 cell, *cells the table size it belongs to.
@@ -255,10 +264,8 @@ class GroupHash : public Engine {
   bool group_size_given_ = false;
   bool tags_ = false;  // the pool's, once created or opened
   bool tags_given_ = false;
-  bool resize_ = true;
   bool persist_count_ = false;
   uint64_t initial_cells_ = 0;  // total cells asked for with `cells` (0: from capacity)
-  uint64_t initial_capacity_ = 0;
 
   const TagMatcher& match_ = TagMatcher::Best();
   Stripes<Stripe> stripes_;

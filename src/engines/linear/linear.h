@@ -113,7 +113,8 @@ struct alignas(64) LinearTable {
 };
 static_assert(sizeof(LinearTable) == pm::kCacheLine,
               "the table header is one cache line, so the lines after it are line aligned");
-static_assert(offsetof(LinearTable, magic) == 0 && offsetof(LinearTable, num_lines) == 8,
+static_assert(offsetof(LinearTable, magic) == offsetof(TableHeader, magic) &&
+                  offsetof(LinearTable, num_lines) == offsetof(TableHeader, size),
               "the table header's layout (version 1)");
 
 class LinearProbing : public Engine {
@@ -180,7 +181,6 @@ class LinearProbing : public Engine {
   // Options (Configure).
   uint64_t initial_cells_ = 3 * 1024;
   double max_load_ = 0.9;
-  bool resize_ = true;
 
   mutable std::shared_mutex mu_;
   EngineRoot* root_ = nullptr;

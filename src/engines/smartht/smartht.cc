@@ -30,6 +30,10 @@ uint64_t CeilPowerOfTwo(uint64_t v) {
 constexpr uint8_t kInline = static_cast<uint8_t>(SlotForm::kInline);
 constexpr uint8_t kRecord = static_cast<uint8_t>(SlotForm::kRecord);
 
+uint64_t TableBytes(uint64_t head_buckets) {
+  return sizeof(SmartHtTableHeader) + head_buckets * sizeof(SmartBucket);
+}
+
 // Bound on a chain walk over raw PM (a damaged pool could hold a cycle).
 uint64_t MaxChain(const pm::Pool& pool) { return pool.size() / sizeof(SmartBucket) + 1; }
 
@@ -86,17 +90,15 @@ SmartHt::ReaderSlot& SmartHt::MySlot() const {
 
 // ---- Options, creation, recovery ----------------------------------------------------
 
-Status SmartHt::Configure(EngineOptions& options, const Options& index_options) {
+Status SmartHt::Configure(EngineOptions& options, const Options& /*index_options*/) {
   head_buckets_opt_ = options.Uint("head_buckets");
   expected_keys_opt_ = options.Uint("expected_keys");
   fp_rate_ = options.Double("fp_rate");
   bloom_hashes_ = static_cast<uint32_t>(options.Uint("bloom_hashes"));
   rebuild_deletes_ = options.Double("rebuild_deletes");
-  resize_ = options.Bool("resize");
   max_chain_ = options.Double("max_chain");
   bucket_first_ = options.Bool("bucket_first");
   recovery_threads_ = static_cast<uint32_t>(options.Uint("recovery_threads"));
-  initial_capacity_ = index_options.initial_capacity;
   if (head_buckets_opt_ != 0 && !IsPowerOfTwo(head_buckets_opt_)) {
     return Status::InvalidArgument("option head_buckets=" + std::to_string(head_buckets_opt_) +
                                    " must be a power of two");
@@ -130,31 +132,22 @@ Status SmartHt::MakeFilter(uint64_t expected_keys, std::unique_ptr<BloomFilter>*
 }
 
 Status SmartHt::NewTable(uint64_t n, uint64_t* offset) {
-  const uint64_t bytes = sizeof(SmartHtTableHeader) + n * sizeof(SmartBucket);
-  PMHASH_RETURN_IF_ERROR(
-      AllocateBlock(bytes, "a head table of " + std::to_string(n) + " buckets", offset));
-  char* t = pool().At<char>(*offset);
-  pm::Persister& p = persister();
   // Unreachable until root.table links it: the caller flushes it with one pass.
-  p.Zero(t, bytes);
-  auto* h = reinterpret_cast<SmartHtTableHeader*>(t);
-  p.Store(&h->head_buckets, n);
-  p.Store(&h->magic, kSmartHtTableMagic);
-  return Status::OK();
+  return NewTableBlock(TableBytes(n), "a head table of " + std::to_string(n) + " buckets",
+                       kSmartHtTableMagic, n, offset);
 }
 
 Status SmartHt::Create() {
-  const uint64_t n = HeadBucketsFor(initial_capacity_);
+  const uint64_t n = HeadBucketsFor(initial_capacity());
   uint64_t offset = 0;
   PMHASH_RETURN_IF_ERROR(NewTable(n, &offset));
   pm::Persister& p = persister();
-  p.Persist(pool().At<char>(offset), sizeof(SmartHtTableHeader) + n * sizeof(SmartBucket));
   root_ = root<SmartHtRoot>();
   p.Store(&root_->filter, uint64_t{0});
   p.Store(&root_->filter_bytes, uint64_t{0});
   p.Store(&root_->filter_valid, uint64_t{0});
   p.Store(&root_->chain_buckets, uint64_t{0});
-  CreateRoot(kSmartHtRootMagic, kSmartHtVersion, offset, sizeof(SmartHtRoot));
+  CreateRoot(kSmartHtRootMagic, kSmartHtVersion, offset, TableBytes(n), sizeof(SmartHtRoot));
 
   table_offset_ = offset;
   heads_.store(reinterpret_cast<SmartBucket*>(pool().At<char>(offset) + sizeof(SmartHtTableHeader)),
@@ -165,7 +158,7 @@ Status SmartHt::Create() {
   base_count_ = 0;
   const uint64_t expected =
       expected_keys_opt_ != 0 ? expected_keys_opt_
-                              : (initial_capacity_ != 0 ? initial_capacity_ : n * kSmartHtSlots);
+                              : (initial_capacity() != 0 ? initial_capacity() : n * kSmartHtSlots);
   std::unique_ptr<BloomFilter> f;
   PMHASH_RETURN_IF_ERROR(MakeFilter(expected, &f));
   filter_expected_.store(f->options().expected_keys);
@@ -175,13 +168,15 @@ Status SmartHt::Create() {
 }
 
 Status SmartHt::ValidateTable(uint64_t off, uint64_t* n) const {
-  const auto* h = pool().At<const SmartHtTableHeader>(off);
-  const uint64_t count = h->head_buckets;
-  if (h->magic != kSmartHtTableMagic || !IsPowerOfTwo(count) ||
-      count < kSmartHtMinHeadBuckets || count > pool().size() / sizeof(SmartBucket) ||
-      !pool().Contains(off, sizeof(SmartHtTableHeader) + count * sizeof(SmartBucket))) {
-    return Status::Corruption("smartht: head table header at offset " + std::to_string(off) +
-                              " is damaged (head_buckets " + std::to_string(count) + ")");
+  uint64_t count = 0;
+  PMHASH_RETURN_IF_ERROR(ValidateTableBlock(off, kSmartHtTableMagic,
+                                            pool().size() / sizeof(SmartBucket), TableBytes,
+                                            &count));
+  if (!IsPowerOfTwo(count) || count < kSmartHtMinHeadBuckets) {
+    return Status::Corruption("smartht: head table at offset " + std::to_string(off) +
+                              " has " + std::to_string(count) +
+                              " head buckets, not a power of two of at least " +
+                              std::to_string(kSmartHtMinHeadBuckets));
   }
   *n = count;
   return Status::OK();
@@ -319,7 +314,7 @@ Status SmartHt::Recover(bool clean) {
       OpenRoot(kSmartHtRootMagic, kSmartHtVersion, sizeof(SmartHtTableHeader), &off));
   PMHASH_RETURN_IF_ERROR(ValidateTable(off, &n));
   PMHASH_RETURN_IF_ERROR(
-      CheckTableBlock(off, sizeof(SmartHtTableHeader) + n * sizeof(SmartBucket)));
+      CheckTableBlock(off, TableBytes(n)));
   table_offset_ = off;
   heads_.store(reinterpret_cast<SmartBucket*>(pool().At<char>(off) + sizeof(SmartHtTableHeader)),
                std::memory_order_release);
@@ -354,7 +349,7 @@ Status SmartHt::Recover(bool clean) {
     // Size the new filter for what the pool holds: count the keys first only if the root
     // count is trustworthy (clean); otherwise use the options and grow later.
     uint64_t expected = expected_keys_opt_ != 0 ? expected_keys_opt_
-                        : initial_capacity_ != 0 ? initial_capacity_
+                        : initial_capacity() != 0 ? initial_capacity()
                                                  : n * kSmartHtSlots;
     if (clean) expected = std::max(expected, root_->header.count);
     std::unique_ptr<BloomFilter> f;
@@ -743,7 +738,7 @@ Status SmartHt::ForEach(const Visitor& fn) const {
 // ---- Growth of the head table -------------------------------------------------------
 
 void SmartHt::MaybeGrow() {
-  if (!resize_) return;
+  if (!resize_enabled()) return;
   const uint64_t n = head_count_.load(std::memory_order_acquire);
   if (static_cast<double>(chain_buckets_.load(std::memory_order_relaxed)) <= max_chain_ * n) {
     return;
@@ -809,7 +804,7 @@ Status SmartHt::Grow(uint64_t observed_n) {
   }
   if (!failed.ok()) return give_up(failed);
   // One pass of flushes over the new structure, one fence, then the switch.
-  ps.Flush(pool().At<char>(offset), sizeof(SmartHtTableHeader) + n2 * sizeof(SmartBucket));
+  ps.Flush(pool().At<char>(offset), TableBytes(n2));
   for (uint64_t b : new_chain) ps.Flush(BucketAt(b), sizeof(SmartBucket));
   ps.Publish(&root_->header.table, offset);  // growth's commit point
   // Only now is the old structure durably unreachable.
@@ -1030,10 +1025,6 @@ Status SmartHt::CheckInvariants() const {
 
 void RegisterEngines_smartht(EngineRegistry& registry) {
   EngineInfo info;
-  info.description = {"smartht",
-                      "DRAM Bloom filter over a PM chained hash; 64-B buckets (3 tokens, 3 "
-                      "slots, next); 256-bucket lock stripes; head insertion; lazy deletion",
-                      "003 SmartHT", /*crash_consistent=*/true};
   info.options = {OptionSpec::Uint("head_buckets", std::nullopt, kSmartHtMinHeadBuckets,
                                    kSmartHtMaxHeadBuckets,
                                    "head buckets of the first table, a power of two (auto: "
@@ -1071,6 +1062,10 @@ void RegisterEngines_smartht(EngineRegistry& registry) {
                                  {"max_chain", "0.01"},
                                  {"rebuild_deletes", "0.05"}},
                .growth_counters = {"grows", "filter_rebuilds"}};
+  info.description = {"smartht",
+                      "DRAM Bloom filter over a PM chained hash; 64-B buckets (3 tokens, 3 "
+                      "slots, next); 256-bucket lock stripes; head insertion; lazy deletion",
+                      "003 SmartHT", /*crash_consistent=*/true};
   registry.Add<SmartHt>(std::move(info));
 }
 

@@ -159,8 +159,8 @@ struct alignas(64) SmartHtTableHeader {
   uint8_t pad[48];
 };
 static_assert(sizeof(SmartHtTableHeader) == 64, "head buckets start on a cache line");
-static_assert(offsetof(SmartHtTableHeader, magic) == 0 &&
-                  offsetof(SmartHtTableHeader, head_buckets) == 8,
+static_assert(offsetof(SmartHtTableHeader, magic) == offsetof(TableHeader, magic) &&
+                  offsetof(SmartHtTableHeader, head_buckets) == offsetof(TableHeader, size),
               "the table header's layout (version 1)");
 
 class SmartHt : public Engine {
@@ -316,12 +316,10 @@ class SmartHt : public Engine {
 
   // Options (Configure).
   uint64_t head_buckets_opt_ = 0;  // 0: from initial_capacity or the paper's default
-  uint64_t initial_capacity_ = 0;
   uint64_t expected_keys_opt_ = 0;
   double fp_rate_ = 1e-4;
   uint32_t bloom_hashes_ = 3;
   double rebuild_deletes_ = 0.5;
-  bool resize_ = true;
   double max_chain_ = 1.0;  // chained buckets per head bucket before the head table doubles
   bool bucket_first_ = false;  // Get reads the head bucket before asking the filter
   uint32_t recovery_threads_ = 1;

@@ -51,25 +51,13 @@ Wophi::Wophi() : counts_(new CountShard[kWophiCountShards]) {
 }
 Wophi::~Wophi() { StopBackgroundWork(); }
 
-Wophi::View Wophi::MakeView(uint64_t offset, uint64_t buckets) const {
-  View v;
-  v.table = pool().At<char>(offset);
-  v.offset = offset;
-  v.buckets = buckets;
-  v.header = reinterpret_cast<WophiTableHeader*>(v.table);
-  v.mb = reinterpret_cast<WophiBucket*>(v.table + kHeaderBytes);
-  return v;
-}
-
 // ---- Options and sizes --------------------------------------------------------------
 
-Status Wophi::Configure(EngineOptions& options, const Options& index_options) {
+Status Wophi::Configure(EngineOptions& options, const Options& /*index_options*/) {
   initial_buckets_ = options.Uint("buckets");
   pab_block_opt_ = options.Uint("pab_buckets");
   pab_low_opt_ = options.Uint("pab_low");
-  resize_ = options.Bool("resize");
   max_load_factor_ = options.Double("max_load_factor");
-  initial_capacity_ = index_options.initial_capacity;
   return Status::OK();
 }
 
@@ -93,17 +81,9 @@ uint64_t Wophi::PabLowWater(uint64_t main_buckets) const {
 // ---- Blocks -------------------------------------------------------------------------
 
 Status Wophi::NewTable(uint64_t buckets, uint64_t* offset) {
-  const uint64_t bytes = TableBytes(buckets);
-  PMHASH_RETURN_IF_ERROR(
-      AllocateBlock(bytes, std::to_string(buckets) + " main buckets", offset));
-  // Unreachable until the root links it: zeroed here, flushed by the caller with the rest.
-  pm::Persister& p = persister();
-  char* table = pool().At<char>(*offset);
-  p.Zero(table, bytes);
-  auto* h = reinterpret_cast<WophiTableHeader*>(table);
-  p.Store(&h->buckets, buckets);
-  p.Store(&h->magic, kWophiTableMagic);
-  return Status::OK();
+  // Unreachable until the root links it: flushed by the caller with the rest.
+  return NewTableBlock(TableBytes(buckets), std::to_string(buckets) + " main buckets",
+                       kWophiTableMagic, buckets, offset);
 }
 
 Status Wophi::NewPabBlock(uint64_t buckets, uint64_t next, uint64_t* offset, uint64_t* got) {
@@ -240,7 +220,7 @@ void Wophi::StopBackgroundWork() {
 // ---- Creation, validation, recovery -------------------------------------------------
 
 Status Wophi::Create() {
-  const uint64_t n = BucketsFor(initial_capacity_);
+  const uint64_t n = BucketsFor(initial_capacity());
   uint64_t table = 0;
   PMHASH_RETURN_IF_ERROR(NewTable(n, &table));
   uint64_t pab = 0, got = 0;
@@ -249,14 +229,10 @@ Status Wophi::Create() {
     allocator().Free(table);
     return s;
   }
-  pm::Persister& p = persister();
-  auto* h = pool().At<WophiTableHeader>(table);
-  p.Store(&h->pab_head, pab);
-  p.Flush(h, TableBytes(n));
-  p.Fence();
+  persister().Store(&pool().At<WophiTableHeader>(table)->pab_head, pab);
   root_ = root_header();
-  CreateRoot(kWophiRootMagic, kWophiVersion, table, sizeof(EngineRoot));
-  view_ = MakeView(table, n);
+  CreateRoot(kWophiRootMagic, kWophiVersion, table, TableBytes(n), sizeof(EngineRoot));
+  view_ = View(pool().At<char>(table), table, n);
   mb_.store(view_.mb, std::memory_order_release);
   main_buckets_.store(n, std::memory_order_release);
   base_count_ = 0;
@@ -270,15 +246,8 @@ Status Wophi::Create() {
 }
 
 Status Wophi::ValidateTable(uint64_t off, uint64_t* buckets) const {
-  const auto* h = pool().At<const WophiTableHeader>(off);
-  const uint64_t n = h->buckets;
-  if (h->magic != kWophiTableMagic || n == 0 || n > pool().size() / kBucketBytes ||
-      !pool().Contains(off, TableBytes(n))) {
-    return Status::Corruption("wophi: table header at offset " + std::to_string(off) +
-                              " is damaged (magic or bucket count " + std::to_string(n) + ")");
-  }
-  *buckets = n;
-  return Status::OK();
+  return ValidateTableBlock(off, kWophiTableMagic, pool().size() / kBucketBytes, TableBytes,
+                            buckets);
 }
 
 Status Wophi::ReadPabList(const WophiTableHeader* header, std::vector<PabBlock>* blocks) const {
@@ -401,7 +370,7 @@ Status Wophi::Recover(bool clean) {
   PMHASH_RETURN_IF_ERROR(OpenRoot(kWophiRootMagic, kWophiVersion, kHeaderBytes, &table));
   PMHASH_RETURN_IF_ERROR(ValidateTable(table, &n));
   PMHASH_RETURN_IF_ERROR(CheckTableBlock(table, TableBytes(n)));
-  view_ = MakeView(table, n);
+  view_ = View(pool().At<char>(table), table, n);
   mb_.store(view_.mb, std::memory_order_release);
   main_buckets_.store(n, std::memory_order_release);
   PMHASH_RETURN_IF_ERROR(RebuildVolatile(clean));
@@ -663,7 +632,7 @@ Status Wophi::InsertAt(const Probe& p, std::string_view key, std::string_view va
   ShardOf(stripe).delta.fetch_add(1, std::memory_order_relaxed);
   // A chain grew: check the load factor of the main buckets (not checked on every insert,
   // to keep a shared counter off the fast path).
-  if (resize_) {
+  if (resize_enabled()) {
     const uint64_t n = view_.buckets;
     *grow = static_cast<double>(Count()) > max_load_factor_ * static_cast<double>(kWophiAssoc * n);
   }
@@ -744,7 +713,7 @@ Status Wophi::Grow(uint64_t observed_buckets) {
   }
   uint64_t table = 0;
   PMHASH_RETURN_IF_ERROR(NewTable(n2, &table));
-  const View nv = MakeView(table, n2);
+  const View nv(pool().At<char>(table), table, n2);
   pm::Persister& ps = persister();
 
   // The new table's own PAB blocks (unreachable until the switch, like the table).
@@ -925,10 +894,6 @@ Status Wophi::CheckInvariants() const {
 
 void RegisterEngines_wophi(EngineRegistry& registry) {
   EngineInfo info;
-  info.description = {"wophi",
-                      "chained buckets (4 tokens, 4 slots, next); pre-allocated chain "
-                      "buckets; log-free token commit",
-                      "000 WOPHI", /*crash_consistent=*/true};
   info.options = {OptionSpec::Uint("buckets", std::nullopt, 1, uint64_t{1} << 36,
                                    "main buckets of the first table (auto: initial_capacity "
                                    "/ 4, else 1024)"),
@@ -949,6 +914,10 @@ void RegisterEngines_wophi(EngineRegistry& registry) {
   // Few main buckets, small PAB blocks refilled early: resizes and refills.
   info.test = {.crash_options = {{"buckets", "8"}, {"pab_buckets", "8"}, {"pab_low", "4"}},
                .growth_counters = {"resizes", "pab_refills"}};
+  info.description = {"wophi",
+                      "chained buckets (4 tokens, 4 slots, next); pre-allocated chain "
+                      "buckets; log-free token commit",
+                      "000 WOPHI", /*crash_consistent=*/true};
   registry.Add<Wophi>(std::move(info));
 }
 

@@ -174,7 +174,8 @@ static_assert(sizeof(WophiTableHeader) == pm::kCacheLine,
               "the header is one line, so the buckets start line aligned");
 static_assert(offsetof(WophiTableHeader, pab_head) % 8 == 0,
               "pab_head is switched by one failure-atomic 8-byte store");
-static_assert(offsetof(WophiTableHeader, magic) == 0 && offsetof(WophiTableHeader, buckets) == 8 &&
+static_assert(offsetof(WophiTableHeader, magic) == offsetof(TableHeader, magic) &&
+                  offsetof(WophiTableHeader, buckets) == offsetof(TableHeader, size) &&
                   offsetof(WophiTableHeader, pab_head) == 16,
               "the table header's layout (version 1)");
 
@@ -237,14 +238,21 @@ class Wophi : public Engine {
     size_t lines = 0;             // PM cache lines read (NoteRead)
   };
 
+  // Pointers into a table of `buckets` main buckets mapped at `table`.
   struct View {
+    View() = default;
+    View(char* table, uint64_t offset, uint64_t buckets)
+        : table(table),
+          offset(offset),
+          buckets(buckets),
+          header(reinterpret_cast<WophiTableHeader*>(table)),
+          mb(reinterpret_cast<WophiBucket*>(table + sizeof(WophiTableHeader))) {}
     char* table = nullptr;
     uint64_t offset = 0;
     uint64_t buckets = 0;
     WophiTableHeader* header = nullptr;
     WophiBucket* mb = nullptr;
   };
-  View MakeView(uint64_t offset, uint64_t buckets) const;
 
   // A PAB block of a table, as recovery and resize track it.
   struct PabBlock {
@@ -312,10 +320,8 @@ class Wophi : public Engine {
 
   // Options (Configure).
   uint64_t initial_buckets_ = 0;
-  uint64_t initial_capacity_ = 0;
   uint64_t pab_block_opt_ = 0;  // 0: auto
   uint64_t pab_low_opt_ = 0;    // 0: auto
-  bool resize_ = true;
   double max_load_factor_ = 1.0;
 
   Stripes<Stripe> stripes_;
