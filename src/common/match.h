@@ -1,6 +1,9 @@
 // Tag matching: compares a row of one-byte tags (fingerprints, form bytes, tokens) with one
 // byte and returns a bit mask, bit i set when tags[i] equals the byte. Engines scan a
-// bucket's or a group's tags this way instead of byte by byte.
+// bucket's or a group's tags this way instead of byte by byte: `group` matches a level-2
+// group's form bytes (empty cells, and with tags=on the key's tag). wophi's and smartht's
+// buckets hold 3 or 4 tokens, which their lock-free searches read one acquire load each
+// (VersionedRwLock's contract): a vector compare of so few bytes saves nothing there.
 //
 // One small type with four implementations of the same contract: portable (8 bytes at a
 // time in a 64-bit word, for any CPU), SSE2 (16 bytes per compare, every x86-64 CPU),
