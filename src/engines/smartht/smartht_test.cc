@@ -322,54 +322,61 @@ TEST(SmartHtTest, LongKeysAndValuesAndFormChangingUpdates) {
 }
 
 TEST(SmartHtTest, FourThreadsMixedOperations) {
-  auto index = OpenOrDie(SmartOptions({{"head_buckets", "256"}, {"expected_keys", "2048"},
-                                       {"rebuild_deletes", "0.2"}}));
-  ASSERT_NE(index, nullptr);
-  constexpr int kThreads = 4;
-  std::vector<Model> models(kThreads);
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      std::mt19937_64 rng(t + 1);
-      Model& m = models[t];
-      for (int n = 0; n < 6000; ++n) {
-        const uint64_t id = (rng() % 1500) * kThreads + t;  // keys partitioned by thread
-        const std::string k = id % 5 == 0 ? Bytes(id, 20, 'k') : Key8(id);
-        const std::string v = Bytes(rng(), 8 + (rng() % 3) * 12, 'v');
-        std::string got;
-        switch (rng() % 4) {
-          case 0: {
-            const Status s = index->Insert(k, v);
-            EXPECT_EQ(s.ok(), m.count(k) == 0) << s.ToString();
-            m.emplace(k, v);
-            break;
-          }
-          case 1:
-            EXPECT_TRUE(index->Put(k, v).ok());
-            m[k] = v;
-            break;
-          case 2: {
-            const Status s = index->Delete(k);
-            EXPECT_EQ(s.ok(), m.erase(k) == 1) << s.ToString();
-            break;
-          }
-          default: {
-            const Status s = index->Get(k, &got);
-            auto it = m.find(k);
-            EXPECT_EQ(s.ok(), it != m.end());
-            if (s.ok() && it != m.end()) {
-              EXPECT_EQ(got, it->second);
+  // In the paper's search order and with bucket_first=on (the filter read inside the
+  // lock-free search, while rebuilds replace it).
+  for (const char* bucket_first : {"off", "on"}) {
+    SCOPED_TRACE(std::string("bucket_first=") + bucket_first);
+    auto index = OpenOrDie(SmartOptions({{"head_buckets", "256"},
+                                         {"expected_keys", "2048"},
+                                         {"rebuild_deletes", "0.2"},
+                                         {"bucket_first", bucket_first}}));
+    ASSERT_NE(index, nullptr);
+    constexpr int kThreads = 4;
+    std::vector<Model> models(kThreads);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        std::mt19937_64 rng(t + 1);
+        Model& m = models[t];
+        for (int n = 0; n < 6000; ++n) {
+          const uint64_t id = (rng() % 1500) * kThreads + t;  // keys partitioned by thread
+          const std::string k = id % 5 == 0 ? Bytes(id, 20, 'k') : Key8(id);
+          const std::string v = Bytes(rng(), 8 + (rng() % 3) * 12, 'v');
+          std::string got;
+          switch (rng() % 4) {
+            case 0: {
+              const Status s = index->Insert(k, v);
+              EXPECT_EQ(s.ok(), m.count(k) == 0) << s.ToString();
+              m.emplace(k, v);
+              break;
+            }
+            case 1:
+              EXPECT_TRUE(index->Put(k, v).ok());
+              m[k] = v;
+              break;
+            case 2: {
+              const Status s = index->Delete(k);
+              EXPECT_EQ(s.ok(), m.erase(k) == 1) << s.ToString();
+              break;
+            }
+            default: {
+              const Status s = index->Get(k, &got);
+              auto it = m.find(k);
+              EXPECT_EQ(s.ok(), it != m.end());
+              if (s.ok() && it != m.end()) {
+                EXPECT_EQ(got, it->second);
+              }
             }
           }
         }
-      }
-    });
+      });
+    }
+    for (auto& th : threads) th.join();
+    AsSmart(index.get())->WaitForBackgroundWork();
+    Model all;
+    for (const Model& m : models) all.insert(m.begin(), m.end());
+    ExpectMatches(index.get(), all);
   }
-  for (auto& th : threads) th.join();
-  AsSmart(index.get())->WaitForBackgroundWork();
-  Model all;
-  for (const Model& m : models) all.insert(m.begin(), m.end());
-  ExpectMatches(index.get(), all);
 }
 
 TEST(SmartHtTest, SmallPoolsWorkAndHeadBucketsFollowTheCapacity) {
