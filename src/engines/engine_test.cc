@@ -67,7 +67,7 @@ class RecordingEngine : public Engine {
   Status Create() override {
     // One fixed root field after the kit's header, covered by its check.
     persister().Store(&root<RecordingRoot>()->fixed, kFixed);
-    CreateRoot(kLayout, /*table=*/pm::kCacheLine);
+    CreateRoot(kLayout, /*table=*/pm::kCacheLine, /*table_bytes=*/0);
     return Status::OK();
   }
   Status Recover(bool) override {

@@ -20,7 +20,7 @@
 //   struct StateHeader { uint64_t checksum; uint64_t reserved[7]; };
 //
 //   Chunk table entry c (8 bytes, changed only by one failure-atomic Store): the sealed
-//   word SealWord(kind << 40 | value, salt = c) (common/hash.h), so a damaged byte of an
+//   word SealWord(kind << 40 | value, salt = c) (util/hash.h), so a damaged byte of an
 //   entry is always detected, at Load and Rebuild alike, and an entry copied to another
 //   chunk almost always:
 //     kFree  << 40                          free (Format writes it into every entry)

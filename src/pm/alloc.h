@@ -2,7 +2,7 @@
 //
 // Its persistent metadata checks itself (layout in alloc.cc): the header and the state
 // written at clean shutdown carry checksums, and every chunk-table entry is a sealed word
-// (common/hash.h: 48 bits and a CRC-16 in one 8-byte word), so each update stays one
+// (util/hash.h: 48 bits and a CRC-16 in one 8-byte word), so each update stays one
 // failure-atomic store while a damaged byte in any entry is Corruption, naming the chunk
 // and the entry's pool offset, at Load and at Rebuild.
 //

@@ -18,7 +18,9 @@
 #include <thread>
 
 #include "engines/engine.h"
+#include "support/engine_tests.h"
 #include "support/harness.h"
+#include "support/heap_counter.h"
 
 namespace pmhash::testing {
 namespace {
@@ -72,6 +74,39 @@ TEST_P(Conformance, StatusesOfEveryCall) {
   EXPECT_TRUE(index->Get("key00001", &v).IsNotFound());
   EXPECT_EQ(index->Count(), 1u);
   ExpectMatches(index.get(), {{"key00002", "again"}});
+}
+
+TEST_P(Conformance, GetsOfInlineKeysAllocateNothing) {
+  // The hot path: a Get of an 8-byte key with an 8-byte value, present or absent, makes
+  // no heap allocation (the Status of NotFound is static; the value fits the string's
+  // inline buffer). Only registered engines are held to it.
+  if (spec_.test_only) GTEST_SKIP() << "test-only engine";
+  auto index = Fresh();
+  ASSERT_NE(index, nullptr);
+  constexpr uint64_t kKeys = 2000;
+  std::vector<std::string> present, absent;
+  for (uint64_t i = 0; i < kKeys; ++i) {
+    present.push_back(Key8(i));
+    absent.push_back(Key8(1'000'000 + i));
+    ASSERT_TRUE(index->Insert(present.back(), Key8(i * 3)).ok());
+  }
+  WaitForBackgroundWork(index.get());
+  std::string v;
+  // A thread's first call may register it (counter slots, reader slots): not measured.
+  ASSERT_TRUE(index->Get(present[0], &v).ok());
+  ASSERT_TRUE(index->Get(absent[0], &v).IsNotFound());
+  size_t found = 0, not_found = 0;
+  const size_t allocations = HeapAllocationsOf([&] {
+    for (uint64_t i = 0; i < kKeys; ++i) {
+      found += index->Get(present[i], &v).ok() && v.size() == 8;
+      not_found += index->Get(absent[i], &v).IsNotFound();
+    }
+  });
+  EXPECT_EQ(found, kKeys);
+  EXPECT_EQ(not_found, kKeys);
+  EXPECT_EQ(allocations, 0u);
+  // The counter counts this thread's allocations (a control for the zero above).
+  EXPECT_GT(HeapAllocationsOf([&] { v = std::string(64, 'x'); }), 0u);
 }
 
 TEST_P(Conformance, MultiGetMatchesGet) {
