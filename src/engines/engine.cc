@@ -148,6 +148,8 @@ Status Engine::Start(std::unique_ptr<pm::Pool> pool, bool fresh, const Options& 
   multiget_depth_ = engine_options.Uint("multiget_depth");
   resize_enabled_ = !info_->capabilities.resize_switch || engine_options.Bool("resize");
   initial_capacity_ = options.initial_capacity;
+  pm::AllocatorOptions alloc_options;
+  alloc_options.arenas = static_cast<uint32_t>(engine_options.Uint("alloc_arenas"));
   const Status configured = Configure(engine_options, options);
   PMHASH_RETURN_IF_ERROR(engine_options.Finish());
   PMHASH_RETURN_IF_ERROR(configured);
@@ -163,19 +165,19 @@ Status Engine::Start(std::unique_ptr<pm::Pool> pool, bool fresh, const Options& 
       recovered_ = true;
     }
     PMHASH_RETURN_IF_ERROR(pm::UndoLog::Format(*pool_, *persister_, &undo_log_));
-    PMHASH_RETURN_IF_ERROR(pm::Allocator::Format(*pool_, *persister_, &allocator_));
+    PMHASH_RETURN_IF_ERROR(pm::Allocator::Format(*pool_, *persister_, &allocator_, alloc_options));
     codec_ = std::make_unique<SlotCodec>(*pool_, *persister_, *allocator_);
     PMHASH_RETURN_IF_ERROR(Create());
     return pool_->MarkCreated(*persister_);
   }
   PMHASH_RETURN_IF_ERROR(pm::UndoLog::Recover(*pool_, *persister_, &undo_log_));
   if (clean) {
-    PMHASH_RETURN_IF_ERROR(pm::Allocator::Load(*pool_, *persister_, &allocator_));
+    PMHASH_RETURN_IF_ERROR(pm::Allocator::Load(*pool_, *persister_, &allocator_, alloc_options));
   } else {
     PMHASH_RETURN_IF_ERROR(pm::Allocator::Rebuild(
         *pool_, *persister_,
         [this](const pm::Allocator::LiveBlockVisitor& visit) { return EnumerateBlocks(visit); },
-        &allocator_));
+        &allocator_, alloc_options));
   }
   codec_ = std::make_unique<SlotCodec>(*pool_, *persister_, *allocator_);
   PMHASH_RETURN_IF_ERROR(Recover(clean));

@@ -45,6 +45,8 @@ class Conformance : public ::testing::TestWithParam<std::string> {
     EXPECT_EQ(CheckIndex(index, model, nullptr), "");
     EXPECT_EQ(CheckInvariantsOf(index), "");
   }
+  // One run of ThreadsAgainstAModel: the threads' ops come from `seed`.
+  void ThreadsAgainstAModel(uint64_t seed);
   EngineSpec spec_;
 };
 
@@ -308,20 +310,26 @@ TEST_P(Conformance, EmptyAndBinaryKeys) {
 }
 
 TEST_P(Conformance, RandomOperationsAgreeWithAModel) {
-  auto index = Fresh(16);
-  Model model;
-  std::mt19937_64 rng(GetParam().size());
-  for (int i = 0; i < 3000; ++i) {
-    Op op;
-    op.kind = static_cast<Op::Kind>(rng() % 4);
-    const uint64_t k = rng() % 400;
-    op.key = k % 3 ? std::string(reinterpret_cast<const char*>(&k), 8) : "key" + std::to_string(k);
-    op.value = std::string(rng() % 3 ? 8 : rng() % 200, static_cast<char>('a' + i % 26));
-    Status want = ApplyToModel(op, &model);
-    Status got = ApplyToIndex(op, index.get());
-    ASSERT_EQ(got.code(), want.code()) << Describe(op) << " at step " << i << ": " << got.ToString();
+  for (uint64_t seed : TestSeeds({GetParam().size(), 1001})) {
+    SCOPED_TRACE(SeedNote(seed));
+    auto index = Fresh(16);
+    ASSERT_NE(index, nullptr);
+    Model model;
+    std::mt19937_64 rng(seed);
+    for (int i = 0; i < 3000; ++i) {
+      Op op;
+      op.kind = static_cast<Op::Kind>(rng() % 4);
+      const uint64_t k = rng() % 400;
+      op.key = k % 3 ? std::string(reinterpret_cast<const char*>(&k), 8)
+                     : "key" + std::to_string(k);
+      op.value = std::string(rng() % 3 ? 8 : rng() % 200, static_cast<char>('a' + i % 26));
+      Status want = ApplyToModel(op, &model);
+      Status got = ApplyToIndex(op, index.get());
+      ASSERT_EQ(got.code(), want.code())
+          << Describe(op) << " at step " << i << ": " << got.ToString();
+    }
+    ExpectMatches(index.get(), model);
   }
-  ExpectMatches(index.get(), model);
 }
 
 TEST_P(Conformance, ResizeUnderLoad) {
@@ -391,7 +399,15 @@ TEST_P(Conformance, ReopenAfterCleanClose) {
 // per write, so a value read must be one a thread wrote to that key (a torn value, or
 // one of another key, is not). No lost or phantom keys at the end.
 TEST_P(Conformance, ThreadsAgainstAModel) {
+  for (uint64_t seed : TestSeeds({0})) {
+    SCOPED_TRACE(SeedNote(seed));
+    ThreadsAgainstAModel(seed);
+  }
+}
+
+void Conformance::ThreadsAgainstAModel(uint64_t seed) {
   auto index = Fresh(16);
+  ASSERT_NE(index, nullptr);
   constexpr int kThreads = 4, kOps = 1500;
   std::vector<Model> models(kThreads);
   // Every value each thread wrote, by key (read by other threads only after the join).
@@ -418,7 +434,7 @@ TEST_P(Conformance, ThreadsAgainstAModel) {
     return v;
   };
   auto work = [&](int t) {
-    std::mt19937_64 rng(t);
+    std::mt19937_64 rng(seed * 100 + t);
     std::string v;
     for (int i = 0; i < kOps; ++i) {
       const uint64_t k = rng() % 200;

@@ -1135,10 +1135,12 @@ void RegisterEngines_smartht(EngineRegistry& registry) {
                        .pipelined_multiget = true};
   // The fewest head buckets, grown once a few buckets are chained; the DRAM filter
   // (at least 1,024 keys, so it never outgrows itself here) rebuilt after 51 deletes.
+  // Threads get 4 lock areas (256 head buckets are one).
   info.test = {.crash_options = {{"head_buckets", "256"},
                                  {"expected_keys", "16"},
                                  {"max_chain", "0.01"},
                                  {"rebuild_deletes", "0.05"}},
+               .thread_crash_options = {{"head_buckets", "1024"}},
                .growth_counters = {"grows", "filter_rebuilds"}};
   info.description = {"smartht",
                       "DRAM Bloom filter over a PM chained hash; 64-B buckets (3 tokens, 3 "
