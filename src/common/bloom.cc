@@ -35,9 +35,15 @@ struct Header {
   uint64_t expected_keys;      // informational (the options the filter was made with)
   double false_positive_rate;  // informational
   uint64_t checksum;           // Hash64(blocks, seed = Hash64(header bytes before this))
-  uint8_t reserved[16];        // zero
+  uint8_t reserved[16];        // zero (checked: every byte of an image is verified)
 };
 static_assert(sizeof(Header) == BloomFilter::kHeaderBytes);
+static_assert(offsetof(Header, magic) == 0 && offsetof(Header, version) == 8 &&
+                  offsetof(Header, num_probes) == 12 && offsetof(Header, num_blocks) == 16 &&
+                  offsetof(Header, expected_keys) == 24 &&
+                  offsetof(Header, false_positive_rate) == 32 &&
+                  offsetof(Header, checksum) == 40 && offsetof(Header, reserved) == 48,
+              "the serialized header's layout (version 1): the checksum covers [0, 40)");
 constexpr size_t kChecksummedHeaderBytes = offsetof(Header, checksum);
 
 uint64_t Checksum(const void* header, const void* blocks, size_t block_bytes) {
@@ -314,6 +320,9 @@ Status BloomFilter::ParseHeader(std::span<const uint8_t> data, BloomOptions* opt
   }
   if (Checksum(&h, data.data() + kHeaderBytes, payload) != h.checksum) {
     return Status::Corruption("Bloom filter image checksum mismatch");
+  }
+  for (uint8_t b : h.reserved) {  // after the checksum, so checked to be zero instead
+    if (b != 0) return Status::Corruption("Bloom filter image header: reserved bytes not zero");
   }
   options->expected_keys = h.expected_keys;
   options->false_positive_rate = h.false_positive_rate;

@@ -1,5 +1,6 @@
 #include "common/slot.h"
 
+#include <cstddef>
 #include <cstring>
 #include <string>
 
@@ -26,8 +27,9 @@ struct RecordHeader {
   uint64_t key_len() const { return word & kKeyLenMask; }
   uint64_t value_len() const { return (word >> kKeyLenBits) & kValueLenMask; }
 };
-static_assert(sizeof(RecordHeader) == SlotCodec::kRecordHeaderSize,
-              "the record header is one 8-byte word");
+static_assert(sizeof(RecordHeader) == SlotCodec::kRecordHeaderSize &&
+                  offsetof(RecordHeader, word) == 0,
+              "the record header is one 8-byte word, before the key");
 
 // The header word of a record at `offset` holding key and value.
 uint64_t RecordWord(uint64_t offset, std::string_view key, std::string_view value) {
@@ -180,6 +182,14 @@ void SlotCodec::Release(SlotForm form, const KvWords& words) {
 }
 
 void SlotCodec::ReleaseRecord(uint64_t record_offset) { allocator_.Free(record_offset); }
+
+void SlotCodec::DescribeRecord(SlotForm form, const KvWords& words,
+                               const pm::RegionVisitor& mark) const {
+  if (form != SlotForm::kRecord) return;
+  RecordHeaderView header;
+  if (RecordAt(words.word0, &header) == nullptr) return;
+  mark(words.word0, RecordSize(header.key_len, header.value_len), pm::Region::kRecords, true);
+}
 
 bool SlotCodec::Plausible(SlotForm form, const KvWords& words) const {
   switch (form) {

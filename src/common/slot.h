@@ -31,6 +31,7 @@
 // changes word0, word1 and the form together: engines do that under an UndoLog Tx.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -38,6 +39,7 @@
 #include "pm/alloc.h"
 #include "pm/persist.h"
 #include "pm/pool.h"
+#include "pm/regions.h"
 #include "pmhash/index.h"
 
 namespace pmhash {
@@ -48,7 +50,9 @@ struct KvWords {
   uint64_t word0 = 0;
   uint64_t word1 = 0;
 };
-static_assert(sizeof(KvWords) == 16, "a key-value slot is two 8-byte words");
+static_assert(sizeof(KvWords) == 16 && offsetof(KvWords, word0) == 0 &&
+                  offsetof(KvWords, word1) == 8,
+              "a key-value slot is two 8-byte words, each stored failure-atomically");
 
 class SlotCodec {
  public:
@@ -95,6 +99,10 @@ class SlotCodec {
                           const pm::Allocator::LiveBlockVisitor& visit) {
     if (form == SlotForm::kRecord) visit(words.word0);
   }
+  // Marks a record slot's record, the bytes its check covers (header, key and value), as
+  // pm::Region::kRecords, checked (Plausible finds any damaged byte). Nothing for other
+  // forms or a record that would lie outside the heap.
+  void DescribeRecord(SlotForm form, const KvWords& words, const pm::RegionVisitor& mark) const;
   // Whether a slot read from PM is well-formed (known form; record allocated, inside the
   // heap, with plausible lengths, and its check holding over every byte). Recovery uses
   // it to reject a damaged pool with Corruption.

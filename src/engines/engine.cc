@@ -155,6 +155,10 @@ Status Engine::Start(std::unique_ptr<pm::Pool> pool, bool fresh, const Options& 
   const std::vector<OptionSpec> declared = DeclaredOptions(*info_, /*with_common=*/true);
   EngineOptions engine_options(options.engine_options, declared);
   multiget_depth_ = engine_options.Uint("multiget_depth");
+  resize_enabled_ = !info_->capabilities.resize_switch || engine_options.Bool("resize");
+  initial_capacity_ = options.initial_capacity;
+  pm::AllocatorOptions alloc_options;
+  alloc_options.arenas = static_cast<uint32_t>(engine_options.Uint("alloc_arenas"));
   const Status configured = Configure(engine_options, options);
   PMHASH_RETURN_IF_ERROR(engine_options.Finish());
   PMHASH_RETURN_IF_ERROR(configured);
@@ -170,19 +174,19 @@ Status Engine::Start(std::unique_ptr<pm::Pool> pool, bool fresh, const Options& 
       recovered_ = true;
     }
     PMHASH_RETURN_IF_ERROR(pm::UndoLog::Format(*pool_, *persister_, &undo_log_));
-    PMHASH_RETURN_IF_ERROR(pm::Allocator::Format(*pool_, *persister_, &allocator_));
+    PMHASH_RETURN_IF_ERROR(pm::Allocator::Format(*pool_, *persister_, &allocator_, alloc_options));
     codec_ = std::make_unique<SlotCodec>(*pool_, *persister_, *allocator_);
     PMHASH_RETURN_IF_ERROR(Create());
     return pool_->MarkCreated(*persister_);
   }
   PMHASH_RETURN_IF_ERROR(pm::UndoLog::Recover(*pool_, *persister_, &undo_log_));
   if (clean) {
-    PMHASH_RETURN_IF_ERROR(pm::Allocator::Load(*pool_, *persister_, &allocator_));
+    PMHASH_RETURN_IF_ERROR(pm::Allocator::Load(*pool_, *persister_, &allocator_, alloc_options));
   } else {
     PMHASH_RETURN_IF_ERROR(pm::Allocator::Rebuild(
         *pool_, *persister_,
         [this](const pm::Allocator::LiveBlockVisitor& visit) { return EnumerateBlocks(visit); },
-        &allocator_));
+        &allocator_, alloc_options));
   }
   codec_ = std::make_unique<SlotCodec>(*pool_, *persister_, *allocator_);
   PMHASH_RETURN_IF_ERROR(Recover(clean));
@@ -209,7 +213,8 @@ Status Engine::Close() {
   Status s = Shutdown();
   // The count is kept in DRAM while open; a clean close makes it durable, so a clean
   // reopen needs no recount.
-  if (s.ok() && attached_root_ != nullptr && attached_root_->count != Count()) {
+  if (s.ok() && attached_root_ != nullptr &&
+      attached_root_->count != SealWord(Count(), SaltOf(&attached_root_->count))) {
     PersistRootCount(Count());
   }
   if (s.ok()) s = allocator_->PersistState();
@@ -351,33 +356,66 @@ void Engine::MultiGetPipelined(std::span<const std::string_view> keys,
 
 // ---- Engine: the root header --------------------------------------------------------
 
-void Engine::CreateRoot(uint64_t magic, uint32_t version, uint64_t table, size_t root_bytes) {
-  pm::Persister& p = *persister_;
-  EngineRoot* r = root_header();
-  p.Store(&r->version, version);
-  p.Store(&r->check, uint32_t{0});
-  p.Store(&r->table, table);
-  p.Store(&r->count, uint64_t{0});
-  p.Flush(r, root_bytes);
-  // Creation commits with the pool's initialized flag (pool.h); the magic, stored last,
-  // keeps a root that is read before then from looking valid.
-  p.Publish(&r->magic, magic);
-  attached_root_ = r;
+namespace {
+
+// EngineRoot::check: magic, version and the engine's fixed root fields.
+uint32_t RootCheck(uint64_t magic, uint32_t version, const void* fixed, size_t fixed_bytes) {
+  const uint64_t seed = Hash64(&version, sizeof(version), magic);
+  return static_cast<uint32_t>(Hash64(fixed, fixed_bytes, seed));
 }
 
-Status Engine::ValidateRoot(uint64_t magic, uint32_t version, size_t table_header_bytes,
-                            uint64_t* table) const {
+constexpr uint64_t kMetadataSeed = 0x6d65746164617461ull;  // "metadata"
+
+}  // namespace
+
+void Engine::CreateRoot(const RootLayout& layout, uint64_t table, uint64_t table_bytes) {
+  pm::Persister& p = *persister_;
+  if (table_bytes != 0) p.Persist(pool_->At<char>(table), table_bytes);
+  EngineRoot* r = root_header();
+  const char* fixed = reinterpret_cast<const char*>(r + 1);
+  p.Store(&r->version, layout.version);
+  p.Store(&r->check, RootCheck(layout.magic, layout.version, fixed, layout.fixed_bytes));
+  p.Store(&r->table, SealWord(table, SaltOf(&r->table)));
+  p.Store(&r->count, SealWord(0, SaltOf(&r->count)));
+  p.Flush(r, layout.bytes);
+  // Creation commits with the pool's state word (pool.h); the magic, stored last, keeps
+  // a root that is read before then from looking valid.
+  p.Publish(&r->magic, layout.magic);
+  attached_root_ = r;
+  root_bytes_ = layout.bytes;
+}
+
+Status Engine::ValidateRoot(const RootLayout& layout, size_t table_header_bytes,
+                            uint64_t* table, uint64_t* count) const {
   const EngineRoot* r = root_header();
-  if (r->magic != magic) {
-    return Status::Corruption(engine_name_ + ": root magic is wrong (not a " + engine_name_ +
-                              " index, or damaged)");
+  const std::string at = " at pool offset ";
+  if (r->magic != layout.magic) {
+    return Status::Corruption(engine_name_ + ": root magic" + at +
+                              std::to_string(SaltOf(&r->magic)) + " is wrong (not a " +
+                              engine_name_ + " index, or damaged)");
   }
-  if (r->version != version) {
+  if (r->version != layout.version) {
     return Status::Corruption(engine_name_ + ": root layout version " +
                               std::to_string(r->version) + " (this build reads " +
-                              std::to_string(version) + ")");
+                              std::to_string(layout.version) + ")");
   }
-  const uint64_t off = r->table;
+  const char* fixed = reinterpret_cast<const char*>(r + 1);
+  if (r->check != RootCheck(layout.magic, layout.version, fixed, layout.fixed_bytes)) {
+    return Status::Corruption(engine_name_ + ": root check" + at +
+                              std::to_string(SaltOf(&r->check)) +
+                              " does not match its magic, version and fixed fields (damaged)");
+  }
+  const char* area = static_cast<const char*>(pool_->root());
+  for (size_t i = layout.bytes; i < pm::kRootSize; ++i) {
+    if (area[i] != 0) {
+      return Status::Corruption(engine_name_ + ": root area byte" + at +
+                                std::to_string(pm::kRootOffset + i) +
+                                " is not zero (damaged)");
+    }
+  }
+  uint64_t off = 0;
+  PMHASH_RETURN_IF_ERROR(LoadSealed(&r->table, "root table offset", &off));
+  PMHASH_RETURN_IF_ERROR(LoadSealed(&r->count, "root count", count));
   if (off == 0 || off % pm::kCacheLine != 0 || !pool_->Contains(off, table_header_bytes)) {
     return Status::Corruption(engine_name_ + ": root table offset " + std::to_string(off) +
                               " is outside the pool");
@@ -386,10 +424,39 @@ Status Engine::ValidateRoot(uint64_t magic, uint32_t version, size_t table_heade
   return Status::OK();
 }
 
-Status Engine::OpenRoot(uint64_t magic, uint32_t version, size_t table_header_bytes,
-                        uint64_t* table) {
-  PMHASH_RETURN_IF_ERROR(ValidateRoot(magic, version, table_header_bytes, table));
+Status Engine::OpenRoot(const RootLayout& layout, size_t table_header_bytes, uint64_t* table,
+                        uint64_t* count) {
+  PMHASH_RETURN_IF_ERROR(ValidateRoot(layout, table_header_bytes, table, count));
   attached_root_ = root_header();
+  root_bytes_ = layout.bytes;
+  return Status::OK();
+}
+
+Status Engine::NewTableBlock(uint64_t bytes, const std::string& what, uint64_t magic,
+                             uint64_t size, uint64_t* offset) {
+  PMHASH_RETURN_IF_ERROR(AllocateBlock(bytes, what, offset));
+  pm::Persister& p = *persister_;
+  auto* h = pool_->At<TableHeader>(*offset);
+  p.Zero(h, bytes);
+  p.Store(&h->size, size);
+  p.Store(&h->magic, magic);
+  return Status::OK();
+}
+
+Status Engine::ValidateTableBlock(uint64_t table, uint64_t magic, uint64_t max_size,
+                                  uint64_t (*bytes)(uint64_t size), uint64_t* size) const {
+  const auto* h = pool_->At<const TableHeader>(table);
+  if (h->magic != magic) {
+    return Status::Corruption(engine_name_ + ": the table at offset " + std::to_string(table) +
+                              " has a wrong magic number");
+  }
+  const uint64_t n = h->size;
+  if (n == 0 || n > max_size || !pool_->Contains(table, bytes(n))) {
+    return Status::Corruption(engine_name_ + ": the table at offset " + std::to_string(table) +
+                              " claims a size of " + std::to_string(n) +
+                              ", which does not fit the pool");
+  }
+  *size = n;
   return Status::OK();
 }
 
@@ -403,8 +470,50 @@ Status Engine::CheckTableBlock(uint64_t table, uint64_t bytes) const {
 
 void Engine::PersistRootCount(uint64_t count) {
   EngineRoot* r = root_header();
-  persister_->Store(&r->count, count);
+  persister_->Store(&r->count, SealWord(count, SaltOf(&r->count)));
   persister_->Persist(&r->count, sizeof(r->count));
+}
+
+void Engine::PublishRootTable(uint64_t table) {
+  EngineRoot* r = root_header();
+  persister_->Publish(&r->table, SealWord(table, SaltOf(&r->table)));
+}
+
+Status Engine::LoadSealed(const uint64_t* word, const char* what, uint64_t* payload) const {
+  if (!UnsealWord(*word, SaltOf(word), payload)) {
+    return Status::Corruption(engine_name_ + ": " + what + " at pool offset " +
+                              std::to_string(SaltOf(word)) + " fails its check (damaged)");
+  }
+  return Status::OK();
+}
+
+uint64_t Engine::MetadataCheck(const void* header, size_t len) const {
+  return Hash64(header, len, SaltOf(header) ^ kMetadataSeed);
+}
+
+Status Engine::VerifyMetadata(const void* header, size_t len, uint64_t stored,
+                              const std::string& what) const {
+  if (stored != MetadataCheck(header, len)) {
+    return Status::Corruption(engine_name_ + ": " + what + " at pool offset " +
+                              std::to_string(SaltOf(header)) + " fails its checksum (damaged)");
+  }
+  return Status::OK();
+}
+
+void Engine::DescribeLayout(const pm::RegionVisitor& mark) const {
+  mark(0, pm::kPoolHeaderSize, pm::Region::kPoolHeader, true);
+  // Through the kit's root every byte of the root area checks itself (ValidateRoot): the
+  // engine's root, then the zero rest. An engine with a root of its own: unchecked.
+  if (root_bytes_ != 0) {
+    mark(pm::kRootOffset, root_bytes_, pm::Region::kEngineMetadata, true);
+    mark(pm::kRootOffset + root_bytes_, pm::kRootSize - root_bytes_,
+         pm::Region::kEngineMetadata, true);
+  } else {
+    mark(pm::kRootOffset, pm::kRootSize, pm::Region::kEngineMetadata, false);
+  }
+  undo_log_->DescribeLayout(mark);
+  allocator_->DescribeLayout(mark);
+  DescribeEngineLayout(mark);
 }
 
 Status Engine::AllocateBlock(uint64_t bytes, const std::string& what, uint64_t* offset) {
@@ -421,9 +530,9 @@ Status Engine::AllocateBlock(uint64_t bytes, const std::string& what, uint64_t* 
 // ---- Engine: the slot encoding's update ---------------------------------------------
 
 Status Engine::UpdateSlot(uint8_t* form, KvWords* words, std::string_view key,
-                          std::string_view value, uint64_t key_hash) {
+                          std::string_view value, uint64_t key_hash, uint8_t form_tag) {
   pm::Persister& ps = *persister_;
-  const auto old_form = static_cast<SlotForm>(*form);
+  const auto old_form = static_cast<SlotForm>(*form & ~form_tag);
   if (old_form == SlotForm::kInline && SlotCodec::FitsInline(key, value)) {
     uint64_t v;
     std::memcpy(&v, value.data(), 8);
@@ -452,7 +561,7 @@ Status Engine::UpdateSlot(uint8_t* form, KvWords* words, std::string_view key,
   }
   ps.Store(&words->word0, record);
   ps.Store(&words->word1, key_hash);
-  ps.Store(form, static_cast<uint8_t>(SlotForm::kRecord));
+  ps.Store(form, static_cast<uint8_t>(static_cast<uint8_t>(SlotForm::kRecord) | form_tag));
   ps.Flush(words, sizeof(KvWords));  // a slot never straddles a line
   const auto line = [](const void* p) { return reinterpret_cast<uintptr_t>(p) / pm::kCacheLine; };
   if (line(form) != line(words)) ps.Flush(form, 1);

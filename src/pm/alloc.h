@@ -2,7 +2,7 @@
 //
 // Its persistent metadata checks itself (layout in alloc.cc): the header and the state
 // written at clean shutdown carry checksums, and every chunk-table entry is a sealed word
-// (common/hash.h: 48 bits and a CRC-16 in one 8-byte word), so each update stays one
+// (util/hash.h: 48 bits and a CRC-16 in one 8-byte word), so each update stays one
 // failure-atomic store while a damaged byte in any entry is Corruption, naming the chunk
 // and the entry's pool offset, at Load and at Rebuild.
 //
@@ -21,7 +21,8 @@
 // through the Persister.
 //
 // Threads: Allocate, Free, UsableSize, BytesInUse are safe from many threads. Format,
-// Load, Rebuild and PersistState are called by one thread while no other uses it.
+// Load, Rebuild and PersistState are called by one thread while no other uses it. Small
+// blocks come from per-thread arenas (AllocatorOptions::arenas).
 #pragma once
 
 #include <cstddef>
@@ -31,9 +32,20 @@
 
 #include "pm/persist.h"
 #include "pm/pool.h"
+#include "pm/regions.h"
 #include "pmhash/status.h"
 
 namespace pmhash::pm {
+
+// Allocator tuning that is not part of the on-media format (it may differ at every open).
+inline constexpr uint32_t kMaxAllocArenas = 16;
+struct AllocatorOptions {
+  // Arenas per size class (1 .. kMaxAllocArenas): threads take small blocks from their own
+  // arena (assigned round robin), so they seldom wait for each other's lock; a block one
+  // thread frees goes back to the arena its chunk belongs to, so another thread gets it
+  // only if they share that arena. 1: every thread reuses what any other frees at once.
+  uint32_t arenas = 4;
+};
 
 class Allocator {
  public:
@@ -42,14 +54,16 @@ class Allocator {
   using LiveBlockEnumerator = std::function<Status(const LiveBlockVisitor&)>;
 
   // Formats the heap of a new pool (every block free).
-  static Status Format(Pool& pool, Persister& persister, std::unique_ptr<Allocator>* out);
+  static Status Format(Pool& pool, Persister& persister, std::unique_ptr<Allocator>* out,
+                       const AllocatorOptions& options = {});
   // Attaches after a clean shutdown: loads the state PersistState wrote. Corruption if
   // the allocator metadata fails validation.
-  static Status Load(Pool& pool, Persister& persister, std::unique_ptr<Allocator>* out);
+  static Status Load(Pool& pool, Persister& persister, std::unique_ptr<Allocator>* out,
+                     const AllocatorOptions& options = {});
   // Attaches after a crash: every block is free except those `enumerate` visits.
   // Corruption if a visited offset is not the start of a block the chunk table knows.
   static Status Rebuild(Pool& pool, Persister& persister, const LiveBlockEnumerator& enumerate,
-                        std::unique_ptr<Allocator>* out);
+                        std::unique_ptr<Allocator>* out, const AllocatorOptions& options = {});
 
   virtual ~Allocator() = default;
 
@@ -76,6 +90,11 @@ class Allocator {
   // check or disagrees with the allocator's state. Like PersistState, called while no
   // other thread uses the allocator.
   virtual Result<uint64_t> Verify(const LiveBlockEnumerator& enumerate) const = 0;
+
+  // Marks the allocator's metadata (Region::kAllocator): its header and chunk table,
+  // checked at every open; the saved state (its checksum and the bitmaps of small
+  // chunks), checked only when this allocator was loaded from it (a clean open).
+  virtual void DescribeLayout(const RegionVisitor& mark) const = 0;
 };
 
 }  // namespace pmhash::pm

@@ -7,7 +7,7 @@
 //
 //   Lane:
 //     [0, 8)      uint64_t state   SealWord(seq << 16 | count, salt = lane index)
-//                                  (common/hash.h): the lane's transaction sequence
+//                                  (util/hash.h): the lane's transaction sequence
 //                                  number seq (1 .. 2^32 - 1, then 1 again) and how many
 //                                  entries of transaction seq are durable (count; 0 = none,
 //                                  nothing to roll back). Written only with one
@@ -156,6 +156,13 @@ class LaneLog final : public UndoLog {
 
   size_t LaneCapacity() const override {
     return lane_size_ - kLaneHeaderSize - sizeof(EntryHeader);
+  }
+
+  void DescribeLayout(const RegionVisitor& mark) const override {
+    mark(pool_.ToOffset(pool_.log_area()), kLogHeaderSize, Region::kUndoLog, true);
+    for (uint32_t i = 0; i < kLaneCount; ++i) {
+      mark(pool_.ToOffset(State(i)), sizeof(uint64_t), Region::kUndoLog, true);
+    }
   }
 
   void Release(uint32_t lane) {

@@ -30,8 +30,15 @@ uint64_t CeilPowerOfTwo(uint64_t v) {
 constexpr uint8_t kInline = static_cast<uint8_t>(SlotForm::kInline);
 constexpr uint8_t kRecord = static_cast<uint8_t>(SlotForm::kRecord);
 
+uint64_t TableBytes(uint64_t head_buckets) {
+  return sizeof(SmartHtTableHeader) + head_buckets * sizeof(SmartBucket);
+}
+
 // Bound on a chain walk over raw PM (a damaged pool could hold a cycle).
 uint64_t MaxChain(const pm::Pool& pool) { return pool.size() / sizeof(SmartBucket) + 1; }
+
+constexpr RootLayout kRootLayout{kSmartHtRootMagic, kSmartHtVersion, sizeof(SmartHtRoot), 0};
+constexpr size_t kTableCheckedBytes = offsetof(SmartHtTableHeader, check);
 
 }  // namespace
 
@@ -86,16 +93,15 @@ SmartHt::ReaderSlot& SmartHt::MySlot() const {
 
 // ---- Options, creation, recovery ----------------------------------------------------
 
-Status SmartHt::Configure(EngineOptions& options, const Options& index_options) {
+Status SmartHt::Configure(EngineOptions& options, const Options& /*index_options*/) {
   head_buckets_opt_ = options.Uint("head_buckets");
   expected_keys_opt_ = options.Uint("expected_keys");
   fp_rate_ = options.Double("fp_rate");
   bloom_hashes_ = static_cast<uint32_t>(options.Uint("bloom_hashes"));
   rebuild_deletes_ = options.Double("rebuild_deletes");
-  resize_ = options.Bool("resize");
   max_chain_ = options.Double("max_chain");
+  bucket_first_ = options.Bool("bucket_first");
   recovery_threads_ = static_cast<uint32_t>(options.Uint("recovery_threads"));
-  initial_capacity_ = index_options.initial_capacity;
   if (head_buckets_opt_ != 0 && !IsPowerOfTwo(head_buckets_opt_)) {
     return Status::InvalidArgument("option head_buckets=" + std::to_string(head_buckets_opt_) +
                                    " must be a power of two");
@@ -129,31 +135,26 @@ Status SmartHt::MakeFilter(uint64_t expected_keys, std::unique_ptr<BloomFilter>*
 }
 
 Status SmartHt::NewTable(uint64_t n, uint64_t* offset) {
-  const uint64_t bytes = sizeof(SmartHtTableHeader) + n * sizeof(SmartBucket);
-  PMHASH_RETURN_IF_ERROR(
-      AllocateBlock(bytes, "a head table of " + std::to_string(n) + " buckets", offset));
-  char* t = pool().At<char>(*offset);
-  pm::Persister& p = persister();
   // Unreachable until root.table links it: the caller flushes it with one pass.
-  p.Zero(t, bytes);
-  auto* h = reinterpret_cast<SmartHtTableHeader*>(t);
-  p.Store(&h->head_buckets, n);
-  p.Store(&h->magic, kSmartHtTableMagic);
+  PMHASH_RETURN_IF_ERROR(NewTableBlock(TableBytes(n),
+                                       "a head table of " + std::to_string(n) + " buckets",
+                                       kSmartHtTableMagic, n, offset));
+  auto* h = pool().At<SmartHtTableHeader>(*offset);
+  persister().Store(&h->check, MetadataCheck(h, kTableCheckedBytes));
   return Status::OK();
 }
 
 Status SmartHt::Create() {
-  const uint64_t n = HeadBucketsFor(initial_capacity_);
+  const uint64_t n = HeadBucketsFor(initial_capacity());
   uint64_t offset = 0;
   PMHASH_RETURN_IF_ERROR(NewTable(n, &offset));
   pm::Persister& p = persister();
-  p.Persist(pool().At<char>(offset), sizeof(SmartHtTableHeader) + n * sizeof(SmartBucket));
   root_ = root<SmartHtRoot>();
-  p.Store(&root_->filter, uint64_t{0});
-  p.Store(&root_->filter_bytes, uint64_t{0});
-  p.Store(&root_->filter_valid, uint64_t{0});
-  p.Store(&root_->chain_buckets, uint64_t{0});
-  CreateRoot(kSmartHtRootMagic, kSmartHtVersion, offset, sizeof(SmartHtRoot));
+  p.Store(&root_->filter, SealFor(&root_->filter, 0));
+  p.Store(&root_->filter_bytes, SealFor(&root_->filter_bytes, 0));
+  p.Store(&root_->filter_valid, SealFor(&root_->filter_valid, 0));
+  p.Store(&root_->chain_buckets, SealFor(&root_->chain_buckets, 0));
+  CreateRoot(kRootLayout, offset, TableBytes(n));
 
   table_offset_ = offset;
   heads_.store(reinterpret_cast<SmartBucket*>(pool().At<char>(offset) + sizeof(SmartHtTableHeader)),
@@ -164,7 +165,7 @@ Status SmartHt::Create() {
   base_count_ = 0;
   const uint64_t expected =
       expected_keys_opt_ != 0 ? expected_keys_opt_
-                              : (initial_capacity_ != 0 ? initial_capacity_ : n * kSmartHtSlots);
+                              : (initial_capacity() != 0 ? initial_capacity() : n * kSmartHtSlots);
   std::unique_ptr<BloomFilter> f;
   PMHASH_RETURN_IF_ERROR(MakeFilter(expected, &f));
   filter_expected_.store(f->options().expected_keys);
@@ -174,26 +175,31 @@ Status SmartHt::Create() {
 }
 
 Status SmartHt::ValidateTable(uint64_t off, uint64_t* n) const {
-  const auto* h = pool().At<const SmartHtTableHeader>(off);
-  const uint64_t count = h->head_buckets;
-  if (h->magic != kSmartHtTableMagic || !IsPowerOfTwo(count) ||
-      count < kSmartHtMinHeadBuckets || count > pool().size() / sizeof(SmartBucket) ||
-      !pool().Contains(off, sizeof(SmartHtTableHeader) + count * sizeof(SmartBucket))) {
-    return Status::Corruption("smartht: head table header at offset " + std::to_string(off) +
-                              " is damaged (head_buckets " + std::to_string(count) + ")");
+  uint64_t count = 0;
+  PMHASH_RETURN_IF_ERROR(ValidateTableBlock(off, kSmartHtTableMagic,
+                                            pool().size() / sizeof(SmartBucket), TableBytes,
+                                            &count));
+  if (!IsPowerOfTwo(count) || count < kSmartHtMinHeadBuckets) {
+    return Status::Corruption("smartht: head table at offset " + std::to_string(off) +
+                              " has " + std::to_string(count) +
+                              " head buckets, not a power of two of at least " +
+                              std::to_string(kSmartHtMinHeadBuckets));
   }
+  const auto* h = pool().At<const SmartHtTableHeader>(off);
+  PMHASH_RETURN_IF_ERROR(
+      VerifyMetadata(h, kTableCheckedBytes, h->check, "the head table header"));
   *n = count;
   return Status::OK();
 }
 
 Status SmartHt::EnumerateBlocks(const pm::Allocator::LiveBlockVisitor& visit) const {
-  const auto* r = root<const SmartHtRoot>();
-  uint64_t off = 0, n = 0;
-  PMHASH_RETURN_IF_ERROR(
-      ValidateRoot(kSmartHtRootMagic, kSmartHtVersion, sizeof(SmartHtTableHeader), &off));
+  uint64_t off = 0, n = 0, count = 0;
+  PMHASH_RETURN_IF_ERROR(ValidateRoot(kRootLayout, sizeof(SmartHtTableHeader), &off, &count));
+  RootWords words;
+  PMHASH_RETURN_IF_ERROR(ReadRootWords(&words));
   PMHASH_RETURN_IF_ERROR(ValidateTable(off, &n));
   visit(off);
-  if (r->filter != 0 && pool().Contains(r->filter, 1)) visit(r->filter);
+  if (words.filter != 0 && pool().Contains(words.filter, 1)) visit(words.filter);
   const auto* heads =
       reinterpret_cast<const SmartBucket*>(pool().At<char>(off) + sizeof(SmartHtTableHeader));
   const uint64_t max_chain = MaxChain(pool());
@@ -295,16 +301,33 @@ Status SmartHt::RecoverScan(uint64_t* count, uint64_t* chain_buckets) {
   return Status::OK();
 }
 
-Status SmartHt::TryReloadFilter() {
+Status SmartHt::ReadRootWords(RootWords* w) const {
+  const auto* r = root<const SmartHtRoot>();
+  PMHASH_RETURN_IF_ERROR(LoadSealed(&r->filter, "root filter offset", &w->filter));
+  PMHASH_RETURN_IF_ERROR(LoadSealed(&r->filter_bytes, "root filter size", &w->filter_bytes));
+  PMHASH_RETURN_IF_ERROR(LoadSealed(&r->filter_valid, "root filter_valid flag", &w->filter_valid));
+  PMHASH_RETURN_IF_ERROR(
+      LoadSealed(&r->chain_buckets, "root chained-bucket count", &w->chain_buckets));
+  if (w->filter_valid > 1) {
+    return Status::Corruption("smartht: root filter_valid flag is " +
+                              std::to_string(w->filter_valid) + " (damaged)");
+  }
+  return Status::OK();
+}
+
+Status SmartHt::ReloadFilter(uint64_t off, uint64_t bytes) {
   // Sec. III-D, normal shutdown: the filter of the last Close is in the reserved area.
-  const uint64_t off = root_->filter, bytes = root_->filter_bytes;
+  const std::string where = "smartht: the filter saved at clean shutdown (pool offset " +
+                            std::to_string(off) + ", " + std::to_string(bytes) + " bytes) ";
   if (off == 0 || bytes == 0 || !pool().Contains(off, bytes) || !allocator().IsAllocated(off) ||
       allocator().UsableSize(off) < bytes) {
-    return Status::Corruption("smartht: the saved filter area is not a block of its size");
+    return Status::Corruption(where + "is not an allocated block of its size (damaged pool)");
   }
   Result<BloomFilter> f = BloomFilter::Deserialize(
       std::span<const uint8_t>(pool().At<const uint8_t>(off), bytes));
-  if (!f.ok()) return f.status();
+  if (!f.ok()) {
+    return Status::Corruption(where + "is damaged: " + std::string(f.status().message()));
+  }
   persister().NoteRead(pool().At<const uint8_t>(off), bytes);
   filter_expected_.store(f.value().options().expected_keys);
   delete filter_.exchange(new BloomFilter(std::move(f.value())));
@@ -313,12 +336,13 @@ Status SmartHt::TryReloadFilter() {
 
 Status SmartHt::Recover(bool clean) {
   root_ = root<SmartHtRoot>();
-  uint64_t off = 0, n = 0;
-  PMHASH_RETURN_IF_ERROR(
-      OpenRoot(kSmartHtRootMagic, kSmartHtVersion, sizeof(SmartHtTableHeader), &off));
+  uint64_t off = 0, n = 0, stored_count = 0;
+  PMHASH_RETURN_IF_ERROR(OpenRoot(kRootLayout, sizeof(SmartHtTableHeader), &off, &stored_count));
+  RootWords words;
+  PMHASH_RETURN_IF_ERROR(ReadRootWords(&words));
   PMHASH_RETURN_IF_ERROR(ValidateTable(off, &n));
   PMHASH_RETURN_IF_ERROR(
-      CheckTableBlock(off, sizeof(SmartHtTableHeader) + n * sizeof(SmartBucket)));
+      CheckTableBlock(off, TableBytes(n)));
   table_offset_ = off;
   heads_.store(reinterpret_cast<SmartBucket*>(pool().At<char>(off) + sizeof(SmartHtTableHeader)),
                std::memory_order_release);
@@ -328,34 +352,33 @@ Status SmartHt::Recover(bool clean) {
 
   const auto t0 = std::chrono::steady_clock::now();
   pm::Persister& p = persister();
-  bool reloaded = false;
-  if (clean && root_->filter_valid == 1) {
-    reloaded = TryReloadFilter().ok();  // a bad area only costs a rebuild
-  }
-  if (reloaded) {
+  // After a clean shutdown that saved the filter (one with a full pool may not have), the
+  // root vouches for the saved filter: one that fails its checks is a damaged pool.
+  if (clean && words.filter_valid == 1) {
+    PMHASH_RETURN_IF_ERROR(ReloadFilter(words.filter, words.filter_bytes));
     // The paper's "nonCrashed := 0 upon successful recovery": a later crash must rebuild.
-    p.Store(&root_->filter_valid, uint64_t{0});
+    p.Store(&root_->filter_valid, SealFor(&root_->filter_valid, 0));
     p.Persist(&root_->filter_valid, sizeof(uint64_t));
     filter_origin_ = "reloaded";
-    base_count_ = root_->header.count;
-    chain_buckets_.store(root_->chain_buckets);
-    if (root_->chain_buckets > pool().heap_size() / sizeof(SmartBucket) ||
-        base_count_ > (n + root_->chain_buckets) * kSmartHtSlots) {
+    base_count_ = stored_count;
+    chain_buckets_.store(words.chain_buckets);
+    if (words.chain_buckets > pool().heap_size() / sizeof(SmartBucket) ||
+        base_count_ > (n + words.chain_buckets) * kSmartHtSlots) {
       return Status::Corruption("smartht: root count " + std::to_string(base_count_) +
-                                " or chained buckets " + std::to_string(root_->chain_buckets) +
+                                " or chained buckets " + std::to_string(words.chain_buckets) +
                                 " cannot be right for the table (damaged pool)");
     }
   } else {
-    if (root_->filter_valid != 0) {
-      p.Store(&root_->filter_valid, uint64_t{0});
+    if (words.filter_valid != 0) {
+      p.Store(&root_->filter_valid, SealFor(&root_->filter_valid, 0));
       p.Persist(&root_->filter_valid, sizeof(uint64_t));
     }
     // Size the new filter for what the pool holds: count the keys first only if the root
     // count is trustworthy (clean); otherwise use the options and grow later.
     uint64_t expected = expected_keys_opt_ != 0 ? expected_keys_opt_
-                        : initial_capacity_ != 0 ? initial_capacity_
+                        : initial_capacity() != 0 ? initial_capacity()
                                                  : n * kSmartHtSlots;
-    if (clean) expected = std::max(expected, root_->header.count);
+    if (clean) expected = std::max(expected, stored_count);
     std::unique_ptr<BloomFilter> f;
     PMHASH_RETURN_IF_ERROR(MakeFilter(expected, &f));
     filter_expected_.store(f->options().expected_keys);
@@ -364,9 +387,9 @@ Status SmartHt::Recover(bool clean) {
     PMHASH_RETURN_IF_ERROR(RecoverScan(&count, &chained));
     chain_buckets_.store(chained);
     base_count_ = count;
-    p.Store(&root_->header.count, count);
-    p.Store(&root_->chain_buckets, chained);
-    p.Persist(root_, sizeof(*root_));
+    p.Store(&root_->chain_buckets, SealFor(&root_->chain_buckets, chained));
+    p.Flush(&root_->chain_buckets, sizeof(uint64_t));
+    PersistRootCount(count);  // its fence orders the flush above too
     filter_origin_ = "rebuilt";
   }
   filter_load_ms_ =
@@ -380,10 +403,11 @@ Status SmartHt::SaveFilter() {
   BloomFilter* f = filter_.load();
   const size_t bytes = f->SerializedSize();
   pm::Persister& p = persister();
-  uint64_t off = root_->filter;
+  uint64_t off = 0;
+  PMHASH_RETURN_IF_ERROR(LoadSealed(&root_->filter, "root filter offset", &off));
   if (off != 0 && allocator().UsableSize(off) < bytes) {
     // The old area is too small: unlink it durably, then free it.
-    p.Store(&root_->filter, uint64_t{0});
+    p.Store(&root_->filter, SealFor(&root_->filter, 0));
     p.Persist(&root_->filter, sizeof(uint64_t));
     allocator().Free(off);
     off = 0;
@@ -397,10 +421,11 @@ Status SmartHt::SaveFilter() {
   p.Copy(pool().At<char>(off), image.data(), image.size());
   p.Flush(pool().At<char>(off), image.size());
   p.Fence();
-  p.Store(&root_->filter, off);
-  p.Store(&root_->filter_bytes, static_cast<uint64_t>(bytes));
+  p.Store(&root_->filter, SealFor(&root_->filter, off));
+  p.Store(&root_->filter_bytes, SealFor(&root_->filter_bytes, bytes));
   p.Flush(root_, sizeof(*root_));
-  p.Publish(&root_->filter_valid, uint64_t{1});  // the paper's nonCrashed flag: the commit
+  // The paper's nonCrashed flag: the commit.
+  p.Publish(&root_->filter_valid, SealFor(&root_->filter_valid, 1));
   return Status::OK();
 }
 
@@ -418,7 +443,7 @@ Status SmartHt::Shutdown() {
   // The background rebuild was stopped (Engine::Close); the live filter is complete. The
   // kit persists root.count after this.
   pm::Persister& p = persister();
-  p.Store(&root_->chain_buckets, chain_buckets_.load());
+  p.Store(&root_->chain_buckets, SealFor(&root_->chain_buckets, chain_buckets_.load()));
   p.Persist(&root_->chain_buckets, sizeof(uint64_t));
   // A pool too full to hold the filter is not an error: the next open rebuilds it.
   (void)SaveFilter();
@@ -497,7 +522,7 @@ SmartHt::Probe SmartHt::Find(std::string_view key, uint64_t hash, uint64_t head,
   return p;
 }
 
-Optimistic SmartHt::FindOptimistic(uint64_t hash, OptimisticRead* read) const {
+Optimistic SmartHt::FindOptimistic(uint64_t hash, OptimisticRead* read, bool* filtered) const {
   const OptimisticReadScope unchecked_by_tsan;  // validated below instead
   const uint64_t n = head_count_.load(std::memory_order_acquire);
   const uint64_t head = Reduce(hash, n);
@@ -507,6 +532,7 @@ Optimistic SmartHt::FindOptimistic(uint64_t hash, OptimisticRead* read) const {
   const SmartBucket* b = &Heads()[head];
   // Alg. 2 lines 4-12, every word an acquire load (VersionedRwLock's contract): a writer
   // may be half-way through.
+  if (filtered != nullptr) *filtered = false;
   for (uint64_t depth = 0; b != nullptr && depth < chain_limit_ && answer == Optimistic::kAbsent;
        ++depth, b = NextOf(b)) {
     read->Note(b, sizeof(SmartBucket));
@@ -522,6 +548,11 @@ Optimistic SmartHt::FindOptimistic(uint64_t hash, OptimisticRead* read) const {
         answer = Optimistic::kLocked;  // maybe the key: its record is read under the lock
         break;
       }
+    }
+    if (depth == 0 && filtered != nullptr && answer == Optimistic::kAbsent &&
+        !FilterMayContain(hash)) {
+      *filtered = true;  // bucket_first: not in the head bucket, and the filter rules it out
+      break;
     }
   }
   if (!read->Valid(mu) || head_count_.load(std::memory_order_relaxed) != n) {
@@ -543,18 +574,27 @@ void SmartHt::Prefetch(uint64_t hash) const {
 
 Status SmartHt::DoGet(std::string_view key, uint64_t hash, std::string* value) {
   // Alg. 2 line 1: the filter rules the key out with no lock and no PM access.
-  if (!FilterMayContain(hash)) {
+  // bucket_first=on (not in the paper): the head bucket first, the filter only if the key
+  // is not there (FindOptimistic), so a positive search in its head bucket skips it.
+  if (!bucket_first_ && !FilterMayContain(hash)) {
     CountFiltered();
     return Status::NotFound();
   }
   // Lines 3-12 with no lock first (the paper takes the shared lock, line 5): no locked
   // instruction, so consecutive searches overlap their PM misses. A writer in the area
   // makes it retry; after a few tries (or for a record) the shared lock answers.
-  const Optimistic answer = SearchOptimistically(
-      persister(), key, value, [&](OptimisticRead* read) { return FindOptimistic(hash, read); });
+  bool filtered = false;
+  const Optimistic answer =
+      SearchOptimistically(persister(), key, value, [&](OptimisticRead* read) {
+        return FindOptimistic(hash, read, bucket_first_ ? &filtered : nullptr);
+      });
   if (answer == Optimistic::kFound) return Status::OK();  // line 8
   if (answer == Optimistic::kAbsent) {
-    CountFalsePositive();
+    if (filtered) {
+      CountFiltered();
+    } else {
+      CountFalsePositive();
+    }
     return Status::NotFound();  // line 14
   }
   uint64_t head = 0;
@@ -723,7 +763,7 @@ Status SmartHt::ForEach(const Visitor& fn) const {
 // ---- Growth of the head table -------------------------------------------------------
 
 void SmartHt::MaybeGrow() {
-  if (!resize_) return;
+  if (!resize_enabled()) return;
   const uint64_t n = head_count_.load(std::memory_order_acquire);
   if (static_cast<double>(chain_buckets_.load(std::memory_order_relaxed)) <= max_chain_ * n) {
     return;
@@ -789,9 +829,9 @@ Status SmartHt::Grow(uint64_t observed_n) {
   }
   if (!failed.ok()) return give_up(failed);
   // One pass of flushes over the new structure, one fence, then the switch.
-  ps.Flush(pool().At<char>(offset), sizeof(SmartHtTableHeader) + n2 * sizeof(SmartBucket));
+  ps.Flush(pool().At<char>(offset), TableBytes(n2));
   for (uint64_t b : new_chain) ps.Flush(BucketAt(b), sizeof(SmartBucket));
-  ps.Publish(&root_->header.table, offset);  // growth's commit point
+  PublishRootTable(offset);  // growth's commit point
   // Only now is the old structure durably unreachable.
   std::vector<uint64_t> old_chain;
   for (uint64_t i = 0; i < observed_n; ++i) {
@@ -960,37 +1000,62 @@ void SmartHt::FillStats(IndexStats* stats) const {
 Status SmartHt::CheckInvariants() const {
   std::unique_lock<std::shared_mutex> grow_lock(grow_mu_);
   const uint64_t n = head_count_.load();
-  uint64_t occupied = 0, chained = 0;
+  // The metadata as Recover validated it (a damaged pool may be checked right after open).
+  uint64_t off = 0, table_n = 0, stored_count = 0;
+  PMHASH_RETURN_IF_ERROR(
+      ValidateRoot(kRootLayout, sizeof(SmartHtTableHeader), &off, &stored_count));
+  RootWords words;
+  PMHASH_RETURN_IF_ERROR(ReadRootWords(&words));
+  PMHASH_RETURN_IF_ERROR(ValidateTable(off, &table_n));
+  if (off != table_offset_ || table_n != n) {
+    return Status::Corruption("smartht: the root names the head table at pool offset " +
+                              std::to_string(off) + ", not the live one at " +
+                              std::to_string(table_offset_));
+  }
+  uint64_t occupied = 0;
   std::unordered_set<std::string> keys;
+  std::unordered_set<uint64_t> chained;  // each chained bucket once: bounds any cycle
   FilterGuard fguard(*this);
   const BloomFilter* f = filter_.load();
+  const auto at = [&](const SmartBucket* b) {
+    return "the bucket at pool offset " + std::to_string(pool().ToOffset(b)) +
+           " (chain of head bucket ";
+  };
   for (uint64_t i = 0; i < n; ++i) {
     for (const SmartBucket* b = &Heads()[i]; b != nullptr; b = NextOf(b)) {
       if (b->next != 0 && NextOf(b) == nullptr) {
-        return Status::Corruption("smartht: a chained bucket pointer is outside the heap");
+        return Status::Corruption("smartht: " + at(b) + std::to_string(i) +
+                                  ") links " + std::to_string(b->next) +
+                                  ", which is not a bucket of the heap");
       }
-      if (b != &Heads()[i]) ++chained;
+      if (b != &Heads()[i] && !chained.insert(pool().ToOffset(b)).second) {
+        return Status::Corruption("smartht: " + at(b) + std::to_string(i) +
+                                  ") is reached twice (a cycle, or two chains share it)");
+      }
       for (int k = 0; k < kSmartHtSlots; ++k) {
         const uint8_t t = b->token[k];
         if (t == 0) continue;
         const auto form = static_cast<SlotForm>(t);
+        const std::string slot = "slot " + std::to_string(k) + " of " + at(b) +
+                                 std::to_string(i) + ")";
         if ((t != kInline && t != kRecord) || !codec().Plausible(form, b->slot[k])) {
-          return Status::Corruption("smartht: a slot of head bucket " + std::to_string(i) +
+          return Status::Corruption("smartht: " + slot + " with token " + std::to_string(t) +
                                     " is malformed");
         }
         const std::string key(codec().Key(form, b->slot[k]));
         const uint64_t hash = HashKey(key);
         if (form == SlotForm::kRecord && b->slot[k].word1 != hash) {
-          return Status::Corruption("smartht: a record slot has a wrong hash word");
+          return Status::Corruption("smartht: " + slot + " has a wrong hash word");
         }
         if (Reduce(hash, n) != i) {
-          return Status::Corruption("smartht: a key is in the chain of the wrong head bucket");
+          return Status::Corruption("smartht: " + slot + " holds a key of head bucket " +
+                                    std::to_string(Reduce(hash, n)));
         }
         if (!f->MayContainHash(hash)) {
-          return Status::Corruption("smartht: a stored key is missing from the filter");
+          return Status::Corruption("smartht: the key in " + slot + " is missing from the filter");
         }
         if (!keys.insert(key).second) {
-          return Status::Corruption("smartht: a key is stored twice");
+          return Status::Corruption("smartht: a key is stored twice (again in " + slot + ")");
         }
         ++occupied;
       }
@@ -1000,20 +1065,40 @@ Status SmartHt::CheckInvariants() const {
     return Status::Corruption("smartht: Count() is " + std::to_string(Count()) + " but " +
                               std::to_string(occupied) + " slots are occupied");
   }
-  if (chained != chain_buckets_.load()) {
-    return Status::Corruption("smartht: " + std::to_string(chained) +
+  if (chained.size() != chain_buckets_.load()) {
+    return Status::Corruption("smartht: " + std::to_string(chained.size()) +
                               " chained buckets, but the counter says " +
                               std::to_string(chain_buckets_.load()));
   }
   return Status::OK();
 }
 
+void SmartHt::DescribeEngineLayout(const pm::RegionVisitor& mark) const {
+  mark(table_offset_, sizeof(SmartHtTableHeader), pm::Region::kEngineMetadata, true);
+  const uint64_t n = head_count_.load();
+  for (uint64_t i = 0; i < n; ++i) {
+    Walk(i, [&](const SmartBucket* b) {
+      // Tokens, next and slots; the 5 padding bytes are never read.
+      const uint64_t off = pool().ToOffset(b);
+      mark(off, kSmartHtSlots, pm::Region::kSlots, false);
+      mark(off + offsetof(SmartBucket, next), sizeof(SmartBucket) - offsetof(SmartBucket, next),
+           pm::Region::kSlots, false);
+      for (int k = 0; k < kSmartHtSlots; ++k) {
+        codec().DescribeRecord(FormOf(b, k), b->slot[k], mark);
+      }
+      return true;
+    });
+  }
+  // The saved filter is read (and checked) only by a clean open that reloads it.
+  RootWords words;
+  if (ReadRootWords(&words).ok() && words.filter != 0 && words.filter_bytes != 0) {
+    mark(words.filter, words.filter_bytes, pm::Region::kEngineMetadata,
+         filter_origin_ == "reloaded");
+  }
+}
+
 void RegisterEngines_smartht(EngineRegistry& registry) {
   EngineInfo info;
-  info.description = {"smartht",
-                      "DRAM Bloom filter over a PM chained hash; 64-B buckets (3 tokens, 3 "
-                      "slots, next); 256-bucket lock stripes; head insertion; lazy deletion",
-                      "003 SmartHT", /*crash_consistent=*/true};
   info.options = {OptionSpec::Uint("head_buckets", std::nullopt, kSmartHtMinHeadBuckets,
                                    kSmartHtMaxHeadBuckets,
                                    "head buckets of the first table, a power of two (auto: "
@@ -1033,6 +1118,10 @@ void RegisterEngines_smartht(EngineRegistry& registry) {
                   OptionSpec::Double("max_chain", 1.0, 0.01, 1e6,
                                      "chained buckets per head bucket past which the head "
                                      "table doubles"),
+                  OptionSpec::Bool("bucket_first", false,
+                                   "searches read the key's head bucket before the DRAM "
+                                   "filter, and ask the filter only if the key is not "
+                                   "there (the paper: the filter first)"),
                   OptionSpec::Uint("recovery_threads", 1, 1, 256,
                                    "threads scanning the table to rebuild the filter after a "
                                    "crash")};
@@ -1042,11 +1131,17 @@ void RegisterEngines_smartht(EngineRegistry& registry) {
                        .pipelined_multiget = true};
   // The fewest head buckets, grown once a few buckets are chained; the DRAM filter
   // (at least 1,024 keys, so it never outgrows itself here) rebuilt after 51 deletes.
+  // Threads get 4 lock areas (256 head buckets are one).
   info.test = {.crash_options = {{"head_buckets", "256"},
                                  {"expected_keys", "16"},
                                  {"max_chain", "0.01"},
                                  {"rebuild_deletes", "0.05"}},
+               .thread_crash_options = {{"head_buckets", "1024"}},
                .growth_counters = {"grows", "filter_rebuilds"}};
+  info.description = {"smartht",
+                      "DRAM Bloom filter over a PM chained hash; 64-B buckets (3 tokens, 3 "
+                      "slots, next); 256-bucket lock stripes; head insertion; lazy deletion",
+                      "003 SmartHT", /*crash_consistent=*/true};
   registry.Add<SmartHt>(std::move(info));
 }
 

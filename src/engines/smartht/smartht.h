@@ -12,6 +12,8 @@
 //                           // (growth switches it with one failure-atomic 8-byte store,
 //                           // its commit point), count = keys stored (exact after a clean
 //                           // Close, recounted after a crash)
+//     // The four words below are sealed (Engine::SealFor), like the header's table and
+//     // count: each changes with one failure-atomic store and checks itself.
 //     uint64 filter;        // pool offset of the reserved filter area (0: none yet)
 //     uint64 filter_bytes;  // bytes of serialized filter in that area
 //     uint64 filter_valid;  // the paper's nonCrashed flag: 1 = the area holds the filter
@@ -20,7 +22,8 @@
 //   };
 //
 //   head table block (allocator, a large run, 4 KiB aligned), N = head buckets (power of 2):
-//   struct SmartHtTable { uint64 magic; uint64 head_buckets; uint8 pad[48];
+//   struct SmartHtTable { uint64 magic; uint64 head_buckets; uint8 pad[40] (zero);
+//                         uint64 check (Engine::MetadataCheck of the 56 bytes before it);
 //                         SmartBucket heads[N]; };
 //
 //   bucket (head buckets and chained buckets alike; chained ones are 64-byte blocks):
@@ -33,7 +36,9 @@
 //   };
 //
 //   filter area (allocator block): BloomFilter::Serialize() output (its own header with a
-//   checksum), written at clean shutdown only.
+//   checksum), written at clean shutdown only. A clean open whose root says the area is
+//   valid reloads it; an image that fails its checks then is Corruption, not a rebuild
+//   (the pool is damaged).
 //
 // ---- Invariants (when no mutation is in flight) ---------------------------------------
 //
@@ -75,7 +80,8 @@
 //
 // Lock areas of 256 consecutive head buckets (Sec. III-B2, Fig. 4); area a is guarded by
 // stripe a % stripes (engines/striping.h; VersionedRwLock, src/common/locks.h). Searches check the filter
-// with no lock (Alg. 2 line 1), then read the chain with no lock either, validated by the
+// with no lock (Alg. 2 line 1; with bucket_first=on only after the head bucket missed),
+// then read the chain with no lock either, validated by the
 // stripe's version (FindOptimistic; the shared lock after a few retries or for a record);
 // inserts, updates and deletes take it exclusively and release it only after their change
 // is durable, so a search never returns a value that is not durable. The filter pointer can
@@ -114,7 +120,7 @@ namespace pmhash::engines {
 
 inline constexpr uint64_t kSmartHtRootMagic = 0x3152544854534d50ull;   // "PMSTHTR1"
 inline constexpr uint64_t kSmartHtTableMagic = 0x3154544854534d50ull;  // "PMSTHTT1"
-inline constexpr uint64_t kSmartHtVersion = 1;
+inline constexpr uint64_t kSmartHtVersion = 2;  // 2: root check, sealed words, table check
 inline constexpr uint64_t kSmartHtPaperHeadBuckets = uint64_t{1} << 24;  // Sec. III-B2
 inline constexpr uint64_t kSmartHtMinHeadBuckets = 256;                  // one lock area
 inline constexpr uint64_t kSmartHtMaxHeadBuckets = uint64_t{1} << 32;
@@ -137,7 +143,7 @@ static_assert(offsetof(SmartHtRoot, header) == 0 && offsetof(SmartHtRoot, filter
                   offsetof(SmartHtRoot, filter_valid) == 48 &&
                   offsetof(SmartHtRoot, chain_buckets) == 56,
               "the kit's root header, then the filter area and counts (the layout of "
-              "version 1); filter_valid is the shutdown's failure-atomic commit word");
+              "versions 1 and 2); filter_valid is the shutdown's failure-atomic commit word");
 
 struct alignas(64) SmartBucket {
   uint8_t token[kSmartHtSlots];
@@ -147,18 +153,22 @@ struct alignas(64) SmartBucket {
 };
 static_assert(sizeof(SmartBucket) == 64,
               "a bucket is one cache line: key, value and token persist with one flush");
-static_assert(offsetof(SmartBucket, next) == 8 && offsetof(SmartBucket, slot) == 16,
+static_assert(offsetof(SmartBucket, token) == 0 && offsetof(SmartBucket, next) == 8 &&
+                  offsetof(SmartBucket, slot) == 16,
               "tokens and padding fill the first word; next is an aligned 8-byte word");
 static_assert(sizeof(SlotForm) == 1, "a token is stored with one atomic byte store");
 
 struct alignas(64) SmartHtTableHeader {
   uint64_t magic;
   uint64_t head_buckets;
-  uint8_t pad[48];
+  uint8_t pad[40];
+  uint64_t check;
 };
 static_assert(sizeof(SmartHtTableHeader) == 64, "head buckets start on a cache line");
-static_assert(offsetof(SmartHtTableHeader, head_buckets) == 8,
-              "the table header's layout (version 1)");
+static_assert(offsetof(SmartHtTableHeader, magic) == offsetof(TableHeader, magic) &&
+                  offsetof(SmartHtTableHeader, head_buckets) == offsetof(TableHeader, size) &&
+                  offsetof(SmartHtTableHeader, check) == 56,
+              "the table header's layout (version 2)");
 
 class SmartHt : public Engine {
  public:
@@ -268,8 +278,10 @@ class SmartHt : public Engine {
   // Alg. 2 with no lock: kFound (read->value_word holds an inline value) or kAbsent when
   // the stripe's version held still and the head table did not grow; kRetry when a
   // writer was in; kLocked when only the shared lock can answer (the key or its value is
-  // a record, whose bytes are read under the lock).
-  Optimistic FindOptimistic(uint64_t hash, OptimisticRead* read) const;
+  // a record, whose bytes are read under the lock). With `filtered` (bucket_first=on):
+  // after the head bucket the filter is asked before the chain is read further; a key it
+  // rules out is kAbsent with *filtered set.
+  Optimistic FindOptimistic(uint64_t hash, OptimisticRead* read, bool* filtered) const;
   bool FilterMayContain(uint64_t hash) const;
   void FilterAdd(uint64_t hash);
   Status InsertAt(const Probe& p, uint64_t head, std::string_view key, std::string_view value,
@@ -301,7 +313,12 @@ class SmartHt : public Engine {
   Status MakeFilter(uint64_t expected_keys, std::unique_ptr<BloomFilter>* out) const;
   // Crash recovery (Sec. III-D): validate the PDL, count keys, fill the filter.
   Status RecoverScan(uint64_t* count, uint64_t* chain_buckets);
-  Status TryReloadFilter();
+  Status ReloadFilter(uint64_t offset, uint64_t bytes);
+  // The root's sealed words (SmartHtRoot), unsealed: Corruption naming the damaged one.
+  struct RootWords {
+    uint64_t filter = 0, filter_bytes = 0, filter_valid = 0, chain_buckets = 0;
+  };
+  Status ReadRootWords(RootWords* words) const;
   Status SaveFilter();
   uint64_t HeadBucketsFor(uint64_t keys) const;
   void SetBounds();
@@ -310,13 +327,12 @@ class SmartHt : public Engine {
 
   // Options (Configure).
   uint64_t head_buckets_opt_ = 0;  // 0: from initial_capacity or the paper's default
-  uint64_t initial_capacity_ = 0;
   uint64_t expected_keys_opt_ = 0;
   double fp_rate_ = 1e-4;
   uint32_t bloom_hashes_ = 3;
   double rebuild_deletes_ = 0.5;
-  bool resize_ = true;
   double max_chain_ = 1.0;  // chained buckets per head bucket before the head table doubles
+  bool bucket_first_ = false;  // Get reads the head bucket before asking the filter
   uint32_t recovery_threads_ = 1;
 
   // Structure.

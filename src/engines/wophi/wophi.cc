@@ -2,6 +2,7 @@
 #include "engines/wophi/wophi.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -32,7 +33,15 @@ struct BucketHead {
   uint8_t pad[3];
   uint64_t next;
 };
-static_assert(sizeof(BucketHead) == offsetof(WophiBucket, slot), "BucketHead mirrors the bucket");
+static_assert(sizeof(BucketHead) == offsetof(WophiBucket, slot) &&
+                  offsetof(BucketHead, token) == offsetof(WophiBucket, token) &&
+                  offsetof(BucketHead, taken) == offsetof(WophiBucket, taken) &&
+                  offsetof(BucketHead, next) == offsetof(WophiBucket, next),
+              "BucketHead mirrors the bucket's first 16 bytes");
+
+constexpr RootLayout kRootLayout{kWophiRootMagic, kWophiVersion, sizeof(EngineRoot), 0};
+constexpr size_t kTableCheckedBytes = offsetof(WophiTableHeader, check);
+constexpr size_t kPabCheckedBytes = offsetof(WophiPabHeader, check);
 
 bool KnownForm(uint8_t t) {
   return t == static_cast<uint8_t>(SlotForm::kInline) ||
@@ -46,25 +55,13 @@ Wophi::Wophi() : counts_(new CountShard[kWophiCountShards]) {
 }
 Wophi::~Wophi() { StopBackgroundWork(); }
 
-Wophi::View Wophi::MakeView(uint64_t offset, uint64_t buckets) const {
-  View v;
-  v.table = pool().At<char>(offset);
-  v.offset = offset;
-  v.buckets = buckets;
-  v.header = reinterpret_cast<WophiTableHeader*>(v.table);
-  v.mb = reinterpret_cast<WophiBucket*>(v.table + kHeaderBytes);
-  return v;
-}
-
 // ---- Options and sizes --------------------------------------------------------------
 
-Status Wophi::Configure(EngineOptions& options, const Options& index_options) {
+Status Wophi::Configure(EngineOptions& options, const Options& /*index_options*/) {
   initial_buckets_ = options.Uint("buckets");
   pab_block_opt_ = options.Uint("pab_buckets");
   pab_low_opt_ = options.Uint("pab_low");
-  resize_ = options.Bool("resize");
   max_load_factor_ = options.Double("max_load_factor");
-  initial_capacity_ = index_options.initial_capacity;
   return Status::OK();
 }
 
@@ -88,16 +85,14 @@ uint64_t Wophi::PabLowWater(uint64_t main_buckets) const {
 // ---- Blocks -------------------------------------------------------------------------
 
 Status Wophi::NewTable(uint64_t buckets, uint64_t* offset) {
-  const uint64_t bytes = TableBytes(buckets);
-  PMHASH_RETURN_IF_ERROR(
-      AllocateBlock(bytes, std::to_string(buckets) + " main buckets", offset));
-  // Unreachable until the root links it: zeroed here, flushed by the caller with the rest.
+  // Unreachable until the root links it: flushed by the caller with the rest.
+  PMHASH_RETURN_IF_ERROR(NewTableBlock(TableBytes(buckets),
+                                       std::to_string(buckets) + " main buckets",
+                                       kWophiTableMagic, buckets, offset));
   pm::Persister& p = persister();
-  char* table = pool().At<char>(*offset);
-  p.Zero(table, bytes);
-  auto* h = reinterpret_cast<WophiTableHeader*>(table);
-  p.Store(&h->buckets, buckets);
-  p.Store(&h->magic, kWophiTableMagic);
+  auto* h = pool().At<WophiTableHeader>(*offset);
+  p.Store(&h->check, MetadataCheck(h, kTableCheckedBytes));
+  p.Store(&h->pab_head, SealFor(&h->pab_head, 0));
   return Status::OK();
 }
 
@@ -126,6 +121,7 @@ Status Wophi::NewPabBlock(uint64_t buckets, uint64_t next, uint64_t* offset, uin
     p.Store(&h->next_block, next);
     p.Store(&h->buckets, n);
     p.Store(&h->magic, kWophiPabMagic);
+    p.Store(&h->check, MetadataCheck(h, kPabCheckedBytes));
     p.Flush(h, sizeof(*h));
     for (uint64_t i = 0; i < n; ++i) {
       WophiBucket* bucket = PabBucket(b, i);
@@ -150,9 +146,11 @@ Status Wophi::RefillPab(bool locked) {
     if (pab_free_list_.size() > PabLowWater(n)) return Status::OK();
   }
   uint64_t off = 0, got = 0;
-  PMHASH_RETURN_IF_ERROR(NewPabBlock(PabBlockSize(n), view_.header->pab_head, &off, &got));
+  uint64_t head = 0;
+  PMHASH_RETURN_IF_ERROR(LoadSealed(&view_.header->pab_head, "the table's PAB list head", &head));
+  PMHASH_RETURN_IF_ERROR(NewPabBlock(PabBlockSize(n), head, &off, &got));
   // The block (flushed by NewPabBlock) is durable before it becomes reachable.
-  persister().Publish(&view_.header->pab_head, off);
+  persister().Publish(&view_.header->pab_head, SealFor(&view_.header->pab_head, off));
   {
     std::lock_guard<std::mutex> g(pab_mu_);
     // The list is a stack (back = taken next): the buckets already listed are taken first,
@@ -235,7 +233,7 @@ void Wophi::StopBackgroundWork() {
 // ---- Creation, validation, recovery -------------------------------------------------
 
 Status Wophi::Create() {
-  const uint64_t n = BucketsFor(initial_capacity_);
+  const uint64_t n = BucketsFor(initial_capacity());
   uint64_t table = 0;
   PMHASH_RETURN_IF_ERROR(NewTable(n, &table));
   uint64_t pab = 0, got = 0;
@@ -244,14 +242,11 @@ Status Wophi::Create() {
     allocator().Free(table);
     return s;
   }
-  pm::Persister& p = persister();
   auto* h = pool().At<WophiTableHeader>(table);
-  p.Store(&h->pab_head, pab);
-  p.Flush(h, TableBytes(n));
-  p.Fence();
-  root_ = root_header();
-  CreateRoot(kWophiRootMagic, kWophiVersion, table, sizeof(EngineRoot));
-  view_ = MakeView(table, n);
+  persister().Store(&h->pab_head, SealFor(&h->pab_head, pab));
+  CreateRoot(kRootLayout, table, TableBytes(n));
+  max_chain_ = pool().size() / kBucketBytes;
+  view_ = View(pool().At<char>(table), table, n);
   mb_.store(view_.mb, std::memory_order_release);
   main_buckets_.store(n, std::memory_order_release);
   base_count_ = 0;
@@ -265,21 +260,18 @@ Status Wophi::Create() {
 }
 
 Status Wophi::ValidateTable(uint64_t off, uint64_t* buckets) const {
+  PMHASH_RETURN_IF_ERROR(ValidateTableBlock(off, kWophiTableMagic,
+                                            pool().size() / kBucketBytes, TableBytes, buckets));
   const auto* h = pool().At<const WophiTableHeader>(off);
-  const uint64_t n = h->buckets;
-  if (h->magic != kWophiTableMagic || n == 0 || n > pool().size() / kBucketBytes ||
-      !pool().Contains(off, TableBytes(n))) {
-    return Status::Corruption("wophi: table header at offset " + std::to_string(off) +
-                              " is damaged (magic or bucket count " + std::to_string(n) + ")");
-  }
-  *buckets = n;
-  return Status::OK();
+  return VerifyMetadata(h, kTableCheckedBytes, h->check, "the table header");
 }
 
 Status Wophi::ReadPabList(const WophiTableHeader* header, std::vector<PabBlock>* blocks) const {
   blocks->clear();
   const uint64_t max_blocks = pool().size() / PabBytes(1);  // bounds a cycle
-  for (uint64_t off = header->pab_head; off != 0;) {
+  uint64_t head = 0;
+  PMHASH_RETURN_IF_ERROR(LoadSealed(&header->pab_head, "the table's PAB list head", &head));
+  for (uint64_t off = head; off != 0;) {
     if (off % pm::kCacheLine != 0 || !pool().Contains(off, sizeof(WophiPabHeader))) {
       return Status::Corruption("wophi: PAB block offset " + std::to_string(off) +
                                 " is outside the pool");
@@ -290,6 +282,7 @@ Status Wophi::ReadPabList(const WophiTableHeader* header, std::vector<PabBlock>*
       return Status::Corruption("wophi: PAB block at offset " + std::to_string(off) +
                                 " is damaged");
     }
+    PMHASH_RETURN_IF_ERROR(VerifyMetadata(h, kPabCheckedBytes, h->check, "a PAB block header"));
     if (blocks->size() >= max_blocks) {
       return Status::Corruption("wophi: the PAB block list has a cycle");
     }
@@ -301,7 +294,9 @@ Status Wophi::ReadPabList(const WophiTableHeader* header, std::vector<PabBlock>*
   for (size_t i = 1; i < blocks->size(); ++i) {
     const PabBlock& prev = (*blocks)[i - 1];
     if (prev.offset + PabBytes(prev.buckets) > (*blocks)[i].offset) {
-      return Status::Corruption("wophi: PAB blocks overlap (damaged list)");
+      return Status::Corruption("wophi: PAB blocks at pool offsets " +
+                                std::to_string(prev.offset) + " and " +
+                                std::to_string((*blocks)[i].offset) + " overlap (damaged list)");
     }
   }
   return Status::OK();
@@ -346,7 +341,8 @@ Status Wophi::WalkTable(uint64_t table, uint64_t buckets, bool validate, Walk* w
         const uint8_t t = b->token[i];
         if (t == 0) continue;
         if (validate && !KnownForm(t)) {
-          return Status::Corruption("wophi: a token of main bucket " + std::to_string(k) +
+          return Status::Corruption("wophi: token " + std::to_string(i) + " of the " +
+                                    Where(b) + " in main bucket " + std::to_string(k) +
                                     "'s chain is " + std::to_string(t) + " (damaged pool)");
         }
         ++walk->keys;
@@ -357,7 +353,9 @@ Status Wophi::WalkTable(uint64_t table, uint64_t buckets, bool validate, Walk* w
       uint64_t idx = 0;
       PMHASH_RETURN_IF_ERROR(PabIndex(walk->blocks, walk->first, next, &idx));
       if (walk->linked[idx]) {
-        return Status::Corruption("wophi: a pre-allocated bucket is linked twice (damaged pool)");
+        return Status::Corruption("wophi: the pre-allocated bucket at pool offset " +
+                                  std::to_string(next) + " is linked twice (again from the " +
+                                  Where(b) + "; damaged pool)");
       }
       walk->linked[idx] = true;
       ++walk->chain_buckets;
@@ -368,8 +366,8 @@ Status Wophi::WalkTable(uint64_t table, uint64_t buckets, bool validate, Walk* w
 }
 
 Status Wophi::EnumerateBlocks(const pm::Allocator::LiveBlockVisitor& visit) const {
-  uint64_t table = 0, n = 0;
-  PMHASH_RETURN_IF_ERROR(ValidateRoot(kWophiRootMagic, kWophiVersion, kHeaderBytes, &table));
+  uint64_t table = 0, n = 0, count = 0;
+  PMHASH_RETURN_IF_ERROR(ValidateRoot(kRootLayout, kHeaderBytes, &table, &count));
   PMHASH_RETURN_IF_ERROR(ValidateTable(table, &n));
   visit(table);
   Walk walk;
@@ -391,22 +389,22 @@ uint64_t Wophi::HashOf(SlotForm form, const KvWords& words) const {
 }
 
 Status Wophi::Recover(bool clean) {
-  root_ = root_header();
-  uint64_t table = 0, n = 0;
-  PMHASH_RETURN_IF_ERROR(OpenRoot(kWophiRootMagic, kWophiVersion, kHeaderBytes, &table));
+  uint64_t table = 0, n = 0, count = 0;
+  PMHASH_RETURN_IF_ERROR(OpenRoot(kRootLayout, kHeaderBytes, &table, &count));
+  max_chain_ = pool().size() / kBucketBytes;
   PMHASH_RETURN_IF_ERROR(ValidateTable(table, &n));
   PMHASH_RETURN_IF_ERROR(CheckTableBlock(table, TableBytes(n)));
-  view_ = MakeView(table, n);
+  view_ = View(pool().At<char>(table), table, n);
   mb_.store(view_.mb, std::memory_order_release);
   main_buckets_.store(n, std::memory_order_release);
-  PMHASH_RETURN_IF_ERROR(RebuildVolatile(clean));
+  PMHASH_RETURN_IF_ERROR(RebuildVolatile(clean, count));
   // Leave the PAB above its low-water mark, as a running index would.
   std::lock_guard<std::mutex> lock(refill_mu_);
   (void)RefillPab(/*locked=*/true);  // a full pool is reported by the insert that needs it
   return Status::OK();
 }
 
-Status Wophi::RebuildVolatile(bool clean) {
+Status Wophi::RebuildVolatile(bool clean, uint64_t stored_count) {
   pm::Persister& p = persister();
   std::vector<PabBlock> blocks;
   std::vector<bool> linked;
@@ -417,13 +415,18 @@ Status Wophi::RebuildVolatile(bool clean) {
     PMHASH_RETURN_IF_ERROR(ReadPabList(view_.header, &blocks));
     for (const PabBlock& b : blocks) {
       for (uint64_t i = 0; i < b.buckets; ++i) {
-        const uint8_t taken = PabBucket(pool().At<char>(b.offset), i)->taken;
-        if (taken > 1) return Status::Corruption("wophi: a PAB bucket's taken byte is damaged");
+        const WophiBucket* bucket = PabBucket(pool().At<char>(b.offset), i);
+        const uint8_t taken = bucket->taken;
+        if (taken > 1) {
+          return Status::Corruption("wophi: the taken byte of the pre-allocated " +
+                                    Where(bucket) + " is " + std::to_string(taken) +
+                                    " (damaged pool)");
+        }
         linked.push_back(taken == 1);
         chain_buckets += taken;
       }
     }
-    count = root_->count;
+    count = stored_count;
     if (count > kWophiAssoc * (view_.buckets + linked.size())) {
       return Status::Corruption("wophi: root count " + std::to_string(count) +
                                 " exceeds the table's slots");
@@ -436,12 +439,16 @@ Status Wophi::RebuildVolatile(bool clean) {
         view_.offset, n, /*validate=*/true, &walk,
         [&](uint64_t home, SlotForm form, const KvWords& w) {
           if (!codec().Plausible(form, w)) {
-            return Status::Corruption("wophi: a slot of main bucket " + std::to_string(home) +
+            return Status::Corruption("wophi: the slot at pool offset " +
+                                      std::to_string(pool().ToOffset(&w)) + " in main bucket " +
+                                      std::to_string(home) +
                                       "'s chain points to no valid record (damaged pool)");
           }
           if (Reduce(HashOf(form, w), n) != home) {
             return Status::Corruption("wophi: main bucket " + std::to_string(home) +
-                                      "'s chain holds a key of another bucket (damaged pool)");
+                                      "'s chain holds a key of another bucket in the slot at "
+                                      "pool offset " + std::to_string(pool().ToOffset(&w)) +
+                                      " (damaged pool)");
           }
           return Status::OK();
         }));
@@ -497,7 +504,7 @@ Wophi::Probe Wophi::Find(std::string_view key, uint64_t hash, uint64_t home) con
   // Alg. 1 / Alg. 2 lines 2-5: hash, index, tb = &buckets[index].
   WophiBucket* b = &view_.mb[home];
   // Alg. 1 / Alg. 2 line 6: while tb != NULL.
-  for (;;) {
+  for (uint64_t depth = 1;; ++depth) {
     persister().NoteRead(b, pm::kCacheLine);  // line 0: tokens, next, slots 0-2
     for (size_t i = 0; i < kWophiAssoc; ++i) {
       const uint8_t t = b->token[i];
@@ -518,9 +525,22 @@ Wophi::Probe Wophi::Find(std::string_view key, uint64_t hash, uint64_t home) con
     }
     p.tail = b;
     // Alg. 1 lines 21-25 / Alg. 2 line 16: tb = tb->next.
-    if (b->next == 0) return p;
-    b = pool().At<WophiBucket>(b->next);
+    WophiBucket* next = NextBucket(b);
+    if (next == nullptr || depth >= max_chain_) return p;
+    b = next;
   }
+}
+
+WophiBucket* Wophi::NextBucket(const WophiBucket* b) const {
+  const uint64_t next = b->next;
+  if (next == 0 || next % pm::kCacheLine != 0 || !pool().Contains(next, kBucketBytes)) {
+    return nullptr;
+  }
+  return pool().At<WophiBucket>(next);
+}
+
+std::string Wophi::Where(const void* p) const {
+  return "bucket at pool offset " + std::to_string(pool().ToOffset(p));
 }
 
 Optimistic Wophi::FindOptimistic(uint64_t hash, OptimisticRead* read) const {
@@ -534,8 +554,7 @@ Optimistic Wophi::FindOptimistic(uint64_t hash, OptimisticRead* read) const {
   // half-way, so a next pointer is followed only to a bucket inside the pool, and the
   // walk is bounded (a garbage pointer could close a cycle).
   Optimistic answer = Optimistic::kAbsent;
-  const uint64_t max_depth = pool().size() / kBucketBytes;
-  for (uint64_t depth = 0; answer == Optimistic::kAbsent && depth < max_depth; ++depth) {
+  for (uint64_t depth = 0; answer == Optimistic::kAbsent && depth < max_chain_; ++depth) {
     read->Note(b, pm::kCacheLine);
     for (size_t i = 0; i < kWophiAssoc; ++i) {
       const uint8_t t = __atomic_load_n(&b->token[i], __ATOMIC_ACQUIRE);
@@ -655,7 +674,7 @@ Status Wophi::InsertAt(const Probe& p, std::string_view key, std::string_view va
   ShardOf(stripe).delta.fetch_add(1, std::memory_order_relaxed);
   // A chain grew: check the load factor of the main buckets (not checked on every insert,
   // to keep a shared counter off the fast path).
-  if (resize_) {
+  if (resize_enabled()) {
     const uint64_t n = view_.buckets;
     *grow = static_cast<double>(Count()) > max_load_factor_ * static_cast<double>(kWophiAssoc * n);
   }
@@ -707,14 +726,14 @@ Status Wophi::ForEach(const Visitor& fn) const {
   return VisitAreas(
       stripes_, view_.buckets, 1,
       [&](uint64_t k, uint64_t, Entries* batch) {
-        for (const WophiBucket* b = &view_.mb[k];;) {
+        uint64_t depth = 0;
+        for (const WophiBucket* b = &view_.mb[k]; b != nullptr && depth < max_chain_;
+             b = NextBucket(b), ++depth) {
           for (size_t i = 0; i < kWophiAssoc; ++i) {
             const auto f = static_cast<SlotForm>(b->token[i]);
             if (f == SlotForm::kEmpty) continue;
             batch->emplace_back(codec().Key(f, b->slot[i]), codec().Value(f, b->slot[i]));
           }
-          if (b->next == 0) break;
-          b = pool().At<const WophiBucket>(b->next);
         }
       },
       fn);
@@ -735,7 +754,7 @@ Status Wophi::Grow(uint64_t observed_buckets) {
   }
   uint64_t table = 0;
   PMHASH_RETURN_IF_ERROR(NewTable(n2, &table));
-  const View nv = MakeView(table, n2);
+  const View nv(pool().At<char>(table), table, n2);
   pm::Persister& ps = persister();
 
   // The new table's own PAB blocks (unreachable until the switch, like the table).
@@ -747,8 +766,9 @@ Status Wophi::Grow(uint64_t observed_buckets) {
   };
   auto add_block = [&]() -> Status {
     uint64_t off = 0, got = 0;
-    PMHASH_RETURN_IF_ERROR(NewPabBlock(PabBlockSize(n2), nv.header->pab_head, &off, &got));
-    ps.Store(&nv.header->pab_head, off);
+    const uint64_t older = new_blocks.empty() ? 0 : new_blocks.back().offset;
+    PMHASH_RETURN_IF_ERROR(NewPabBlock(PabBlockSize(n2), older, &off, &got));
+    ps.Store(&nv.header->pab_head, SealFor(&nv.header->pab_head, off));
     new_blocks.push_back({off, got});
     used.push_back(0);
     return Status::OK();
@@ -756,7 +776,9 @@ Status Wophi::Grow(uint64_t observed_buckets) {
   uint64_t chain_buckets = 0;
   // Migration reads the old table only; records move by pointer.
   for (uint64_t k = 0; k < old.buckets; ++k) {
-    for (const WophiBucket* b = &old.mb[k];;) {
+    uint64_t depth = 0;
+    for (const WophiBucket* b = &old.mb[k]; b != nullptr && depth < max_chain_;
+         b = NextBucket(b), ++depth) {
       for (size_t i = 0; i < kWophiAssoc; ++i) {
         const uint8_t t = b->token[i];
         if (t == 0) continue;
@@ -790,8 +812,6 @@ Status Wophi::Grow(uint64_t observed_buckets) {
         ps.Copy(&dst->slot[slot], &b->slot[i], sizeof(KvWords));
         ps.Store(&dst->token[slot], t);
       }
-      if (b->next == 0) break;
-      b = pool().At<const WophiBucket>(b->next);
     }
   }
   // A stocked PAB for the inserts to come; without room for it the table still grows.
@@ -809,7 +829,7 @@ Status Wophi::Grow(uint64_t observed_buckets) {
     }
   }
   // The resize's commit point: one failure-atomic 8-byte store of root.table.
-  ps.Publish(&root_->table, table);
+  PublishRootTable(table);
   // Only now is the old table durably unreachable.
   std::vector<PabBlock> old_blocks;
   if (ReadPabList(old.header, &old_blocks).ok()) {
@@ -868,22 +888,37 @@ void Wophi::FillStats(IndexStats* stats) const {
 Status Wophi::CheckInvariants() const {
   std::unique_lock<std::shared_mutex> resize_lock(resize_mu_);
   std::lock_guard<std::mutex> refill_lock(refill_mu_);  // the refill thread mutates too
-  const uint64_t n = view_.buckets;
+  // The metadata as Recover validated it (a damaged pool may be checked right after open).
+  uint64_t table = 0, n = 0, stored_count = 0;
+  PMHASH_RETURN_IF_ERROR(ValidateRoot(kRootLayout, kHeaderBytes, &table, &stored_count));
+  PMHASH_RETURN_IF_ERROR(ValidateTable(table, &n));
+  if (table != view_.offset || n != view_.buckets) {
+    return Status::Corruption("wophi: the root names the table at pool offset " +
+                              std::to_string(table) + ", not the live one at " +
+                              std::to_string(view_.offset));
+  }
   std::unordered_set<std::string> keys;
   Walk walk;
   PMHASH_RETURN_IF_ERROR(WalkTable(
       view_.offset, n, /*validate=*/true, &walk,
       [&](uint64_t home, SlotForm form, const KvWords& w) {
-        if (!codec().Plausible(form, w)) return Status::Corruption("wophi: a slot is malformed");
+        const std::string at = "the slot at pool offset " + std::to_string(pool().ToOffset(&w));
+        if (!codec().Plausible(form, w)) {
+          return Status::Corruption("wophi: " + at + " is malformed");
+        }
         const std::string key(codec().Key(form, w));
         const uint64_t hash = HashKey(key);
         if (form == SlotForm::kRecord && w.word1 != hash) {
-          return Status::Corruption("wophi: a record slot has a wrong hash word");
+          return Status::Corruption("wophi: " + at + " has a wrong hash word");
         }
         if (Reduce(hash, n) != home) {
-          return Status::Corruption("wophi: a key is outside its home bucket's chain");
+          return Status::Corruption("wophi: " + at + " in main bucket " + std::to_string(home) +
+                                    "'s chain holds a key of main bucket " +
+                                    std::to_string(Reduce(hash, n)));
         }
-        if (!keys.insert(key).second) return Status::Corruption("wophi: a key is stored twice");
+        if (!keys.insert(key).second) {
+          return Status::Corruption("wophi: a key is stored twice (again in " + at + ")");
+        }
         return Status::OK();
       }));
   if (walk.keys != Count()) {
@@ -893,9 +928,11 @@ Status Wophi::CheckInvariants() const {
   size_t idx = 0;
   for (const PabBlock& b : walk.blocks) {
     for (uint64_t i = 0; i < b.buckets; ++i, ++idx) {
-      const uint8_t taken = PabBucket(pool().At<char>(b.offset), i)->taken;
-      if ((taken == 1) != walk.linked[idx]) {
-        return Status::Corruption("wophi: a PAB bucket's taken byte disagrees with the chains");
+      const WophiBucket* bucket = PabBucket(pool().At<char>(b.offset), i);
+      if (bucket->taken != (walk.linked[idx] ? 1 : 0)) {
+        return Status::Corruption("wophi: the taken byte of the pre-allocated " + Where(bucket) +
+                                  " is " + std::to_string(bucket->taken) + " but the bucket is " +
+                                  (walk.linked[idx] ? "" : "not ") + "in a chain");
       }
     }
   }
@@ -914,12 +951,30 @@ Status Wophi::CheckInvariants() const {
   return Status::OK();
 }
 
+void Wophi::DescribeEngineLayout(const pm::RegionVisitor& mark) const {
+  // The parts of a bucket that mean something: tokens, taken, next and the slots (its
+  // padding is never read).
+  const auto bucket = [&](const WophiBucket* b) {
+    const uint64_t off = pool().ToOffset(b);
+    mark(off, offsetof(WophiBucket, pad0), pm::Region::kSlots, false);
+    const size_t next = offsetof(WophiBucket, next);
+    mark(off + next, offsetof(WophiBucket, pad1) - next, pm::Region::kSlots, false);
+    for (size_t i = 0; i < kWophiAssoc; ++i) {
+      codec().DescribeRecord(static_cast<SlotForm>(b->token[i]), b->slot[i], mark);
+    }
+  };
+  mark(view_.offset, kHeaderBytes, pm::Region::kEngineMetadata, true);
+  for (uint64_t k = 0; k < view_.buckets; ++k) bucket(&view_.mb[k]);
+  std::vector<PabBlock> blocks;
+  if (!ReadPabList(view_.header, &blocks).ok()) return;
+  for (const PabBlock& b : blocks) {
+    mark(b.offset, sizeof(WophiPabHeader), pm::Region::kEngineMetadata, true);
+    for (uint64_t i = 0; i < b.buckets; ++i) bucket(PabBucket(pool().At<char>(b.offset), i));
+  }
+}
+
 void RegisterEngines_wophi(EngineRegistry& registry) {
   EngineInfo info;
-  info.description = {"wophi",
-                      "chained buckets (4 tokens, 4 slots, next); pre-allocated chain "
-                      "buckets; log-free token commit",
-                      "000 WOPHI", /*crash_consistent=*/true};
   info.options = {OptionSpec::Uint("buckets", std::nullopt, 1, uint64_t{1} << 36,
                                    "main buckets of the first table (auto: initial_capacity "
                                    "/ 4, else 1024)"),
@@ -940,6 +995,10 @@ void RegisterEngines_wophi(EngineRegistry& registry) {
   // Few main buckets, small PAB blocks refilled early: resizes and refills.
   info.test = {.crash_options = {{"buckets", "8"}, {"pab_buckets", "8"}, {"pab_low", "4"}},
                .growth_counters = {"resizes", "pab_refills"}};
+  info.description = {"wophi",
+                      "chained buckets (4 tokens, 4 slots, next); pre-allocated chain "
+                      "buckets; log-free token commit",
+                      "000 WOPHI", /*crash_consistent=*/true};
   registry.Add<Wophi>(std::move(info));
 }
 
