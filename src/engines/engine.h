@@ -119,6 +119,13 @@ class Engine : public Index {
   // index meanwhile.
   Result<uint64_t> VerifyBlocks();
 
+  // Tests' allocation-failure injection: every PM allocation of this open index (its
+  // operations, its background work) asks `faults` first (pm::AllocationFaults; null:
+  // none). Not owned; it must outlive its use. A reopened index starts without.
+  void SetAllocationFaults(pm::AllocationFaults* faults) {
+    if (allocator_ != nullptr) allocator_->SetFaults(faults);
+  }
+
  protected:
   Engine() = default;
   void SetInfo(const EngineInfo& info) { info_ = &info; }
