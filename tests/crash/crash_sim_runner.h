@@ -9,14 +9,9 @@
 
 #include "pmhash/options.h"
 #include "support/harness.h"
+#include "support/scripts.h"
 
 namespace pmhash::testing {
-
-struct Script {
-  std::string name;
-  std::vector<Op> ops;
-  uint64_t initial_capacity = 16;  // small, so resizes happen
-};
 
 struct RunConfig {
   PersistMode mode = PersistMode::kAdr;
@@ -40,9 +35,6 @@ struct RunResult {
   std::map<std::string, uint64_t> engine_counters;  // IndexStats after the script
   std::string failure;   // "" if every check passed; else what, where, seed
 };
-
-// The scripts of the suite; `scale` multiplies their lengths.
-std::vector<Script> StandardScripts(uint64_t seed, double scale);
 
 RunResult RunScript(const EngineSpec& spec, const Script& script, const RunConfig& config);
 
