@@ -4,7 +4,7 @@
 JOBS ?= $(shell nproc)
 CMAKE_COMMON = -G Ninja -Wno-dev
 
-.PHONY: all deps build asan tsan run test test-release test-asan test-tsan bench clean
+.PHONY: all deps build asan tsan run test test-release test-asan test-tsan soak bench clean
 
 all: build
 
@@ -47,6 +47,22 @@ test-asan: asan
 test-tsan: tsan
 	@cd build/tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) \
 	  -L 'unit|conformance'
+
+# Long runs, not part of `make test` (docs/testing.md): the kill -9 soak for SOAK_SECONDS
+# per crash-consistent engine (a new seed each time; replay one with SOAK_SEED=N), the
+# allocation-failure test with every failure point fully checked, and the multi-thread
+# crash tests ten times longer. About 7 minutes with the defaults.
+SOAK_SECONDS ?= 60
+ifndef SOAK_SEED
+SOAK_SEED := $(shell date +%s)
+endif
+soak: build
+	@echo "make soak: seed $(SOAK_SEED) (replay: make soak SOAK_SEED=$(SOAK_SEED))"
+	@cd build/release && PMHASH_SOAK_SECONDS=$(SOAK_SECONDS) PMHASH_SOAK_SEED=$(SOAK_SEED) \
+	  ./crash_tests --gtest_filter='*ProcessCrash.Soak*'
+	@cd build/release && PMHASH_ALLOC_FAULTS=all ./conformance_tests \
+	  --gtest_filter='*AllocationFailure*'
+	@cd build/release && PMHASH_CRASH_SOAK=10 ./crash_tests --gtest_filter='*CrashThreads*'
 
 bench: build
 	@scripts/bench-scenarios.sh
