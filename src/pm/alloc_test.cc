@@ -243,8 +243,8 @@ TEST_F(AllocatorTest, PoolFullThenWorksAgainAfterFrees) {
 }
 
 // The failure-injection seam: the armed allocation fails as a full pool would, changing
-// nothing (the same bytes in use, the next allocation gets the block it would have got);
-// sticky fails every later one too; disarmed (or detached), allocations work again.
+// nothing (the same bytes in use); sticky fails every later one too, min_size only the
+// blocks that large; disarmed (or detached), allocations work again.
 TEST_F(AllocatorTest, InjectedFailuresFailTheArmedAllocationAndChangeNothing) {
   AllocationFaults faults;
   allocator_->SetFaults(&faults);

@@ -280,10 +280,11 @@ class Child {
   // child ended (end of file) first.
   bool ReadUntil(Clock::time_point until, std::optional<uint8_t> type = std::nullopt) {
     for (;;) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now());
-      if (left.count() < 0) return true;
+      const int64_t left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
+      if (left < 0) return true;
       const size_t before = records_.size();
-      const bool open = reader_->Read(static_cast<int>(std::min<int64_t>(left.count(), 5)), &records_);
+      const bool open = reader_->Read(static_cast<int>(std::min<int64_t>(left, 5)), &records_);
       if (type && Has(*type, before)) return true;
       if (!open) return false;
     }

@@ -82,7 +82,8 @@ TEST_P(ProcessCrash, SoakWithThreadsAndKilledRecoveries) {
   fs::remove_all(dir);
 }
 
-INSTANTIATE_TEST_SUITE_P(Engines, ProcessCrash, ::testing::ValuesIn(Names(CrashConsistentEngines())),
+INSTANTIATE_TEST_SUITE_P(Engines, ProcessCrash,
+                         ::testing::ValuesIn(Names(CrashConsistentEngines())),
                          [](const auto& info) { return GtestName(info.param); });
 
 // ---- A kill between operations --------------------------------------------------------
