@@ -1,10 +1,10 @@
-// Allocation-failure injection (docs/testing.md): the standard scripts (support/scripts.h)
-// on every engine, with PM allocations failing (pm::AllocationFaults). An operation
-// whose allocation fails either returns ResourceExhausted (PoolFull) and changes nothing,
-// or completes all the same (e.g. a growth given up after its commit); either way the
-// index equals the model, its invariants hold, no block leaks, and a crash right after
-// (and, for crash-consistent engines, at every fence of the attempt) recovers to that
-// state. Close, with its allocations failing, leaves a pool that reopens to the model.
+// Allocation-failure injection (docs/testing.md): the crash suite's scripts
+// (support/crash_sim_runner.h) on every engine, with PM allocations failing
+// (pm::AllocationFaults). An operation whose allocation fails either returns
+// ResourceExhausted (PoolFull) and changes nothing, or completes all the same (e.g. a
+// growth given up after its commit); either way the index equals the model, its
+// invariants hold, no block leaks, and a crash right after (and, for crash-consistent
+// engines, at every fence of the attempt) recovers to that state. Close, with its allocations failing, leaves a pool that reopens to the model.
 //
 // The sweep: before operation i, allocation k of the attempt fails (k = 1, 2, ...), alone
 // (one-shot) or with every later one (sticky). A refused attempt left the index
@@ -29,7 +29,7 @@
 #include "pm/alloc.h"
 #include "pm/crashsim.h"
 #include "support/harness.h"
-#include "support/scripts.h"
+#include "support/crash_sim_runner.h"
 
 // GCC 12 warns falsely on "literal" + std::string (GCC bug 105651).
 #pragma GCC diagnostic ignored "-Wrestrict"

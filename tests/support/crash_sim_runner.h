@@ -1,5 +1,6 @@
 // Runs operation scripts against an engine under the crash simulator and checks every
-// crash image it builds (see docs/testing.md).
+// crash image it builds (see docs/testing.md). The crash suite (tests/crash) runs it; the
+// conformance suite's allocation-failure test runs the same scripts.
 #pragma once
 
 #include <cstdint>
@@ -9,9 +10,14 @@
 
 #include "pmhash/options.h"
 #include "support/harness.h"
-#include "support/scripts.h"
 
 namespace pmhash::testing {
+
+struct Script {
+  std::string name;
+  std::vector<Op> ops;
+  uint64_t initial_capacity = 16;  // small, so resizes happen
+};
 
 struct RunConfig {
   PersistMode mode = PersistMode::kAdr;
@@ -35,6 +41,9 @@ struct RunResult {
   std::map<std::string, uint64_t> engine_counters;  // IndexStats after the script
   std::string failure;   // "" if every check passed; else what, where, seed
 };
+
+// The scripts of the suite; `scale` multiplies their lengths.
+std::vector<Script> StandardScripts(uint64_t seed, double scale);
 
 RunResult RunScript(const EngineSpec& spec, const Script& script, const RunConfig& config);
 
