@@ -4,7 +4,7 @@
 JOBS ?= $(shell nproc)
 CMAKE_COMMON = -G Ninja -Wno-dev
 
-.PHONY: all deps build asan tsan run test test-release test-asan test-tsan soak bench clean
+.PHONY: all deps build asan tsan run test test-release test-asan test-tsan bench clean
 
 all: build
 
@@ -52,6 +52,7 @@ test-tsan: tsan
 # per crash-consistent engine (a new seed each time; replay one with SOAK_SEED=N), the
 # allocation-failure test with every failure point fully checked, and the multi-thread
 # crash tests ten times longer. About 7 minutes with the defaults.
+.PHONY: soak
 SOAK_SECONDS ?= 60
 ifndef SOAK_SEED
 SOAK_SEED := $(shell date +%s)

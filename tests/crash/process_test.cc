@@ -1,6 +1,5 @@
-// Real process crashes (SIGKILL of a child working on a file pool: the kill -9 soak of
-// kill_soak.h, and kills between ops) and damaged pool files (flipped bytes, truncation)
-// opened in a child with a time limit.
+// Real process crashes (SIGKILL of a child working on a file pool) and damaged pool
+// files (flipped bytes, truncation) opened in a child with a time limit.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
