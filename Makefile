@@ -51,7 +51,7 @@ test-tsan: tsan
 # Long runs, not part of `make test` (docs/testing.md): the kill -9 soak for SOAK_SECONDS
 # per crash-consistent engine (a new seed each time; replay one with SOAK_SEED=N), the
 # allocation-failure test with every failure point fully checked, and the multi-thread
-# crash tests ten times longer. About 7 minutes with the defaults.
+# crash tests ten times longer. About 8 minutes with the defaults.
 .PHONY: soak
 SOAK_SECONDS ?= 60
 ifndef SOAK_SEED

@@ -35,7 +35,8 @@ std::string TempDir(const std::string& what) {
 
 class ProcessCrash : public ::testing::TestWithParam<std::string> {};
 
-// One worker thread: an op in flight at the kill is one op; SIGKILL after 5-60 ms.
+// One worker thread (so at most one op in flight), 6 rounds on one pool, killed while
+// opening it (one round in 4) or 0-60 ms into its ops.
 TEST_P(ProcessCrash, AcknowledgedOpsSurviveSigkill) {
   const EngineSpec spec = FindSpec(GetParam());
   const std::string dir = TempDir("kill");
@@ -53,7 +54,7 @@ TEST_P(ProcessCrash, AcknowledgedOpsSurviveSigkill) {
 }
 
 // The kill -9 soak: four worker threads on a pool that grows from 16 keys (a fresh pool
-// every 5 rounds), killed at random moments, also while opening (recovering) the pool;
+// every 3 rounds), killed at random moments, also while opening (recovering) the pool;
 // reopens killed in the middle of their recovery; checks in a child with a deadline (a
 // recovery that hangs fails). PMHASH_SOAK_SECONDS runs it that long (`make soak`),
 // PMHASH_SOAK_SEED replays a seed.
