@@ -38,8 +38,8 @@ Record Record::Of(Type type, int thread, const Op& op, Status::Code code) {
   return r;
 }
 
-Record Record::Message(Type type, const std::string& text) {
-  return Of(type, 0, Op{Op::kInsert, text, ""});
+Record Record::Message(Type type, const std::string& text, int thread) {
+  return Of(type, thread, Op{Op::kInsert, text, ""});
 }
 
 Op Record::ToOp() const {
@@ -125,6 +125,8 @@ std::string Acked::Apply(const std::vector<Record>& records) {
   for (const Record& r : records) {
     if (r.type == Record::kIntent) {
       inflight_[r.thread] = r.ToOp();
+    } else if (r.type == Record::kNote) {
+      notes_[r.thread] = r.ToOp().key;
     } else if (r.type == Record::kAck) {
       inflight_.erase(r.thread);
       const Op op = r.ToOp();
@@ -132,9 +134,10 @@ std::string Acked::Apply(const std::vector<Record>& records) {
       ++acked_;
       if (static_cast<int>(want.code()) != r.code) {
         return "thread " + std::to_string(r.thread) + " acknowledged " + Describe(op) +
-               " with status code " + std::to_string(r.code) + ", the model says " +
-               want.ToString();
+               " with " + std::string(Status::CodeName(static_cast<Status::Code>(r.code))) + " (" +
+               notes_[r.thread] + "), the model says " + want.ToString();
       }
+      notes_.erase(r.thread);
     }
   }
   return "";
@@ -157,6 +160,7 @@ void Acked::Settle(const std::vector<bool>& done) {
 void Acked::Clear() {
   model_.clear();
   inflight_.clear();
+  notes_.clear();
 }
 
 // ---- Verification ---------------------------------------------------------------------
@@ -237,6 +241,10 @@ std::unique_ptr<Index> OpenReporting(const EngineSpec& spec, const std::string& 
         const Op op = ops.Next();
         if (!WriteRecord(fd, Record::Of(Record::kIntent, t, op))) _exit(4);
         const Status r = ApplyToIndex(op, index.get());
+        if (!r.ok() && !r.IsNotFound() && !r.IsAlreadyExists() &&
+            !WriteRecord(fd, Record::Message(Record::kNote, r.ToString(), t))) {
+          _exit(4);
+        }
         if (!WriteRecord(fd, Record::Of(Record::kAck, t, op, r.code()))) _exit(4);
       }
     });

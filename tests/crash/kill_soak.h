@@ -31,6 +31,7 @@ struct Record {
     kOpening,   // it starts opening the pool
     kOpened,    // the pool is open
     kError,     // it gives up: the message in bytes
+    kNote,      // the message of the thread's next kAck, if that is an error
   };
   static constexpr size_t kMaxBytes = 512;
 
@@ -43,7 +44,7 @@ struct Record {
   char bytes[kMaxBytes];  // key, then value
 
   static Record Of(Type type, int thread, const Op& op, Status::Code code = Status::Code::kOk);
-  static Record Message(Type type, const std::string& text);
+  static Record Message(Type type, const std::string& text, int thread = 0);
   size_t size() const { return offsetof(Record, bytes) + key_len + value_len; }
   Op ToOp() const;
 };
@@ -100,6 +101,7 @@ class Acked {
  private:
   Model model_;
   std::map<int, Op> inflight_;
+  std::map<int, std::string> notes_;  // kNote of each thread, for its next kAck
   uint64_t acked_ = 0;
 };
 
