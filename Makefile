@@ -4,7 +4,7 @@
 JOBS ?= $(shell nproc)
 CMAKE_COMMON = -G Ninja -Wno-dev
 
-.PHONY: all deps build asan tsan run test test-release test-asan test-tsan bench clean
+.PHONY: all deps build asan tsan run test test-release test-asan test-tsan stress-test bench flip-fuzz clean
 
 all: build
 
@@ -48,6 +48,14 @@ test-tsan: tsan
 	@cd build/tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) \
 	  -L 'unit|conformance'
 
+# Not part of `make test`: the suites repeated under a CPU hog and on one core, to find
+# flaky tests (docs/testing.md). REPEAT runs each (default 10); SEED repeats a hunt.
+REPEAT ?= 10
+SEED ?=
+stress-test: build asan tsan
+	@scripts/install-deps.sh stress-ng
+	@scripts/stress-test.sh $(REPEAT) $(SEED)
+
 # Long runs, not part of `make test` (docs/testing.md): the kill -9 soak for SOAK_SECONDS
 # per crash-consistent engine (a new seed each time; replay one with SOAK_SEED=N), the
 # allocation-failure test with every failure point fully checked, and the multi-thread
@@ -67,6 +75,14 @@ soak: build
 
 bench: build
 	@scripts/bench-scenarios.sh
+
+# The flip-fuzz test of damaged pools at length (make test runs it short): FLIPS damaged
+# bytes per region per pool, for every engine, clean and crashed; prints the by-region
+# figures recorded in docs/reliability.md.
+FLIPS ?= 200
+flip-fuzz: build
+	@cd build/release && PMHASH_FLIP_FUZZ=$(FLIPS) PMHASH_TOOL=$$PWD/pmhash \
+	  ./crash_tests --gtest_filter='Engines/FlipFuzz.*'
 
 clean:
 	rm -rf build

@@ -2,7 +2,8 @@
 # Installs the Debian packages pmhash needs to build, test and plot (Debian 12 or later:
 # CMake >= 3.25, g++ with C++20). Idempotent: silent and quick (one dpkg-query) when
 # everything is already there; otherwise one `apt-get update` and one `apt-get install`
-# of just what is missing, as root directly or through sudo.
+# of just what is missing, as root directly or through sudo. Packages named on the command
+# line are added for targets that need more (`make stress-test` passes stress-ng).
 set -euo pipefail
 
 packages=(
@@ -13,6 +14,7 @@ packages=(
   libxxhash-dev                       # xxh3 hashing
   libcli11-dev                        # command-line parsing
   python3 python3-matplotlib          # bench/plot.py, run as /usr/bin/python3
+  "$@"
 )
 
 missing=()

@@ -180,6 +180,9 @@ class TestEngine : public engines::Engine {
       stats->engine_counters["filter_false_positives"] = false_positives_;
     }
   }
+  void DescribeEngineLayout(const pm::RegionVisitor& mark) const override {
+    mark(root<Root>()->table, slots_ * sizeof(Slot), pm::Region::kSlots, false);
+  }
 
  private:
   struct Root {

@@ -35,7 +35,7 @@ struct Header {
   uint64_t expected_keys;      // informational (the options the filter was made with)
   double false_positive_rate;  // informational
   uint64_t checksum;           // Hash64(blocks, seed = Hash64(header bytes before this))
-  uint8_t reserved[16];        // zero
+  uint8_t reserved[16];        // zero (checked: every byte of an image is verified)
 };
 static_assert(sizeof(Header) == BloomFilter::kHeaderBytes);
 constexpr size_t kChecksummedHeaderBytes = offsetof(Header, checksum);
@@ -314,6 +314,9 @@ Status BloomFilter::ParseHeader(std::span<const uint8_t> data, BloomOptions* opt
   }
   if (Checksum(&h, data.data() + kHeaderBytes, payload) != h.checksum) {
     return Status::Corruption("Bloom filter image checksum mismatch");
+  }
+  for (uint8_t b : h.reserved) {  // after the checksum, so checked to be zero instead
+    if (b != 0) return Status::Corruption("Bloom filter image header: reserved bytes not zero");
   }
   options->expected_keys = h.expected_keys;
   options->false_positive_rate = h.false_positive_rate;

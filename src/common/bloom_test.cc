@@ -256,6 +256,11 @@ TEST(BloomFilter, MalformedImagesAreCorruption) {
   bad[24] ^= 1;  // expected_keys: covered by the checksum
   EXPECT_TRUE(load(bad).IsCorruption());
   bad = good;
+  bad[63] = 1;  // a reserved header byte after the checksum
+  s = load(bad);
+  EXPECT_TRUE(s.IsCorruption());
+  EXPECT_NE(s.message().find("reserved"), std::string::npos) << s.message();
+  bad = good;
   bad[good.size() - 1] ^= 0x10;  // one filter bit
   s = load(bad);
   EXPECT_TRUE(s.IsCorruption());

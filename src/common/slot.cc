@@ -189,6 +189,14 @@ void SlotCodec::Release(SlotForm form, const KvWords& words) {
 
 void SlotCodec::ReleaseRecord(uint64_t record_offset) { allocator_.Free(record_offset); }
 
+void SlotCodec::DescribeRecord(SlotForm form, const KvWords& words,
+                               const pm::RegionVisitor& mark) const {
+  if (form != SlotForm::kRecord) return;
+  RecordHeaderView header;
+  if (RecordAt(words.word0, &header) == nullptr) return;
+  mark(words.word0, RecordSize(header.key_len, header.value_len), pm::Region::kRecords, true);
+}
+
 bool SlotCodec::Plausible(SlotForm form, const KvWords& words) const {
   switch (form) {
     case SlotForm::kEmpty:

@@ -38,6 +38,7 @@
 #include "pm/alloc.h"
 #include "pm/persist.h"
 #include "pm/pool.h"
+#include "pm/regions.h"
 #include "pmhash/index.h"
 
 namespace pmhash {
@@ -95,6 +96,10 @@ class SlotCodec {
                           const pm::Allocator::LiveBlockVisitor& visit) {
     if (form == SlotForm::kRecord) visit(words.word0);
   }
+  // Marks a record slot's record, the bytes its check covers (header, key and value), as
+  // pm::Region::kRecords, checked (Plausible finds any damaged byte). Nothing for other
+  // forms or a record that would lie outside the heap.
+  void DescribeRecord(SlotForm form, const KvWords& words, const pm::RegionVisitor& mark) const;
   // Whether a slot read from PM is well-formed (known form; record allocated, inside the
   // heap, with plausible lengths, and its check holding over every byte). Recovery uses
   // it to reject a damaged pool with Corruption.

@@ -200,7 +200,8 @@ Status Engine::Close() {
   Status s = Shutdown();
   // The count is kept in DRAM while open; a clean close makes it durable, so a clean
   // reopen needs no recount.
-  if (s.ok() && attached_root_ != nullptr && attached_root_->count != Count()) {
+  if (s.ok() && attached_root_ != nullptr &&
+      attached_root_->count != SealWord(Count(), SaltOf(&attached_root_->count))) {
     PersistRootCount(Count());
   }
   if (s.ok()) s = allocator_->PersistState();
@@ -317,33 +318,65 @@ void Engine::MultiGetPipelined(std::span<const std::string_view> keys,
 
 // ---- Engine: the root header --------------------------------------------------------
 
-void Engine::CreateRoot(uint64_t magic, uint32_t version, uint64_t table, size_t root_bytes) {
-  pm::Persister& p = *persister_;
-  EngineRoot* r = root_header();
-  p.Store(&r->version, version);
-  p.Store(&r->check, uint32_t{0});
-  p.Store(&r->table, table);
-  p.Store(&r->count, uint64_t{0});
-  p.Flush(r, root_bytes);
-  // Creation commits with the pool's initialized flag (pool.h); the magic, stored last,
-  // keeps a root that is read before then from looking valid.
-  p.Publish(&r->magic, magic);
-  attached_root_ = r;
+namespace {
+
+// EngineRoot::check: magic, version and the engine's fixed root fields.
+uint32_t RootCheck(uint64_t magic, uint32_t version, const void* fixed, size_t fixed_bytes) {
+  const uint64_t seed = Hash64(&version, sizeof(version), magic);
+  return static_cast<uint32_t>(Hash64(fixed, fixed_bytes, seed));
 }
 
-Status Engine::ValidateRoot(uint64_t magic, uint32_t version, size_t table_header_bytes,
-                            uint64_t* table) const {
+constexpr uint64_t kMetadataSeed = 0x6d65746164617461ull;  // "metadata"
+
+}  // namespace
+
+void Engine::CreateRoot(const RootLayout& layout, uint64_t table) {
+  pm::Persister& p = *persister_;
+  EngineRoot* r = root_header();
+  const char* fixed = reinterpret_cast<const char*>(r + 1);
+  p.Store(&r->version, layout.version);
+  p.Store(&r->check, RootCheck(layout.magic, layout.version, fixed, layout.fixed_bytes));
+  p.Store(&r->table, SealWord(table, SaltOf(&r->table)));
+  p.Store(&r->count, SealWord(0, SaltOf(&r->count)));
+  p.Flush(r, layout.bytes);
+  // Creation commits with the pool's state word (pool.h); the magic, stored last, keeps
+  // a root that is read before then from looking valid.
+  p.Publish(&r->magic, layout.magic);
+  attached_root_ = r;
+  root_bytes_ = layout.bytes;
+}
+
+Status Engine::ValidateRoot(const RootLayout& layout, size_t table_header_bytes,
+                            uint64_t* table, uint64_t* count) const {
   const EngineRoot* r = root_header();
-  if (r->magic != magic) {
-    return Status::Corruption(engine_name_ + ": root magic is wrong (not a " + engine_name_ +
-                              " index, or damaged)");
+  const std::string at = " at pool offset ";
+  if (r->magic != layout.magic) {
+    return Status::Corruption(engine_name_ + ": root magic" + at +
+                              std::to_string(SaltOf(&r->magic)) + " is wrong (not a " +
+                              engine_name_ + " index, or damaged)");
   }
-  if (r->version != version) {
+  if (r->version != layout.version) {
     return Status::Corruption(engine_name_ + ": root layout version " +
                               std::to_string(r->version) + " (this build reads " +
-                              std::to_string(version) + ")");
+                              std::to_string(layout.version) + ")");
   }
-  const uint64_t off = r->table;
+  const char* fixed = reinterpret_cast<const char*>(r + 1);
+  if (r->check != RootCheck(layout.magic, layout.version, fixed, layout.fixed_bytes)) {
+    return Status::Corruption(engine_name_ + ": root check" + at +
+                              std::to_string(SaltOf(&r->check)) +
+                              " does not match its magic, version and fixed fields (damaged)");
+  }
+  const char* area = static_cast<const char*>(pool_->root());
+  for (size_t i = layout.bytes; i < pm::kRootSize; ++i) {
+    if (area[i] != 0) {
+      return Status::Corruption(engine_name_ + ": root area byte" + at +
+                                std::to_string(pm::kRootOffset + i) +
+                                " is not zero (damaged)");
+    }
+  }
+  uint64_t off = 0;
+  PMHASH_RETURN_IF_ERROR(LoadSealed(&r->table, "root table offset", &off));
+  PMHASH_RETURN_IF_ERROR(LoadSealed(&r->count, "root count", count));
   if (off == 0 || off % pm::kCacheLine != 0 || !pool_->Contains(off, table_header_bytes)) {
     return Status::Corruption(engine_name_ + ": root table offset " + std::to_string(off) +
                               " is outside the pool");
@@ -352,10 +385,11 @@ Status Engine::ValidateRoot(uint64_t magic, uint32_t version, size_t table_heade
   return Status::OK();
 }
 
-Status Engine::OpenRoot(uint64_t magic, uint32_t version, size_t table_header_bytes,
-                        uint64_t* table) {
-  PMHASH_RETURN_IF_ERROR(ValidateRoot(magic, version, table_header_bytes, table));
+Status Engine::OpenRoot(const RootLayout& layout, size_t table_header_bytes, uint64_t* table,
+                        uint64_t* count) {
+  PMHASH_RETURN_IF_ERROR(ValidateRoot(layout, table_header_bytes, table, count));
   attached_root_ = root_header();
+  root_bytes_ = layout.bytes;
   return Status::OK();
 }
 
@@ -369,8 +403,50 @@ Status Engine::CheckTableBlock(uint64_t table, uint64_t bytes) const {
 
 void Engine::PersistRootCount(uint64_t count) {
   EngineRoot* r = root_header();
-  persister_->Store(&r->count, count);
+  persister_->Store(&r->count, SealWord(count, SaltOf(&r->count)));
   persister_->Persist(&r->count, sizeof(r->count));
+}
+
+void Engine::PublishRootTable(uint64_t table) {
+  EngineRoot* r = root_header();
+  persister_->Publish(&r->table, SealWord(table, SaltOf(&r->table)));
+}
+
+Status Engine::LoadSealed(const uint64_t* word, const char* what, uint64_t* payload) const {
+  if (!UnsealWord(*word, SaltOf(word), payload)) {
+    return Status::Corruption(engine_name_ + ": " + what + " at pool offset " +
+                              std::to_string(SaltOf(word)) + " fails its check (damaged)");
+  }
+  return Status::OK();
+}
+
+uint64_t Engine::MetadataCheck(const void* header, size_t len) const {
+  return Hash64(header, len, SaltOf(header) ^ kMetadataSeed);
+}
+
+Status Engine::VerifyMetadata(const void* header, size_t len, uint64_t stored,
+                              const std::string& what) const {
+  if (stored != MetadataCheck(header, len)) {
+    return Status::Corruption(engine_name_ + ": " + what + " at pool offset " +
+                              std::to_string(SaltOf(header)) + " fails its checksum (damaged)");
+  }
+  return Status::OK();
+}
+
+void Engine::DescribeLayout(const pm::RegionVisitor& mark) const {
+  mark(0, pm::kPoolHeaderSize, pm::Region::kPoolHeader, true);
+  // Through the kit's root every byte of the root area checks itself (ValidateRoot): the
+  // engine's root, then the zero rest. An engine with a root of its own: unchecked.
+  if (root_bytes_ != 0) {
+    mark(pm::kRootOffset, root_bytes_, pm::Region::kEngineMetadata, true);
+    mark(pm::kRootOffset + root_bytes_, pm::kRootSize - root_bytes_,
+         pm::Region::kEngineMetadata, true);
+  } else {
+    mark(pm::kRootOffset, pm::kRootSize, pm::Region::kEngineMetadata, false);
+  }
+  undo_log_->DescribeLayout(mark);
+  allocator_->DescribeLayout(mark);
+  DescribeEngineLayout(mark);
 }
 
 Status Engine::AllocateBlock(uint64_t bytes, const std::string& what, uint64_t* offset) {

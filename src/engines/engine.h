@@ -54,8 +54,10 @@
 #include "pm/alloc.h"
 #include "pm/persist.h"
 #include "pm/pool.h"
+#include "pm/regions.h"
 #include "pm/undo_log.h"
 #include "pmhash/index.h"
+#include "util/hash.h"
 
 namespace pmhash::engines {
 
@@ -126,6 +128,12 @@ class Engine : public Index {
   // index meanwhile.
   Result<uint64_t> VerifyBlocks();
 
+  // The pool's layout as its structures use it (pm/regions.h): the header page, the
+  // root area, the undo log's and the allocator's metadata, then the engine's structures
+  // (DescribeEngineLayout). For tools and the flip-fuzz test; no mutation may be in
+  // flight.
+  void DescribeLayout(const pm::RegionVisitor& mark) const;
+
  protected:
   Engine() = default;
   void SetInfo(const EngineInfo& info) { info_ = &info; }
@@ -163,28 +171,56 @@ class Engine : public Index {
   virtual Status Shutdown() { return Status::OK(); }
   // Engine-specific figures for Stats(): key slots, DRAM bytes, counters.
   virtual void FillStats(IndexStats* stats) const = 0;
+  // Marks the engine's structures reachable from the root (pm/regions.h): table and block
+  // headers (Region::kEngineMetadata), slot words and per-slot metadata (kSlots), and each
+  // record's bytes (kRecords, SlotCodec::DescribeRecord); padding and slack stay
+  // unmarked. `checked` as RegionVisitor says: true only where a damaged byte is always
+  // found (by Recover, ValidateRoot or CheckInvariants). The root area is the kit's.
+  virtual void DescribeEngineLayout(const pm::RegionVisitor& mark) const = 0;
   // Stops (joins) the engine's background threads before the pool goes away; called
   // first by Close() and Abandon(), so it must be idempotent. Default: nothing.
   virtual void StopBackgroundWork() {}
 
   // ---- The root header (engines/root.h) ----
   // Creation, once the table at `table` is durable and the engine's own root fields
-  // (after the header, within `root_bytes`) are stored: stores version, table and count
-  // 0, persists the root's first `root_bytes`, then publishes the magic.
-  void CreateRoot(uint64_t magic, uint32_t version, uint64_t table, size_t root_bytes);
+  // (after the header, within layout.bytes; sealed ones through StoreSealed) are stored:
+  // stores version, check, table and count 0, persists the root, then publishes the magic.
+  void CreateRoot(const RootLayout& layout, uint64_t table);
   // Validation in raw PM (EnumerateBlocks runs before Recover): Corruption naming the
-  // engine unless the root has `magic` and `version` and a line-aligned table offset
-  // with room for `table_header_bytes` in the pool; *table gets the offset.
-  Status ValidateRoot(uint64_t magic, uint32_t version, size_t table_header_bytes,
-                      uint64_t* table) const;
+  // engine, the field and its pool offset unless the root has the layout's magic and
+  // version, its check holds, its sealed table and count words unseal, the table offset
+  // is line aligned with room for `table_header_bytes` in the pool, and the root area is
+  // zero after layout.bytes. *table and *count get the unsealed words.
+  Status ValidateRoot(const RootLayout& layout, size_t table_header_bytes, uint64_t* table,
+                      uint64_t* count) const;
   // ValidateRoot for Recover, which also attaches the header: Close then stores the
   // count in it.
-  Status OpenRoot(uint64_t magic, uint32_t version, size_t table_header_bytes, uint64_t* table);
+  Status OpenRoot(const RootLayout& layout, size_t table_header_bytes, uint64_t* table,
+                  uint64_t* count);
   // Recover: Corruption unless `table` is an allocated block of at least `bytes`.
   Status CheckTableBlock(uint64_t table, uint64_t bytes) const;
-  EngineRoot* root_header() const { return root<EngineRoot>(); }
-  // Stores and persists root.count (a recovery's recount).
+  // Stores and persists root.count (a recovery's recount, persist_count=on).
   void PersistRootCount(uint64_t count);
+  // A resize's commit point: fence, one failure-atomic store of the sealed root.table,
+  // persist (Persister::Publish).
+  void PublishRootTable(uint64_t table);
+
+  // ---- Checked metadata -----------------------------------------------------------
+  // Sealed words (util/hash.h, salt = the word's pool offset): an engine's mutable
+  // metadata words in PM, each still changed with one failure-atomic 8-byte store.
+  // SealFor is the value to store into `word` for `payload` (< 2^48); LoadSealed reads
+  // and unseals, or is Corruption naming the engine, `what` and the word's pool offset.
+  uint64_t SealFor(const uint64_t* word, uint64_t payload) const {
+    return SealWord(payload, SaltOf(word));
+  }
+  Status LoadSealed(const uint64_t* word, const char* what, uint64_t* payload) const;
+  // Immutable metadata (table and block headers) checks itself: MetadataCheck is an xxh3
+  // of its first `len` bytes seeded with its pool offset (a header copied elsewhere fails
+  // too); VerifyMetadata is Corruption naming the engine, `what` and the pool offset
+  // unless `stored` equals it.
+  uint64_t MetadataCheck(const void* header, size_t len) const;
+  Status VerifyMetadata(const void* header, size_t len, uint64_t stored,
+                        const std::string& what) const;
 
   // Allocates `bytes` for `what` ("a table of 4096 cells"). PoolFull naming the engine,
   // what and the size when the pool has no room.
@@ -217,6 +253,8 @@ class Engine : public Index {
                            std::unique_ptr<Engine>* out);
   Status Start(std::unique_ptr<pm::Pool> pool, bool fresh, const Options& options,
                pm::PersistObserver* observer);
+  EngineRoot* root_header() const { return root<EngineRoot>(); }
+  uint64_t SaltOf(const void* word) const { return pool_->ToOffset(word); }
   // MultiGet's pipelined path.
   void MultiGetPipelined(std::span<const std::string_view> keys, std::span<std::string> values,
                          std::span<Status> statuses);
@@ -229,6 +267,7 @@ class Engine : public Index {
   std::unique_ptr<SlotCodec> codec_;
   std::string engine_name_;
   EngineRoot* attached_root_ = nullptr;  // set by CreateRoot / OpenRoot
+  size_t root_bytes_ = 0;                // RootLayout::bytes, likewise
   size_t multiget_depth_ = 8;
   bool recovered_ = false;
   double recovery_ms_ = 0;
@@ -271,7 +310,8 @@ Status Open(const Options& options, std::unique_ptr<Engine>* engine);
   Status Recover(bool clean) override;                                                 \
   Status EnumerateBlocks(const ::pmhash::pm::Allocator::LiveBlockVisitor& visit)       \
       const override;                                                                  \
-  void FillStats(::pmhash::IndexStats* stats) const override
+  void FillStats(::pmhash::IndexStats* stats) const override;                          \
+  void DescribeEngineLayout(const ::pmhash::pm::RegionVisitor& mark) const override
 
 // The answer of a search that takes no lock (validated by a VersionedRwLock): kFound or
 // kAbsent stand; kRetry means a writer was in, try again; kLocked means only the locked

@@ -6,7 +6,9 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <array>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <set>
 #include <string>
@@ -63,21 +65,32 @@ class RecordingEngine : public Engine {
     return Status::OK();
   }
   Status Create() override {
-    CreateRoot(kMagic, 3, /*table=*/pm::kCacheLine, sizeof(EngineRoot));
+    // One fixed root field after the kit's header, covered by its check.
+    persister().Store(&root<RecordingRoot>()->fixed, kFixed);
+    CreateRoot(kLayout, /*table=*/pm::kCacheLine);
     return Status::OK();
   }
   Status Recover(bool) override {
-    uint64_t table = 0;
-    return OpenRoot(kMagic, 3, 8, &table);
+    uint64_t table = 0, count = 0;
+    return OpenRoot(kLayout, 8, &table, &count);
   }
   Status EnumerateBlocks(const pm::Allocator::LiveBlockVisitor&) const override {
-    uint64_t table = 0;
-    return ValidateRoot(kMagic, 3, 8, &table);
+    uint64_t table = 0, count = 0;
+    return ValidateRoot(kLayout, 8, &table, &count);
   }
   void FillStats(IndexStats*) const override {}
+  void DescribeEngineLayout(const pm::RegionVisitor&) const override {}  // nothing in PM
+
+ public:
+  static constexpr uint64_t kMagic = 0x5453455454494b21ull;
+  static constexpr uint64_t kFixed = 0x0123456789abcdefull;
+  struct RecordingRoot {
+    EngineRoot header;
+    uint64_t fixed;
+  };
+  static constexpr RootLayout kLayout{kMagic, 3, sizeof(RecordingRoot), sizeof(uint64_t)};
 
  private:
-  static constexpr uint64_t kMagic = 0x5453455454494b21ull;
   void Note(const char* what, uint64_t hash) {
     calls.push_back(what);
     hashes.push_back(hash);
@@ -279,7 +292,8 @@ TEST(EngineKit, AnEngineMadeWithoutItsRegistryDataIsRefused) {
 }
 
 // The root header: CreateRoot writes it, Close stores the count, a reopen validates it
-// and names the engine when the magic or the version is not its own.
+// and names the engine when the magic or the version is not its own; every other damaged
+// byte of the root area is Corruption naming its pool offset.
 TEST(EngineKit, RootHeaderIsCreatedValidatedAndCountedAtClose) {
   const EngineInfo info = Info(false);
   char dir[] = "/tmp/pmhash-kit-XXXXXX";
@@ -294,26 +308,33 @@ TEST(EngineKit, RootHeaderIsCreatedValidatedAndCountedAtClose) {
   ASSERT_TRUE(e->Insert("b", "2").ok());
   const EngineRoot* live = static_cast<const EngineRoot*>(e->pool().root());
   EXPECT_EQ(live->version, 3u);
-  EXPECT_EQ(live->check, 0u);
-  EXPECT_EQ(live->table, pm::kCacheLine);
-  EXPECT_EQ(live->count, 0u);  // in DRAM until Close
+  EXPECT_NE(live->check, 0u);
+  uint64_t table = 0, count = 0;
+  EXPECT_TRUE(UnsealWord(live->table, pm::kRootOffset + offsetof(EngineRoot, table), &table));
+  EXPECT_EQ(table, pm::kCacheLine);
+  EXPECT_TRUE(UnsealWord(live->count, pm::kRootOffset + offsetof(EngineRoot, count), &count));
+  EXPECT_EQ(count, 0u);  // in DRAM until Close
   ASSERT_TRUE(e->Close().ok());
   e.reset();
-  // The root as the file holds it, and a way to change it.
-  auto root_in_file = [&](EngineRoot* r, bool write) {
+  // The root area as the file holds it, and a way to change it.
+  using Area = std::array<char, pm::kRootSize>;
+  auto area_in_file = [&](Area* a, bool write) {
     std::FILE* f = std::fopen(path.c_str(), "r+b");
     ASSERT_NE(f, nullptr);
     ASSERT_EQ(std::fseek(f, pm::kRootOffset, SEEK_SET), 0);
     if (write) {
-      ASSERT_EQ(std::fwrite(r, sizeof(*r), 1, f), 1u);
+      ASSERT_EQ(std::fwrite(a->data(), a->size(), 1, f), 1u);
     } else {
-      ASSERT_EQ(std::fread(r, sizeof(*r), 1, f), 1u);
+      ASSERT_EQ(std::fread(a->data(), a->size(), 1, f), 1u);
     }
     std::fclose(f);
   };
+  Area good{};
+  area_in_file(&good, false);
   EngineRoot root{};
-  root_in_file(&root, false);
-  EXPECT_EQ(root.count, 2u);
+  std::memcpy(&root, good.data(), sizeof(root));
+  EXPECT_TRUE(UnsealWord(root.count, pm::kRootOffset + offsetof(EngineRoot, count), &count));
+  EXPECT_EQ(count, 2u);
   auto reopen = [&]() {
     std::unique_ptr<pm::Pool> p;
     Status s = pm::Pool::Open(path, "kit-test", &p);
@@ -325,19 +346,46 @@ TEST(EngineKit, RootHeaderIsCreatedValidatedAndCountedAtClose) {
     return s;
   };
   EXPECT_TRUE(reopen().ok());
+  area_in_file(&good, false);  // as the clean reopen left it
+  Area bad = good;
   root.version = 4;
-  root_in_file(&root, true);
+  std::memcpy(bad.data(), &root, sizeof(root));
+  area_in_file(&bad, true);
   Status s = reopen();
   EXPECT_TRUE(s.IsCorruption()) << s.ToString();
   EXPECT_NE(s.message().find("kit-test: root layout version 4 (this build reads 3)"),
             std::string::npos) << s.ToString();
-  root.version = 3;
-  root.magic ^= 1;
-  root_in_file(&root, true);
+  bad = good;
+  bad[0] ^= 1;
+  area_in_file(&bad, true);
   s = reopen();
   EXPECT_TRUE(s.IsCorruption()) << s.ToString();
-  EXPECT_NE(s.message().find("kit-test: root magic is wrong"), std::string::npos)
-      << s.ToString();
+  EXPECT_NE(s.message().find("kit-test: root magic at pool offset 4096 is wrong"),
+            std::string::npos) << s.ToString();
+  // Every byte of the check, the sealed table and count and the fixed field, and bytes
+  // of the zero tail: Corruption naming the pool offset of what is damaged.
+  std::vector<size_t> offsets;
+  for (size_t i = 12; i < sizeof(RecordingEngine::RecordingRoot); ++i) offsets.push_back(i);
+  for (size_t i = sizeof(RecordingEngine::RecordingRoot); i < pm::kRootSize; i += 331) {
+    offsets.push_back(i);
+  }
+  offsets.push_back(pm::kRootSize - 1);
+  for (size_t i : offsets) {
+    bad = good;
+    bad[i] ^= 0x40;
+    area_in_file(&bad, true);
+    s = reopen();
+    EXPECT_TRUE(s.IsCorruption()) << "root byte " << i << ": " << s.ToString();
+    const size_t named = i < 16   ? pm::kRootOffset + 12
+                         : i < 24 ? pm::kRootOffset + 16
+                         : i < 32 ? pm::kRootOffset + 24
+                         : i < 40 ? pm::kRootOffset + 12  // the fixed field: the check fails
+                                  : pm::kRootOffset + i;
+    EXPECT_NE(s.message().find("pool offset " + std::to_string(named)), std::string::npos)
+        << "root byte " << i << ": " << s.ToString();
+  }
+  area_in_file(&good, true);
+  EXPECT_TRUE(reopen().ok());
   std::remove(path.c_str());
   ::rmdir(dir);
 }

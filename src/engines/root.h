@@ -6,16 +6,24 @@
 //     uint64 magic;          // the engine's root magic: stored last at creation, so a
 //                            // root is valid only once everything before it is durable
 //     uint32 version;        // the engine's layout version (bumped when its layout changes)
-//     uint32 check;          // reserved, 0: a checksum of the immutable root fields later
-//     uint64 table;          // pool offset of the live table. A resize switches it with
-//                            // one failure-atomic 8-byte store (the resize's commit point)
-//     uint64 count;          // keys stored: exact after a clean Close (the kit stores it),
-//                            // recounted by an engine's recovery after a crash
+//     uint32 check;          // the low 32 bits of Hash64 over magic, version and the
+//                            // engine's fixed root fields (RootLayout::fixed_bytes after
+//                            // this header), which never change after creation
+//     uint64 table;          // sealed word (util/hash.h, salt = its pool offset): pool
+//                            // offset of the live table. A resize switches it with one
+//                            // failure-atomic 8-byte store (the resize's commit point)
+//     uint64 count;          // sealed word: keys stored, exact after a clean Close (the
+//                            // kit stores it), recounted by an engine's recovery after a
+//                            // crash
 //   };
+//   ... the engine's own fields (RootLayout::bytes in all); every byte after them, to the
+//   end of the 4 KiB root area, is zero.
 //
-// The words are where every engine kept them before the kit (magic, version, table,
-// count as four 8-byte words): a little-endian version word reads as version and a zero
-// check, so existing pools open unchanged.
+// So every byte of the root area checks itself: a damaged one is Corruption at open,
+// naming the engine, the field and its pool offset (Engine::ValidateRoot). The mutable
+// words are sealed rather than covered by `check`, so each update stays one failure-atomic
+// store. An engine's own mutable root words are sealed the same way (Engine::StoreSealed,
+// LoadSealed). Layout versions 1 (before these checks) are refused by the version check.
 #pragma once
 
 #include <cstddef>
@@ -34,8 +42,17 @@ static_assert(sizeof(EngineRoot) == 32, "the root header is four words");
 static_assert(offsetof(EngineRoot, magic) == 0 && offsetof(EngineRoot, version) == 8 &&
                   offsetof(EngineRoot, check) == 12 && offsetof(EngineRoot, table) == 16 &&
                   offsetof(EngineRoot, count) == 24,
-              "the header's words sit where every engine kept them (existing pools)");
+              "the header's words sit where every engine kept them");
 static_assert(offsetof(EngineRoot, table) % 8 == 0 && offsetof(EngineRoot, count) % 8 == 0,
               "table and count are stored with one failure-atomic 8-byte store each");
+
+// What an engine's root area holds, for CreateRoot and ValidateRoot.
+struct RootLayout {
+  uint64_t magic;
+  uint32_t version;
+  size_t bytes;        // the engine's root: EngineRoot and its own fields (<= 4 KiB)
+  size_t fixed_bytes;  // of those, the fields right after EngineRoot that never change
+                       // after creation (covered by EngineRoot::check)
+};
 
 }  // namespace pmhash::engines

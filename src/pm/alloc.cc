@@ -293,6 +293,7 @@ class HeapAllocator final : public Allocator {
 
   Status PersistState() override;
   Result<uint64_t> Verify(const LiveBlockEnumerator& enumerate) const override;
+  void DescribeLayout(const RegionVisitor& mark) const override;
 
  private:
   struct SmallChunk {
@@ -405,6 +406,7 @@ class HeapAllocator final : public Allocator {
   std::map<uint64_t, uint64_t> free_by_start_;       // start -> len
   std::set<std::pair<uint64_t, uint64_t>> free_by_len_;  // (len, start)
   std::atomic<uint64_t> run_bytes_{0};  // bytes in runs; written under chunk_mu_
+  bool loaded_ = false;                  // attached by Load (the saved state was checked)
 };
 
 // ---- chunk-level ----
@@ -688,6 +690,19 @@ Status HeapAllocator::PersistState() {
   return Status::OK();
 }
 
+void HeapAllocator::DescribeLayout(const RegionVisitor& mark) const {
+  const uint64_t h = pool_.heap_offset();
+  mark(h, sizeof(AllocHeader), Region::kAllocator, true);
+  mark(h + sizeof(AllocHeader), sizeof(uint64_t), Region::kAllocator, loaded_);
+  mark(g_.table_offset, g_.chunk_count * sizeof(uint64_t), Region::kAllocator, true);
+  for (uint64_t c = 0; c < g_.chunk_count; ++c) {
+    const uint64_t e = Mirror(c);
+    if (KindOf(e) != kSmall) continue;
+    mark(g_.state_offset + c * kBitmapBytes, WordsOf(static_cast<uint32_t>(PayloadOf(e))) * 8,
+         Region::kAllocator, loaded_);
+  }
+}
+
 Status HeapAllocator::ReadTable() {
   for (uint64_t c = 0; c < g_.chunk_count; ++c) {
     uint64_t e;
@@ -754,6 +769,7 @@ Status HeapAllocator::LoadState() {
     return Status::Corruption(EntryWhere(c) + " has a malformed table entry");
   }
   RebuildDram();
+  loaded_ = true;
   return Status::OK();
 }
 

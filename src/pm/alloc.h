@@ -33,6 +33,7 @@
 #include "pm/alloc_faults.h"
 #include "pm/persist.h"
 #include "pm/pool.h"
+#include "pm/regions.h"
 #include "pmhash/status.h"
 
 namespace pmhash::pm {
@@ -78,6 +79,11 @@ class Allocator {
   // check or disagrees with the allocator's state. Like PersistState, called while no
   // other thread uses the allocator.
   virtual Result<uint64_t> Verify(const LiveBlockEnumerator& enumerate) const = 0;
+
+  // Marks the allocator's metadata (Region::kAllocator): its header and chunk table,
+  // checked at every open; the saved state (its checksum and the bitmaps of small
+  // chunks), checked only when this allocator was loaded from it (a clean open).
+  virtual void DescribeLayout(const RegionVisitor& mark) const = 0;
 
   // Tests: from now on every Allocate asks `faults` first (null: none). Not owned; it
   // must outlive its use.

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "pm/regions.h"
 #include "util/errors.h"
 #include "util/hash.h"
 
@@ -113,6 +114,19 @@ const char* PoolStateName(PoolState state) {
     case PoolState::kCreating: return "creating";
     case PoolState::kOpen: return "open";
     case PoolState::kClean: return "clean";
+  }
+  return "?";
+}
+
+const char* RegionName(Region region) {
+  switch (region) {
+    case Region::kFree: return "free space";
+    case Region::kPoolHeader: return "pool header";
+    case Region::kUndoLog: return "undo log";
+    case Region::kAllocator: return "allocator metadata";
+    case Region::kEngineMetadata: return "engine root/metadata";
+    case Region::kSlots: return "slots";
+    case Region::kRecords: return "records";
   }
   return "?";
 }

@@ -158,6 +158,13 @@ class LaneLog final : public UndoLog {
     return lane_size_ - kLaneHeaderSize - sizeof(EntryHeader);
   }
 
+  void DescribeLayout(const RegionVisitor& mark) const override {
+    mark(pool_.ToOffset(pool_.log_area()), kLogHeaderSize, Region::kUndoLog, true);
+    for (uint32_t i = 0; i < kLaneCount; ++i) {
+      mark(pool_.ToOffset(State(i)), sizeof(uint64_t), Region::kUndoLog, true);
+    }
+  }
+
   void Release(uint32_t lane) {
     {
       std::lock_guard<std::mutex> lock(mu_);

@@ -22,6 +22,7 @@
 
 #include "pm/persist.h"
 #include "pm/pool.h"
+#include "pm/regions.h"
 #include "pmhash/status.h"
 
 namespace pmhash::pm {
@@ -43,6 +44,10 @@ class UndoLog {
   virtual std::unique_ptr<Tx> Begin() = 0;
   // Bytes of old data one transaction can save.
   virtual size_t LaneCapacity() const = 0;
+  // Marks what every open checks (Region::kUndoLog): the log header and each lane's state
+  // word. Entries are read only while their lane counts them, so an idle log's entry
+  // bytes are left undescribed (free).
+  virtual void DescribeLayout(const RegionVisitor& mark) const = 0;
 
   class Tx {
    public:

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -769,16 +770,61 @@ TEST(CliEngine, IdleUndoLaneWithACountIsRefused) {
   EXPECT_TRUE(after == bytes) << "a refused check changed the pool";
 }
 
-// Guards issue 13's "pool check passes corrupted pools", for what the substrate checks:
-// a damaged byte of an out-of-line value (its record's check fails when recovery
-// validates the slot) in a crashed pool of every crash-consistent engine.
+// Guards issue 13's "pool check passes corrupted pools": a damaged byte of an out-of-line
+// value (its record's check fails), in a crashed pool (recovery validates every slot and
+// refuses to open it) and in a cleanly closed one (opened without a scan: the engine's
+// CheckInvariants finds it; before, `check` compared Count with an iteration and said
+// OK), for every engine.
 TEST(CliEngine, PoolCheckFindsADamagedRecord) {
   REQUIRE_TOOL();
   TempDir dir;
   const std::string value = "a value stored out of line, found by its bytes";
   int engines = 0;
   for (const EngineDescription& e : RegisteredEngines()) {
-    if (!e.crash_consistent) continue;
+    for (bool clean : {false, true}) {
+      if (!clean && !e.crash_consistent) continue;  // its recovery may not hold
+      SCOPED_TRACE(e.name + (clean ? " (clean)" : " (crashed)"));
+      ++engines;
+      const std::string p = dir.File(e.name + (clean ? ".clean" : ".crashed") + ".pool");
+      {
+        Options o;
+        o.engine = e.name;
+        o.path = p;
+        o.pool_size = 8 << 20;
+        o.create_if_missing = true;
+        std::unique_ptr<engines::Engine> index;
+        ASSERT_TRUE(engines::Open(o, &index).ok());
+        for (int i = 0; i < 20; ++i) ASSERT_TRUE(index->Put("key" + std::to_string(i), "v").ok());
+        ASSERT_TRUE(index->Put("the record", value).ok());
+        if (clean) {
+          ASSERT_TRUE(index->Close().ok());
+        } else {
+          index->Abandon();  // crashed: check recovers
+        }
+      }
+      std::string bytes = ReadFile(p);
+      const size_t at = bytes.find(value);
+      ASSERT_NE(at, std::string::npos);
+      ASSERT_EQ(bytes.find(value, at + 1), std::string::npos);
+      bytes[at + 10] ^= 0x04;
+      std::ofstream(p, std::ios::binary | std::ios::trunc) << bytes;
+      ToolRun r = RunTool({"pool", "check", p});
+      ExpectFailure(r, 1, clean ? p + " is inconsistent: " + e.name : "opening " + p + ": ");
+      EXPECT_EQ(r.out.find("verdict         OK"), std::string::npos) << r;
+    }
+  }
+  EXPECT_GT(engines, 0);
+}
+
+// Guards issue 13's "pool check passes corrupted pools" for what no checksum covers: an
+// inline key (16 bytes in its slot, no room for a check) with one damaged byte now hashes
+// elsewhere, in a cleanly closed pool of every engine. The engine's CheckInvariants, which
+// `check` runs, finds the key outside the place its hash allows (before: OK).
+TEST(CliEngine, PoolCheckFindsAnInlineKeyOutsideItsHome) {
+  REQUIRE_TOOL();
+  TempDir dir;
+  int engines = 0;
+  for (const EngineDescription& e : RegisteredEngines()) {
     SCOPED_TRACE(e.name);
     ++engines;
     const std::string p = dir.File(e.name + ".pool");
@@ -790,19 +836,23 @@ TEST(CliEngine, PoolCheckFindsADamagedRecord) {
       o.create_if_missing = true;
       std::unique_ptr<Index> index;
       ASSERT_TRUE(Open(o, &index).ok());
-      for (int i = 0; i < 20; ++i) ASSERT_TRUE(index->Put("key" + std::to_string(i), "v").ok());
-      ASSERT_TRUE(index->Put("the record", value).ok());
-      dynamic_cast<engines::Engine*>(index.get())->Abandon();  // crashed: check recovers
+      for (int i = 0; i < 40; ++i) {
+        char key[9];
+        std::snprintf(key, sizeof(key), "key%05d", i);
+        ASSERT_TRUE(index->Put(key, "8 bytes!").ok());
+      }
+      ASSERT_TRUE(index->Close().ok());
     }
     std::string bytes = ReadFile(p);
-    const size_t at = bytes.find(value);
+    const size_t at = bytes.find("key00007");
     ASSERT_NE(at, std::string::npos);
-    ASSERT_EQ(bytes.find(value, at + 1), std::string::npos);
-    bytes[at + 10] ^= 0x04;
+    ASSERT_EQ(bytes.find("key00007", at + 1), std::string::npos);
+    bytes[at + 7] ^= 0x40;  // "key0000w": a key nobody stored, at the place of key00007
     std::ofstream(p, std::ios::binary | std::ios::trunc) << bytes;
     ToolRun r = RunTool({"pool", "check", p});
-    ExpectFailure(r, 1, "opening " + p + ": ");
-    EXPECT_EQ(r.out.find("verdict         OK"), std::string::npos) << r;
+    ExpectFailure(r, 1, p + " is inconsistent: " + e.name);
+    EXPECT_NE(r.out.find("structure       DAMAGED: "), std::string::npos) << r;
+    EXPECT_NE(r.out.find("verdict         INCONSISTENT"), std::string::npos) << r;
   }
   EXPECT_GT(engines, 0);
 }

@@ -61,9 +61,11 @@ int Main(int argc, char** argv) {
   info->add_option("PATH", path, "Pool file")->required();
   CLI::App* check = pool->add_subcommand(
       "check",
-      "Validate the header, open the index, count keys by iteration and compare with "
-      "Count(), check that every allocated block is reachable exactly once, close. Opening "
-      "RUNS RECOVERY (and so writes to the pool) if it was not closed cleanly.");
+      "Validate the header, open the index, check the engine's structure (every key where "
+      "its hash allows, none twice, counts, slot metadata, records, metadata checksums), "
+      "count keys by iteration and compare with Count(), check that every allocated block "
+      "is reachable exactly once, close. Opening RUNS RECOVERY (and so writes to the pool) "
+      "if it was not closed cleanly.");
   check->add_option("PATH", path, "Pool file")->required();
   check->add_option("--engine", engine, "Expected engine (default: whatever the pool holds)");
   check->add_option("--opt", opts, "Engine option name=value (repeatable)")

@@ -1,6 +1,5 @@
-// Real process crashes (SIGKILL of a child working on a file pool) and damaged pool
-// files (flipped bytes, truncation) opened in a child with a time limit.
-#include <fcntl.h>
+// Real process crashes: SIGKILL of a child working on a file pool. (Damaged pool files:
+// flip_fuzz_test.cc.)
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -9,12 +8,9 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <random>
-#include <thread>
 
 #include "crash/kill_soak.h"
-#include "pm/pool.h"
 #include "support/harness.h"
 
 // GCC 12 warns falsely on "literal" + std::string (GCC bug 105651).
@@ -199,164 +195,6 @@ TEST_P(ProcessKill, ReopensAfterAKillBetweenOps) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, ProcessKill, ::testing::ValuesIn(Names(ConformanceEngines())),
-                         [](const auto& info) { return GtestName(info.param); });
-
-// ---- Damaged files -------------------------------------------------------------------
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-void WriteFile(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
-// Runs fn in a child with a time limit. "" if it exited 0; else how it ended.
-std::string InChild(const std::function<int()>& fn, int seconds) {
-  fflush(nullptr);
-  const pid_t pid = fork();
-  if (pid < 0) return "fork failed";
-  if (pid == 0) _exit(fn());
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
-  int status = 0;
-  while (waitpid(pid, &status, WNOHANG) == 0) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      return "hung (killed after " + std::to_string(seconds) + " s)";
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  if (WIFSIGNALED(status)) return "crashed with signal " + std::to_string(WTERMSIG(status));
-  if (WEXITSTATUS(status) != 0) return "exited with " + std::to_string(WEXITSTATUS(status));
-  return "";
-}
-
-// The `pmhash` tool: $PMHASH_TOOL (ctest sets it), else the one built beside this test
-// binary. "" and *problem set if there is none to run.
-std::string ToolPath(std::string* problem) {
-  problem->clear();
-  if (const char* env = std::getenv("PMHASH_TOOL")) {
-    if (access(env, X_OK) == 0) return env;
-    *problem = std::string("PMHASH_TOOL=") + env + " is not an executable";
-    return "";
-  }
-  std::error_code ec;
-  const fs::path sibling = fs::read_symlink("/proc/self/exe", ec).parent_path() / "pmhash";
-  if (!ec && access(sibling.c_str(), X_OK) == 0) return sibling.string();
-  *problem = "PMHASH_TOOL is not set and " + sibling.string() +
-             " does not exist (build the pmhash target, or set PMHASH_TOOL)";
-  return "";
-}
-
-class DamagedFile : public ::testing::TestWithParam<std::string> {};
-
-// Flipped bytes in the header, the clean flag, the engine's root and heap, and
-// truncation: opening gives a clear error or a working index, never a crash or hang.
-TEST_P(DamagedFile, OpenGivesAClearErrorOrWorks) {
-  const EngineSpec spec = FindSpec(GetParam());
-  const std::string dir = TempDir("damage");
-  const std::string path = dir + "/pool";
-  Options o;
-  o.pool_size = 4ull << 20;
-  o.initial_capacity = 16;
-  std::vector<std::string> bases;
-  for (bool clean : {true, false}) {
-    fs::remove(path);
-    std::unique_ptr<Index> index;
-    ASSERT_TRUE(OpenFile(spec, path, o, &index).ok());
-    for (int i = 0; i < 300; ++i) {
-      ASSERT_TRUE(index->Put("k" + std::to_string(i), std::string(i % 2 ? 8 : 33, 'v')).ok());
-    }
-    if (clean) {
-      ASSERT_TRUE(index->Close().ok());
-    } else {
-      Abandon(&index);
-    }
-    bases.push_back(ReadFile(path));
-  }
-  const auto* header = reinterpret_cast<const pm::PoolHeader*>(bases[0].data());
-  const uint64_t heap = header->heap_offset, heap_size = header->heap_size;
-  ASSERT_TRUE(heap > 0 && heap_size > (256 << 10) && heap + heap_size <= bases[0].size());
-  std::mt19937_64 rng(GetParam().size() * 31 + 5);
-  std::string tool_problem;
-  const std::string tool = ToolPath(&tool_problem);
-  EXPECT_EQ(tool_problem, "") << "pmhash pool check is not tested";
-  const int mutations = static_cast<int>(24 * SoakFactor());
-  for (int m = 0; m < mutations; ++m) {
-    std::string bytes = bases[m % 2];
-    std::string what;
-    switch (m % 6) {
-      case 0:  // header
-      case 1: {
-        const size_t off = rng() % 256;
-        bytes[off] ^= static_cast<char>(1 + rng() % 255);
-        what = "header byte " + std::to_string(off);
-        break;
-      }
-      case 2: {  // the header's checksum and state word, and the root area
-        const size_t off = m % 4 == 0 ? pm::kPoolStateOffset - 8 + rng() % 16 : 4096 + rng() % 4096;
-        bytes[off] ^= static_cast<char>(1 + rng() % 255);
-        what = "byte " + std::to_string(off);
-        break;
-      }
-      case 3:
-      case 4: {  // the engine's structures: dense at the start of the heap, then anywhere
-        what = "bytes";
-        for (int i = 0; i < 8; ++i) {
-          const size_t off = heap + rng() % (m % 6 == 3 ? (256 << 10) : heap_size);
-          bytes[off] ^= static_cast<char>(1 + rng() % 255);
-          what += " " + std::to_string(off);
-        }
-        break;
-      }
-      default: {
-        const size_t len = rng() % 3 == 0 ? rng() % 4096 : rng() % bytes.size();
-        bytes.resize(len);
-        what = "truncated to " + std::to_string(len);
-      }
-    }
-    what += m % 2 ? " (crashed pool)" : " (clean pool)";
-    WriteFile(path, bytes);
-    const std::string outcome = InChild(
-        [&] {
-          std::unique_ptr<Index> index;
-          Status s = OpenFile(spec, path, o, &index);
-          if (!s.ok()) return s.message().empty() ? 3 : 0;  // a clear error
-          Model seen;
-          (void)Snapshot(*index, &seen);
-          (void)index->Count();
-          std::string v;
-          for (int i = 0; i < 20; ++i) (void)index->Get("k" + std::to_string(i), &v);
-          (void)index->Put("new-key", "new-val!");
-          (void)index->Close();
-          return 0;
-        },
-        20);
-    EXPECT_EQ(outcome, "") << "engine " << spec.name << ", mutation #" << m
-                           << " of this deterministic test: opening a pool with " << what;
-    if (!tool.empty()) {
-      WriteFile(path, bytes);
-      const std::string check = InChild(
-          [&] {
-            const int devnull = open("/dev/null", O_WRONLY);
-            dup2(devnull, 1);
-            dup2(devnull, 2);
-            execl(tool.c_str(), tool.c_str(), "pool", "check", path.c_str(),
-                  static_cast<char*>(nullptr));
-            return 127;  // exec failed: the tool did not run
-          },
-          20);
-      EXPECT_TRUE(check.rfind("crashed", 0) != 0 && check.rfind("hung", 0) != 0 &&
-                  check != "exited with 127")
-          << "pmhash pool check (" << tool << ") on a pool with " << what << ": " << check;
-    }
-  }
-  fs::remove_all(dir);
-}
-
-INSTANTIATE_TEST_SUITE_P(Engines, DamagedFile, ::testing::ValuesIn(Names(ConformanceEngines())),
                          [](const auto& info) { return GtestName(info.param); });
 
 }  // namespace

@@ -238,6 +238,20 @@ class TinyIndex : public engines::Engine {
     stats->engine_counters["resizes"] = resizes_.load(std::memory_order_relaxed);
   }
 
+  // Nothing here checks itself: the table and records are marked unchecked.
+  void DescribeEngineLayout(const pm::RegionVisitor& mark) const override {
+    std::shared_lock<std::shared_mutex> l(mu_);
+    mark(pool().ToOffset(table_), sizeof(TinyTable) + table_->capacity * 8, pm::Region::kSlots,
+         false);
+    for (uint64_t i = 0; i < table_->capacity; ++i) {
+      const uint64_t s = table_->slots[i];
+      if (s == kEmpty || s == kTombstone) continue;
+      if (const TinyRecord* r = Checked(s)) {
+        mark(s, sizeof(TinyRecord) + r->key_len + r->value_len, pm::Region::kRecords, false);
+      }
+    }
+  }
+
  private:
   Status ValidateTable() const {
     const TinyRoot* r = root<TinyRoot>();

@@ -20,11 +20,19 @@ unsigned Log2(uint64_t v) { return static_cast<unsigned>(63 - __builtin_clzll(v)
 
 uint64_t RoundUp(uint64_t v, uint64_t multiple) { return (v + multiple - 1) / multiple * multiple; }
 
-std::string CellName(int level, uint64_t cell) {
-  return "level-" + std::to_string(level) + " cell " + std::to_string(cell);
-}
+constexpr RootLayout kRootLayout{kGroupRootMagic, kGroupVersion, sizeof(GroupRoot),
+                                 sizeof(GroupRoot) - sizeof(EngineRoot)};
+
+constexpr size_t kTableCheckedBytes = offsetof(GroupTableHeader, check);
 
 }  // namespace
+
+std::string GroupHash::CellName(const View& v, int level, uint64_t cell) {
+  const KvWords* cells = level == 1 ? v.tab1 : v.tab2;
+  return "level-" + std::to_string(level) + " cell " + std::to_string(cell) + " (pool offset " +
+         std::to_string(v.offset + (reinterpret_cast<const char*>(&cells[cell]) - v.table)) +
+         ")";
+}
 
 GroupHash::GroupHash() { stripes_.Reset(kGroupStripes, Log2(kGroupDefaultGroupSize)); }
 GroupHash::~GroupHash() = default;
@@ -86,6 +94,7 @@ Status GroupHash::NewTable(uint64_t cells, uint64_t* offset) {
   p.Store(&h->level_cells, cells);
   p.Store(&h->group_size, group_size_);
   p.Store(&h->magic, kGroupTableMagic);
+  p.Store(&h->check, MetadataCheck(h, kTableCheckedBytes));
   return Status::OK();
 }
 
@@ -96,7 +105,7 @@ Status GroupHash::Create() {
   persister().Persist(pool().At<char>(offset), GroupLayout::Bytes(cells));
   root_ = root<GroupRoot>();
   persister().Store(&root_->group_size, group_size_);
-  CreateRoot(kGroupRootMagic, kGroupVersion, offset, sizeof(GroupRoot));
+  CreateRoot(kRootLayout, offset);
   view_ = MakeView(pool().At<char>(offset), offset, cells);
   base_count_ = 0;
   total_.store(0);
@@ -114,6 +123,7 @@ Status GroupHash::ValidateTable(uint64_t off, uint64_t* cells) const {
     return Status::Corruption("group: table header magic is wrong at offset " +
                               std::to_string(off));
   }
+  PMHASH_RETURN_IF_ERROR(VerifyMetadata(h, kTableCheckedBytes, h->check, "the table header"));
   const uint64_t n = h->level_cells;
   if (h->group_size != g || n == 0 || n % g != 0 || n > pool().size() / 32 ||
       !pool().Contains(off, GroupLayout::Bytes(n))) {
@@ -126,9 +136,8 @@ Status GroupHash::ValidateTable(uint64_t off, uint64_t* cells) const {
 }
 
 Status GroupHash::EnumerateBlocks(const pm::Allocator::LiveBlockVisitor& visit) const {
-  uint64_t off = 0, n = 0;
-  PMHASH_RETURN_IF_ERROR(
-      ValidateRoot(kGroupRootMagic, kGroupVersion, sizeof(GroupTableHeader), &off));
+  uint64_t off = 0, n = 0, count = 0;
+  PMHASH_RETURN_IF_ERROR(ValidateRoot(kRootLayout, sizeof(GroupTableHeader), &off, &count));
   PMHASH_RETURN_IF_ERROR(ValidateTable(off, &n));
   visit(off);
   const View v = MakeView(pool().At<char>(off), off, n);
@@ -177,14 +186,14 @@ Status GroupHash::RecoverScan(uint64_t* count) {
       const auto form = static_cast<SlotForm>(f);
       if ((form != SlotForm::kInline && form != SlotForm::kRecord) ||
           !codec().Plausible(form, c)) {
-        return Status::Corruption("group: " + CellName(level, i) + " has metadata byte " +
+        return Status::Corruption("group: " + CellName(v, level, i) + " has metadata byte " +
                                   std::to_string(f) + " that does not match its contents "
                                   "(damaged pool)");
       }
       const uint64_t home = Reduce(HashOf(form, c), n);
       const bool placed = level == 1 ? home == i : (home >> group_shift_) == (i >> group_shift_);
       if (!placed) {
-        return Status::Corruption("group: " + CellName(level, i) +
+        return Status::Corruption("group: " + CellName(v, level, i) +
                                   " holds a key whose home cell is " + std::to_string(home) +
                                   " (damaged pool)");
       }
@@ -200,9 +209,8 @@ Status GroupHash::RecoverScan(uint64_t* count) {
 
 Status GroupHash::Recover(bool clean) {
   root_ = root<GroupRoot>();
-  uint64_t off = 0, n = 0;
-  PMHASH_RETURN_IF_ERROR(
-      OpenRoot(kGroupRootMagic, kGroupVersion, sizeof(GroupTableHeader), &off));
+  uint64_t off = 0, n = 0, stored_count = 0;
+  PMHASH_RETURN_IF_ERROR(OpenRoot(kRootLayout, sizeof(GroupTableHeader), &off, &stored_count));
   PMHASH_RETURN_IF_ERROR(ValidateTable(off, &n));
   if (group_size_given_ && group_size_ != root_->group_size) {
     return Status::InvalidArgument("option group_size=" + std::to_string(group_size_) +
@@ -217,7 +225,7 @@ Status GroupHash::Recover(bool clean) {
   view_ = MakeView(pool().At<char>(off), off, n);
   uint64_t count = 0;
   if (clean) {
-    count = root_->header.count;
+    count = stored_count;
     if (count > 2 * n) {
       return Status::Corruption("group: root count " + std::to_string(count) +
                                 " exceeds the table's " + std::to_string(2 * n) + " cells");
@@ -338,9 +346,7 @@ Status GroupHash::DoWrite(std::string_view key, std::string_view value, uint64_t
 void GroupHash::NoteCountChange() {
   // persist_count=on: Alg. 1 lines 8-9 / Alg. 3 lines 8-9 as printed, for cost fidelity.
   // Concurrent writers may store their totals out of order; recovery recounts anyway.
-  pm::Persister& p = persister();
-  p.Store(&root_->header.count, total_.load(std::memory_order_relaxed));
-  p.Persist(&root_->header.count, sizeof(uint64_t));
+  PersistRootCount(total_.load(std::memory_order_relaxed));
 }
 
 Status GroupHash::InsertAt(const Probe& p, std::string_view key, std::string_view value,
@@ -480,14 +486,15 @@ Status GroupHash::Grow(uint64_t observed_cells) {
       if (!Place(nv, group_size_, f, cells[i], hash, persister())) {
         allocator().Free(offset);  // unreachable: nothing links it
         return Status::Corruption("group: resize could not place a key of " +
-                                  CellName(level, i) + " (the table violates its invariants)");
+                                  CellName(old, level, i) +
+                                  " (the table violates its invariants)");
       }
     }
   }
   pm::Persister& ps = persister();
   ps.Flush(nv.table, GroupLayout::Bytes(n2));
   // The resize's commit point: one failure-atomic 8-byte store of root.table.
-  ps.Publish(&root_->header.table, offset);
+  PublishRootTable(offset);
   allocator().Free(old.offset);  // only after the switch is durable
   view_ = nv;
   level_cells_.store(n2, std::memory_order_release);
@@ -516,6 +523,15 @@ Status GroupHash::CheckInvariants() const {
   std::unique_lock<std::shared_mutex> resize_lock(resize_mu_);
   const View& v = view_;
   const uint64_t n = v.cells;
+  // The metadata as Recover validated it (a damaged pool may be checked right after open).
+  uint64_t off = 0, table_cells = 0, stored_count = 0;
+  PMHASH_RETURN_IF_ERROR(ValidateRoot(kRootLayout, sizeof(GroupTableHeader), &off, &stored_count));
+  PMHASH_RETURN_IF_ERROR(ValidateTable(off, &table_cells));
+  if (off != v.offset || table_cells != n) {
+    return Status::Corruption("group: the root names the table at pool offset " +
+                              std::to_string(off) + ", not the live one at " +
+                              std::to_string(v.offset));
+  }
   uint64_t occupied = 0;
   std::unordered_set<std::string> keys;
   for (int level = 1; level <= 2; ++level) {
@@ -525,24 +541,29 @@ Status GroupHash::CheckInvariants() const {
       const auto f = static_cast<SlotForm>(forms[i]);
       if (f == SlotForm::kEmpty) {
         if (cells[i].word0 != 0 || cells[i].word1 != 0) {
-          return Status::Corruption("group: empty " + CellName(level, i) + " has stray words");
+          return Status::Corruption("group: empty " + CellName(v, level, i) +
+                                    " has stray words");
         }
         continue;
       }
       if ((f != SlotForm::kInline && f != SlotForm::kRecord) || !codec().Plausible(f, cells[i])) {
-        return Status::Corruption("group: " + CellName(level, i) + " is malformed");
+        return Status::Corruption("group: " + CellName(v, level, i) + " with metadata byte " +
+                                  std::to_string(forms[i]) + " is malformed");
       }
       const std::string key(codec().Key(f, cells[i]));
       const uint64_t hash = HashKey(key);
       if (f == SlotForm::kRecord && cells[i].word1 != hash) {
-        return Status::Corruption("group: " + CellName(level, i) + " has a wrong hash word");
+        return Status::Corruption("group: " + CellName(v, level, i) + " has a wrong hash word");
       }
       const uint64_t home = Reduce(hash, n);
       if (level == 1 ? home != i : (home >> group_shift_) != (i >> group_shift_)) {
-        return Status::Corruption("group: " + CellName(level, i) + " is outside its group");
+        return Status::Corruption("group: " + CellName(v, level, i) +
+                                  " holds a key whose home cell is " + std::to_string(home) +
+                                  ", outside its group");
       }
       if (!keys.insert(key).second) {
-        return Status::Corruption("group: a key is stored twice (" + CellName(level, i) + ")");
+        return Status::Corruption("group: a key is stored twice (again in " +
+                                  CellName(v, level, i) + ")");
       }
       ++occupied;
     }
@@ -552,6 +573,21 @@ Status GroupHash::CheckInvariants() const {
                               std::to_string(occupied) + " cells are occupied");
   }
   return Status::OK();
+}
+
+void GroupHash::DescribeEngineLayout(const pm::RegionVisitor& mark) const {
+  const View& v = view_;
+  const uint64_t n = v.cells;
+  mark(v.offset, sizeof(GroupTableHeader), pm::Region::kEngineMetadata, true);
+  mark(v.offset + GroupLayout::Form1(n), 2 * n, pm::Region::kSlots, false);
+  mark(v.offset + GroupLayout::Tab1(n), 2 * n * sizeof(KvWords), pm::Region::kSlots, false);
+  for (int level = 1; level <= 2; ++level) {
+    const uint8_t* forms = level == 1 ? v.form1 : v.form2;
+    const KvWords* cells = level == 1 ? v.tab1 : v.tab2;
+    for (uint64_t i = 0; i < n; ++i) {
+      codec().DescribeRecord(static_cast<SlotForm>(forms[i]), cells[i], mark);
+    }
+  }
 }
 
 void RegisterEngines_group(EngineRegistry& registry) {

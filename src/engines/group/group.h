@@ -15,8 +15,9 @@
 //                         // table size travels with it in the table header), count =
 //                         // keys stored (exact after a clean Close, recounted by recovery
 //                         // (Alg. 4) after a crash; written after every insert and delete
-//                         // only with persist_count=on)
-//     uint64 group_size;  // cells per group (power of two; do not change)
+//                         // only with persist_count=on); both sealed words
+//     uint64 group_size;  // cells per group (power of two; do not change): a fixed field,
+//                         // covered by header.check
 //   };
 //
 //   table block (from the allocator, a large run, 4 KiB aligned); N = cells per level,
@@ -25,7 +26,9 @@
 //     uint64  magic;              // kGroupTableMagic
 //     uint64  level_cells;        // N (the paper's table_size is 2N)
 //     uint64  group_size;         // G, equal to root.group_size
-//     uint8   pad[40];
+//     uint8   pad[32];            // zero
+//     uint64  check;              // Engine::MetadataCheck of the 56 bytes above (written
+//                                 //   once, with the table)
 //     uint8   form1[N];           // level-1 metadata bytes (SlotForm: 0 empty, 1 inline,
 //     uint8   form2[N];           //   2 record): the paper's bitmap, and the commit point
 //     uint8   pad[to 64 bytes];
@@ -100,7 +103,7 @@ namespace pmhash::engines {
 
 inline constexpr uint64_t kGroupRootMagic = 0x31525052474850'4dull;   // "MPHGRPR1"
 inline constexpr uint64_t kGroupTableMagic = 0x31545052474850'4dull;  // "MPHGRPT1"
-inline constexpr uint64_t kGroupVersion = 1;
+inline constexpr uint64_t kGroupVersion = 2;  // 2: root check, sealed words, table check
 inline constexpr uint64_t kGroupDefaultGroupSize = 256;  // the paper's default (Sec. 4.5)
 inline constexpr uint64_t kGroupMinGroupSize = 4;
 inline constexpr uint64_t kGroupMaxGroupSize = 65536;
@@ -113,19 +116,21 @@ struct GroupRoot {
 };
 static_assert(sizeof(GroupRoot) <= pm::kCacheLine, "the root fits one cache line");
 static_assert(offsetof(GroupRoot, header) == 0 && offsetof(GroupRoot, group_size) == 32,
-              "the kit's root header, then the group size (the layout of version 1)");
+              "the kit's root header, then the group size (its one fixed field)");
 
 struct alignas(64) GroupTableHeader {
   uint64_t magic;
   uint64_t level_cells;
   uint64_t group_size;
-  uint8_t pad[40];
+  uint8_t pad[32];
+  uint64_t check;
 };
 static_assert(sizeof(GroupTableHeader) == pm::kCacheLine,
               "the table header is one cache line, so the metadata bytes start line aligned");
 static_assert(offsetof(GroupTableHeader, level_cells) == 8 &&
-                  offsetof(GroupTableHeader, group_size) == 16,
-              "the table header's layout (version 1)");
+                  offsetof(GroupTableHeader, group_size) == 16 &&
+                  offsetof(GroupTableHeader, check) == 56,
+              "the table header's layout (version 2)");
 static_assert(sizeof(KvWords) == 16 && pm::kCacheLine % sizeof(KvWords) == 0,
               "four 16-byte cells per cache line: a group's cells never straddle lines");
 static_assert(sizeof(SlotForm) == 1, "the metadata byte is stored with one atomic byte store");
@@ -190,6 +195,8 @@ class GroupHash : public Engine {
     KvWords* tab2 = nullptr;
   };
   static View MakeView(char* table, uint64_t offset, uint64_t cells);
+  // "level-1 cell 5 (pool offset X)", for error messages.
+  static std::string CellName(const View& v, int level, uint64_t cell);
 
   // Locks the stripe of the key's group in the live table (retrying across a resize);
   // *home gets the key's level-1 cell, *cells the table size it belongs to.

@@ -402,7 +402,10 @@ Status DamageAndReopen(const std::string& path, uint64_t n,
     for (uint64_t i = 0; i < n; ++i) EXPECT_TRUE(index->Insert(Key8(i), Key8(i + 1)).ok());
     GroupHash* g = AsGroup(index.get());
     const auto* root = static_cast<const GroupRoot*>(g->pool().root());
-    char* table = g->pool().At<char>(root->header.table);
+    uint64_t table_offset = 0;
+    EXPECT_TRUE(UnsealWord(root->header.table,
+                           pm::kRootOffset + offsetof(EngineRoot, table), &table_offset));
+    char* table = g->pool().At<char>(table_offset);
     const uint64_t cells = g->level_cells();
     damage(g, reinterpret_cast<uint8_t*>(table + GroupLayout::Form1(cells)),
            reinterpret_cast<KvWords*>(table + GroupLayout::Tab1(cells)), cells);

@@ -28,6 +28,9 @@ uint64_t TableBytes(uint64_t num_lines) {
   return sizeof(LinearTable) + num_lines * sizeof(LinearLine);
 }
 
+constexpr RootLayout kRootLayout{kLinearRootMagic, kLinearVersion, sizeof(EngineRoot), 0};
+constexpr size_t kTableCheckedBytes = offsetof(LinearTable, check);
+
 }  // namespace
 
 // ---- Setup --------------------------------------------------------------------------
@@ -60,6 +63,7 @@ Status LinearProbing::NewTable(uint64_t num_lines, uint64_t* offset) {
   p.Zero(t, bytes);
   p.Store(&t->magic, kLinearTableMagic);
   p.Store(&t->num_lines, num_lines);
+  p.Store(&t->check, MetadataCheck(t, kTableCheckedBytes));
   p.Flush(t, bytes);
   p.Fence();
   return Status::OK();
@@ -69,8 +73,7 @@ Status LinearProbing::Create() {
   const uint64_t num_lines = (initial_cells_ + kCellsPerLine - 1) / kCellsPerLine;
   uint64_t offset = 0;
   PMHASH_RETURN_IF_ERROR(NewTable(num_lines, &offset));
-  root_ = root_header();
-  CreateRoot(kLinearRootMagic, kLinearVersion, offset, sizeof(EngineRoot));
+  CreateRoot(kRootLayout, offset);
   table_ = pool().At<LinearTable>(offset);
   cells_ = num_lines * kCellsPerLine;
   count_.store(0, std::memory_order_release);
@@ -83,6 +86,7 @@ Status LinearProbing::ValidateTable(uint64_t off) const {
     return Status::Corruption(Prefix() + "the table at offset " + std::to_string(off) +
                               " has a bad magic number");
   }
+  PMHASH_RETURN_IF_ERROR(VerifyMetadata(t, kTableCheckedBytes, t->check, "the table header"));
   if (t->num_lines == 0 || t->num_lines > pool().size() / sizeof(LinearLine) ||
       !pool().Contains(off, TableBytes(t->num_lines))) {
     return Status::Corruption(Prefix() + "the table at offset " + std::to_string(off) +
@@ -93,9 +97,8 @@ Status LinearProbing::ValidateTable(uint64_t off) const {
 }
 
 Status LinearProbing::EnumerateBlocks(const pm::Allocator::LiveBlockVisitor& visit) const {
-  uint64_t off = 0;
-  PMHASH_RETURN_IF_ERROR(
-      ValidateRoot(kLinearRootMagic, kLinearVersion, sizeof(LinearTable), &off));
+  uint64_t off = 0, count = 0;
+  PMHASH_RETURN_IF_ERROR(ValidateRoot(kRootLayout, sizeof(LinearTable), &off, &count));
   PMHASH_RETURN_IF_ERROR(ValidateTable(off));
   visit(off);
   auto* t = pool().At<LinearTable>(off);
@@ -121,10 +124,9 @@ Status LinearProbing::EnumerateBlocks(const pm::Allocator::LiveBlockVisitor& vis
 }
 
 Status LinearProbing::Recover(bool clean) {
-  uint64_t off = 0;
-  PMHASH_RETURN_IF_ERROR(OpenRoot(kLinearRootMagic, kLinearVersion, sizeof(LinearTable), &off));
+  uint64_t off = 0, count = 0;
+  PMHASH_RETURN_IF_ERROR(OpenRoot(kRootLayout, sizeof(LinearTable), &off, &count));
   PMHASH_RETURN_IF_ERROR(ValidateTable(off));
-  root_ = root_header();
   table_ = pool().At<LinearTable>(off);
   cells_ = table_->num_lines * kCellsPerLine;
   if (!clean) {
@@ -137,17 +139,18 @@ Status LinearProbing::Recover(bool clean) {
       if (form == SlotForm::kEmpty) continue;
       if (static_cast<uint8_t>(form) > static_cast<uint8_t>(SlotForm::kRecord) ||
           !codec().Plausible(form, WordsAt(c))) {
-        return Status::Corruption(Prefix() + "cell " + std::to_string(c) + " is malformed");
+        return Status::Corruption(Prefix() + CellName(c) + " is malformed");
       }
       ++n;
     }
-    if (n != root_->count) PersistRootCount(n);
+    if (n != count) PersistRootCount(n);
+    count = n;
   }
-  if (root_->count > cells_) {
-    return Status::Corruption(Prefix() + "the root counts " + std::to_string(root_->count) +
+  if (count > cells_) {
+    return Status::Corruption(Prefix() + "the root counts " + std::to_string(count) +
                               " keys in a table of " + std::to_string(cells_) + " cells");
   }
-  count_.store(root_->count, std::memory_order_release);
+  count_.store(count, std::memory_order_release);
   return Status::OK();
 }
 
@@ -170,6 +173,12 @@ uint64_t LinearProbing::cells() const {
 }
 
 // ---- Helpers ------------------------------------------------------------------------
+
+std::string LinearProbing::CellName(uint64_t cell) const {
+  const auto* words = &LineOf(cell)->cell[cell % kCellsPerLine];
+  return "cell " + std::to_string(cell) + " (pool offset " +
+         std::to_string(pool().ToOffset(words)) + ")";
+}
 
 uint64_t LinearProbing::HashOf(SlotForm form, const KvWords& words) const {
   if (form == SlotForm::kRecord) return words.word1;
@@ -444,7 +453,7 @@ Status LinearProbing::Grow() {
   p.Flush(new_lines, old_lines * 2 * sizeof(LinearLine));
   // Commit point: one failure-atomic store of the root's table pointer.
   const uint64_t old_offset = pool().ToOffset(table_);
-  p.Publish(&root_->table, offset);
+  PublishRootTable(offset);
   table_ = fresh;
   cells_ = new_cells;
   allocator().Free(old_offset);
@@ -466,6 +475,15 @@ Status LinearProbing::ForEach(const Visitor& fn) const {
 
 Status LinearProbing::CheckInvariants() const {
   std::shared_lock lock(mu_);
+  // The metadata as Recover validated it (a damaged pool may be checked right after open).
+  uint64_t off = 0, stored_count = 0;
+  PMHASH_RETURN_IF_ERROR(ValidateRoot(kRootLayout, sizeof(LinearTable), &off, &stored_count));
+  PMHASH_RETURN_IF_ERROR(ValidateTable(off));
+  if (pool().At<LinearTable>(off) != table_ || table_->num_lines * kCellsPerLine != cells_) {
+    return Status::Corruption(Prefix() + "the root names the table at pool offset " +
+                              std::to_string(off) + ", not the live one at " +
+                              std::to_string(pool().ToOffset(table_)));
+  }
   std::set<std::string> keys;
   uint64_t n = 0;
   for (uint64_t c = 0; c < cells_; ++c) {
@@ -473,28 +491,47 @@ Status LinearProbing::CheckInvariants() const {
     if (form == SlotForm::kEmpty) continue;
     ++n;
     const KvWords words = WordsAt(c);
+    if (static_cast<uint8_t>(form) > static_cast<uint8_t>(SlotForm::kRecord) ||
+        !codec().Plausible(form, words)) {
+      return Status::Corruption(Prefix() + CellName(c) + " with form " +
+                                std::to_string(static_cast<uint8_t>(form)) + " is malformed");
+    }
     const std::string key(codec().Key(form, words));
     if (!keys.insert(key).second) {
-      return Status::Corruption(Prefix() + "a key is stored twice (again at cell " +
-                                std::to_string(c) + ")");
+      return Status::Corruption(Prefix() + "a key is stored twice (again in " + CellName(c) +
+                                ")");
     }
     if (form == SlotForm::kRecord && words.word1 != HashKey(key)) {
-      return Status::Corruption(Prefix() + "cell " + std::to_string(c) + " has a wrong key hash");
+      return Status::Corruption(Prefix() + CellName(c) + " has a wrong key hash");
     }
+    // Invariant 1; at most cells_ steps, whatever the cells hold.
     for (uint64_t h = Reduce(HashOf(form, words), cells_); h != c; h = Next(h)) {
       if (FormAt(h) == SlotForm::kEmpty) {
-        return Status::Corruption(Prefix() + "cell " + std::to_string(c) +
-                                  " is unreachable: empty cell " + std::to_string(h) +
-                                  " lies between it and its home");
+        return Status::Corruption(Prefix() + CellName(c) + " is unreachable: empty " +
+                                  CellName(h) + " lies between it and its home");
       }
     }
   }
-  if (n != count_.load() || n != root_->count) {
-    return Status::Corruption(Prefix() + "" + std::to_string(n) + " occupied cells but count " +
+  if (n != count_.load() || n != stored_count) {
+    return Status::Corruption(Prefix() + std::to_string(n) + " occupied cells but count " +
                               std::to_string(count_.load()) + " (PM: " +
-                              std::to_string(root_->count) + ")");
+                              std::to_string(stored_count) + ")");
   }
   return Status::OK();
+}
+
+void LinearProbing::DescribeEngineLayout(const pm::RegionVisitor& mark) const {
+  std::shared_lock lock(mu_);
+  const uint64_t off = pool().ToOffset(table_);
+  mark(off, sizeof(LinearTable), pm::Region::kEngineMetadata, true);
+  const LinearLine* lines = table_->lines();
+  for (uint64_t l = 0; l < table_->num_lines; ++l) {
+    // The cells and their forms; the line's padding is never read.
+    mark(pool().ToOffset(&lines[l]), offsetof(LinearLine, pad), pm::Region::kSlots, false);
+    for (uint64_t s = 0; s < kCellsPerLine; ++s) {
+      codec().DescribeRecord(static_cast<SlotForm>(lines[l].form[s]), lines[l].cell[s], mark);
+    }
+  }
 }
 
 // ---- Registration -------------------------------------------------------------------

@@ -11,18 +11,19 @@
 //   struct EngineRoot {  // engines/root.h
 //     uint64 magic;      // kLinearRootMagic
 //     uint32 version;    // kLinearVersion
-//     uint32 check;      // reserved (0)
-//     uint64 table;      // pool offset of the live LinearTable; a resize switches it with
-//                        // one failure-atomic 8-byte store
-//     uint64 count;      // keys stored; persisted after every insert's and delete's
-//                        // commit (a crash may leave it one off: recovery recounts)
+//     uint32 check;      // of magic and version
+//     uint64 table;      // sealed: pool offset of the live LinearTable; a resize switches
+//                        // it with one failure-atomic 8-byte store
+//     uint64 count;      // sealed: keys stored; persisted after every insert's and
+//                        // delete's commit (a crash may leave it one off: recovery recounts)
 //   };
 //
 //   table block (from the allocator; a large run, 4 KiB aligned):
 //   struct LinearTable {
 //     uint64 magic;       // kLinearTableMagic
 //     uint64 num_lines;   // the table holds kCellsPerLine * num_lines cells
-//     uint8  pad[48];
+//     uint8  pad[40];     // zero
+//     uint64 check;       // Engine::MetadataCheck of the 56 bytes above (written once)
 //     LinearLine lines[num_lines];
 //   };
 //   struct LinearLine {   // exactly one 64-byte cache line
@@ -89,7 +90,7 @@ namespace pmhash::engines {
 
 inline constexpr uint64_t kLinearRootMagic = 0x31524e494c48504dull;   // "MPHLINR1"
 inline constexpr uint64_t kLinearTableMagic = 0x31544e494c48504dull;  // "MPHLINT1"
-inline constexpr uint64_t kLinearVersion = 1;
+inline constexpr uint64_t kLinearVersion = 2;  // 2: root check, sealed words, table check
 inline constexpr uint64_t kCellsPerLine = 3;
 
 struct alignas(64) LinearLine {
@@ -106,14 +107,16 @@ static_assert(offsetof(LinearLine, form) == kCellsPerLine * sizeof(KvWords),
 struct alignas(64) LinearTable {
   uint64_t magic;
   uint64_t num_lines;
-  uint8_t pad[48];
+  uint8_t pad[40];
+  uint64_t check;
   // The num_lines lines follow the header.
   LinearLine* lines() { return reinterpret_cast<LinearLine*>(this + 1); }
 };
 static_assert(sizeof(LinearTable) == pm::kCacheLine,
               "the table header is one cache line, so the lines after it are line aligned");
-static_assert(offsetof(LinearTable, magic) == 0 && offsetof(LinearTable, num_lines) == 8,
-              "the table header's layout (version 1)");
+static_assert(offsetof(LinearTable, magic) == 0 && offsetof(LinearTable, num_lines) == 8 &&
+                  offsetof(LinearTable, check) == 56,
+              "the table header's layout (version 2)");
 
 class LinearProbing : public Engine {
  public:
@@ -134,7 +137,7 @@ class LinearProbing : public Engine {
   // that it needs. Delete returns ResourceExhausted in `linear-log` if its backward shift
   // spans more lines than one undo-log lane holds (nothing changes then). ForEach holds
   // the index's read lock while calling fn: fn must not call mutating methods of the
-  // same index (it would deadlock). CheckInvariants checks invariants 1-3 by a full scan.
+  // same index (it would deadlock). CheckInvariants checks invariants 1-4 by a full scan.
   PMHASH_ENGINE_KIT_OVERRIDES;
 
  private:
@@ -170,6 +173,8 @@ class LinearProbing : public Engine {
   void WriteCell(LinearLine* line, uint64_t slot, SlotForm form, const KvWords& words);
   // Stores and persists root.count (after the cells' change is durable) and its mirror.
   void PersistCount(uint64_t count);
+  // "cell 7 (pool offset X)", for error messages.
+  std::string CellName(uint64_t cell) const;
   // Saves the cache lines of cells [first, last] (cyclic) into tx.
   Status SaveCells(pm::UndoLog::Tx& tx, uint64_t first, uint64_t last);
   // PM lines spanned by a record whose key and value views are given (NoteRead).
@@ -182,7 +187,6 @@ class LinearProbing : public Engine {
   bool resize_ = true;
 
   mutable std::shared_mutex mu_;
-  EngineRoot* root_ = nullptr;
   LinearTable* table_ = nullptr;
   uint64_t cells_ = 0;
   std::atomic<uint64_t> count_{0};

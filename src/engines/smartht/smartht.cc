@@ -33,6 +33,9 @@ constexpr uint8_t kRecord = static_cast<uint8_t>(SlotForm::kRecord);
 // Bound on a chain walk over raw PM (a damaged pool could hold a cycle).
 uint64_t MaxChain(const pm::Pool& pool) { return pool.size() / sizeof(SmartBucket) + 1; }
 
+constexpr RootLayout kRootLayout{kSmartHtRootMagic, kSmartHtVersion, sizeof(SmartHtRoot), 0};
+constexpr size_t kTableCheckedBytes = offsetof(SmartHtTableHeader, check);
+
 }  // namespace
 
 // Announces that this thread holds a filter pointer (see WaitForReaders). In its own
@@ -139,6 +142,7 @@ Status SmartHt::NewTable(uint64_t n, uint64_t* offset) {
   auto* h = reinterpret_cast<SmartHtTableHeader*>(t);
   p.Store(&h->head_buckets, n);
   p.Store(&h->magic, kSmartHtTableMagic);
+  p.Store(&h->check, MetadataCheck(h, kTableCheckedBytes));
   return Status::OK();
 }
 
@@ -149,11 +153,11 @@ Status SmartHt::Create() {
   pm::Persister& p = persister();
   p.Persist(pool().At<char>(offset), sizeof(SmartHtTableHeader) + n * sizeof(SmartBucket));
   root_ = root<SmartHtRoot>();
-  p.Store(&root_->filter, uint64_t{0});
-  p.Store(&root_->filter_bytes, uint64_t{0});
-  p.Store(&root_->filter_valid, uint64_t{0});
-  p.Store(&root_->chain_buckets, uint64_t{0});
-  CreateRoot(kSmartHtRootMagic, kSmartHtVersion, offset, sizeof(SmartHtRoot));
+  p.Store(&root_->filter, SealFor(&root_->filter, 0));
+  p.Store(&root_->filter_bytes, SealFor(&root_->filter_bytes, 0));
+  p.Store(&root_->filter_valid, SealFor(&root_->filter_valid, 0));
+  p.Store(&root_->chain_buckets, SealFor(&root_->chain_buckets, 0));
+  CreateRoot(kRootLayout, offset);
 
   table_offset_ = offset;
   heads_.store(reinterpret_cast<SmartBucket*>(pool().At<char>(offset) + sizeof(SmartHtTableHeader)),
@@ -182,18 +186,20 @@ Status SmartHt::ValidateTable(uint64_t off, uint64_t* n) const {
     return Status::Corruption("smartht: head table header at offset " + std::to_string(off) +
                               " is damaged (head_buckets " + std::to_string(count) + ")");
   }
+  PMHASH_RETURN_IF_ERROR(
+      VerifyMetadata(h, kTableCheckedBytes, h->check, "the head table header"));
   *n = count;
   return Status::OK();
 }
 
 Status SmartHt::EnumerateBlocks(const pm::Allocator::LiveBlockVisitor& visit) const {
-  const auto* r = root<const SmartHtRoot>();
-  uint64_t off = 0, n = 0;
-  PMHASH_RETURN_IF_ERROR(
-      ValidateRoot(kSmartHtRootMagic, kSmartHtVersion, sizeof(SmartHtTableHeader), &off));
+  uint64_t off = 0, n = 0, count = 0;
+  PMHASH_RETURN_IF_ERROR(ValidateRoot(kRootLayout, sizeof(SmartHtTableHeader), &off, &count));
+  RootWords words;
+  PMHASH_RETURN_IF_ERROR(ReadRootWords(&words));
   PMHASH_RETURN_IF_ERROR(ValidateTable(off, &n));
   visit(off);
-  if (r->filter != 0 && pool().Contains(r->filter, 1)) visit(r->filter);
+  if (words.filter != 0 && pool().Contains(words.filter, 1)) visit(words.filter);
   const auto* heads =
       reinterpret_cast<const SmartBucket*>(pool().At<char>(off) + sizeof(SmartHtTableHeader));
   const uint64_t max_chain = MaxChain(pool());
@@ -295,16 +301,33 @@ Status SmartHt::RecoverScan(uint64_t* count, uint64_t* chain_buckets) {
   return Status::OK();
 }
 
-Status SmartHt::TryReloadFilter() {
+Status SmartHt::ReadRootWords(RootWords* w) const {
+  const auto* r = root<const SmartHtRoot>();
+  PMHASH_RETURN_IF_ERROR(LoadSealed(&r->filter, "root filter offset", &w->filter));
+  PMHASH_RETURN_IF_ERROR(LoadSealed(&r->filter_bytes, "root filter size", &w->filter_bytes));
+  PMHASH_RETURN_IF_ERROR(LoadSealed(&r->filter_valid, "root filter_valid flag", &w->filter_valid));
+  PMHASH_RETURN_IF_ERROR(
+      LoadSealed(&r->chain_buckets, "root chained-bucket count", &w->chain_buckets));
+  if (w->filter_valid > 1) {
+    return Status::Corruption("smartht: root filter_valid flag is " +
+                              std::to_string(w->filter_valid) + " (damaged)");
+  }
+  return Status::OK();
+}
+
+Status SmartHt::ReloadFilter(uint64_t off, uint64_t bytes) {
   // Sec. III-D, normal shutdown: the filter of the last Close is in the reserved area.
-  const uint64_t off = root_->filter, bytes = root_->filter_bytes;
+  const std::string where = "smartht: the filter saved at clean shutdown (pool offset " +
+                            std::to_string(off) + ", " + std::to_string(bytes) + " bytes) ";
   if (off == 0 || bytes == 0 || !pool().Contains(off, bytes) || !allocator().IsAllocated(off) ||
       allocator().UsableSize(off) < bytes) {
-    return Status::Corruption("smartht: the saved filter area is not a block of its size");
+    return Status::Corruption(where + "is not an allocated block of its size (damaged pool)");
   }
   Result<BloomFilter> f = BloomFilter::Deserialize(
       std::span<const uint8_t>(pool().At<const uint8_t>(off), bytes));
-  if (!f.ok()) return f.status();
+  if (!f.ok()) {
+    return Status::Corruption(where + "is damaged: " + std::string(f.status().message()));
+  }
   persister().NoteRead((bytes + pm::kCacheLine - 1) / pm::kCacheLine);
   filter_expected_.store(f.value().options().expected_keys);
   delete filter_.exchange(new BloomFilter(std::move(f.value())));
@@ -313,9 +336,10 @@ Status SmartHt::TryReloadFilter() {
 
 Status SmartHt::Recover(bool clean) {
   root_ = root<SmartHtRoot>();
-  uint64_t off = 0, n = 0;
-  PMHASH_RETURN_IF_ERROR(
-      OpenRoot(kSmartHtRootMagic, kSmartHtVersion, sizeof(SmartHtTableHeader), &off));
+  uint64_t off = 0, n = 0, stored_count = 0;
+  PMHASH_RETURN_IF_ERROR(OpenRoot(kRootLayout, sizeof(SmartHtTableHeader), &off, &stored_count));
+  RootWords words;
+  PMHASH_RETURN_IF_ERROR(ReadRootWords(&words));
   PMHASH_RETURN_IF_ERROR(ValidateTable(off, &n));
   PMHASH_RETURN_IF_ERROR(
       CheckTableBlock(off, sizeof(SmartHtTableHeader) + n * sizeof(SmartBucket)));
@@ -328,26 +352,25 @@ Status SmartHt::Recover(bool clean) {
 
   const auto t0 = std::chrono::steady_clock::now();
   pm::Persister& p = persister();
-  bool reloaded = false;
-  if (clean && root_->filter_valid == 1) {
-    reloaded = TryReloadFilter().ok();  // a bad area only costs a rebuild
-  }
-  if (reloaded) {
+  // After a clean shutdown that saved the filter (one with a full pool may not have), the
+  // root vouches for the saved filter: one that fails its checks is a damaged pool.
+  if (clean && words.filter_valid == 1) {
+    PMHASH_RETURN_IF_ERROR(ReloadFilter(words.filter, words.filter_bytes));
     // The paper's "nonCrashed := 0 upon successful recovery": a later crash must rebuild.
-    p.Store(&root_->filter_valid, uint64_t{0});
+    p.Store(&root_->filter_valid, SealFor(&root_->filter_valid, 0));
     p.Persist(&root_->filter_valid, sizeof(uint64_t));
     filter_origin_ = "reloaded";
-    base_count_ = root_->header.count;
-    chain_buckets_.store(root_->chain_buckets);
-    if (root_->chain_buckets > pool().heap_size() / sizeof(SmartBucket) ||
-        base_count_ > (n + root_->chain_buckets) * kSmartHtSlots) {
+    base_count_ = stored_count;
+    chain_buckets_.store(words.chain_buckets);
+    if (words.chain_buckets > pool().heap_size() / sizeof(SmartBucket) ||
+        base_count_ > (n + words.chain_buckets) * kSmartHtSlots) {
       return Status::Corruption("smartht: root count " + std::to_string(base_count_) +
-                                " or chained buckets " + std::to_string(root_->chain_buckets) +
+                                " or chained buckets " + std::to_string(words.chain_buckets) +
                                 " cannot be right for the table (damaged pool)");
     }
   } else {
-    if (root_->filter_valid != 0) {
-      p.Store(&root_->filter_valid, uint64_t{0});
+    if (words.filter_valid != 0) {
+      p.Store(&root_->filter_valid, SealFor(&root_->filter_valid, 0));
       p.Persist(&root_->filter_valid, sizeof(uint64_t));
     }
     // Size the new filter for what the pool holds: count the keys first only if the root
@@ -355,7 +378,7 @@ Status SmartHt::Recover(bool clean) {
     uint64_t expected = expected_keys_opt_ != 0 ? expected_keys_opt_
                         : initial_capacity_ != 0 ? initial_capacity_
                                                  : n * kSmartHtSlots;
-    if (clean) expected = std::max(expected, root_->header.count);
+    if (clean) expected = std::max(expected, stored_count);
     std::unique_ptr<BloomFilter> f;
     PMHASH_RETURN_IF_ERROR(MakeFilter(expected, &f));
     filter_expected_.store(f->options().expected_keys);
@@ -364,9 +387,9 @@ Status SmartHt::Recover(bool clean) {
     PMHASH_RETURN_IF_ERROR(RecoverScan(&count, &chained));
     chain_buckets_.store(chained);
     base_count_ = count;
-    p.Store(&root_->header.count, count);
-    p.Store(&root_->chain_buckets, chained);
-    p.Persist(root_, sizeof(*root_));
+    p.Store(&root_->chain_buckets, SealFor(&root_->chain_buckets, chained));
+    p.Flush(&root_->chain_buckets, sizeof(uint64_t));
+    PersistRootCount(count);  // its fence orders the flush above too
     filter_origin_ = "rebuilt";
   }
   filter_load_ms_ =
@@ -380,10 +403,11 @@ Status SmartHt::SaveFilter() {
   BloomFilter* f = filter_.load();
   const size_t bytes = f->SerializedSize();
   pm::Persister& p = persister();
-  uint64_t off = root_->filter;
+  uint64_t off = 0;
+  PMHASH_RETURN_IF_ERROR(LoadSealed(&root_->filter, "root filter offset", &off));
   if (off != 0 && allocator().UsableSize(off) < bytes) {
     // The old area is too small: unlink it durably, then free it.
-    p.Store(&root_->filter, uint64_t{0});
+    p.Store(&root_->filter, SealFor(&root_->filter, 0));
     p.Persist(&root_->filter, sizeof(uint64_t));
     allocator().Free(off);
     off = 0;
@@ -397,10 +421,11 @@ Status SmartHt::SaveFilter() {
   p.Copy(pool().At<char>(off), image.data(), image.size());
   p.Flush(pool().At<char>(off), image.size());
   p.Fence();
-  p.Store(&root_->filter, off);
-  p.Store(&root_->filter_bytes, static_cast<uint64_t>(bytes));
+  p.Store(&root_->filter, SealFor(&root_->filter, off));
+  p.Store(&root_->filter_bytes, SealFor(&root_->filter_bytes, bytes));
   p.Flush(root_, sizeof(*root_));
-  p.Publish(&root_->filter_valid, uint64_t{1});  // the paper's nonCrashed flag: the commit
+  // The paper's nonCrashed flag: the commit.
+  p.Publish(&root_->filter_valid, SealFor(&root_->filter_valid, 1));
   return Status::OK();
 }
 
@@ -418,7 +443,7 @@ Status SmartHt::Shutdown() {
   // The background rebuild was stopped (Engine::Close); the live filter is complete. The
   // kit persists root.count after this.
   pm::Persister& p = persister();
-  p.Store(&root_->chain_buckets, chain_buckets_.load());
+  p.Store(&root_->chain_buckets, SealFor(&root_->chain_buckets, chain_buckets_.load()));
   p.Persist(&root_->chain_buckets, sizeof(uint64_t));
   // A pool too full to hold the filter is not an error: the next open rebuilds it.
   (void)SaveFilter();
@@ -795,7 +820,7 @@ Status SmartHt::Grow(uint64_t observed_n) {
   // One pass of flushes over the new structure, one fence, then the switch.
   ps.Flush(pool().At<char>(offset), sizeof(SmartHtTableHeader) + n2 * sizeof(SmartBucket));
   for (uint64_t b : new_chain) ps.Flush(BucketAt(b), sizeof(SmartBucket));
-  ps.Publish(&root_->header.table, offset);  // growth's commit point
+  PublishRootTable(offset);  // growth's commit point
   // Only now is the old structure durably unreachable.
   std::vector<uint64_t> old_chain;
   for (uint64_t i = 0; i < observed_n; ++i) {
@@ -964,37 +989,62 @@ void SmartHt::FillStats(IndexStats* stats) const {
 Status SmartHt::CheckInvariants() const {
   std::unique_lock<std::shared_mutex> grow_lock(grow_mu_);
   const uint64_t n = head_count_.load();
-  uint64_t occupied = 0, chained = 0;
+  // The metadata as Recover validated it (a damaged pool may be checked right after open).
+  uint64_t off = 0, table_n = 0, stored_count = 0;
+  PMHASH_RETURN_IF_ERROR(
+      ValidateRoot(kRootLayout, sizeof(SmartHtTableHeader), &off, &stored_count));
+  RootWords words;
+  PMHASH_RETURN_IF_ERROR(ReadRootWords(&words));
+  PMHASH_RETURN_IF_ERROR(ValidateTable(off, &table_n));
+  if (off != table_offset_ || table_n != n) {
+    return Status::Corruption("smartht: the root names the head table at pool offset " +
+                              std::to_string(off) + ", not the live one at " +
+                              std::to_string(table_offset_));
+  }
+  uint64_t occupied = 0;
   std::unordered_set<std::string> keys;
+  std::unordered_set<uint64_t> chained;  // each chained bucket once: bounds any cycle
   FilterGuard fguard(*this);
   const BloomFilter* f = filter_.load();
+  const auto at = [&](const SmartBucket* b) {
+    return "the bucket at pool offset " + std::to_string(pool().ToOffset(b)) +
+           " (chain of head bucket ";
+  };
   for (uint64_t i = 0; i < n; ++i) {
     for (const SmartBucket* b = &Heads()[i]; b != nullptr; b = NextOf(b)) {
       if (b->next != 0 && NextOf(b) == nullptr) {
-        return Status::Corruption("smartht: a chained bucket pointer is outside the heap");
+        return Status::Corruption("smartht: " + at(b) + std::to_string(i) +
+                                  ") links " + std::to_string(b->next) +
+                                  ", which is not a bucket of the heap");
       }
-      if (b != &Heads()[i]) ++chained;
+      if (b != &Heads()[i] && !chained.insert(pool().ToOffset(b)).second) {
+        return Status::Corruption("smartht: " + at(b) + std::to_string(i) +
+                                  ") is reached twice (a cycle, or two chains share it)");
+      }
       for (int k = 0; k < kSmartHtSlots; ++k) {
         const uint8_t t = b->token[k];
         if (t == 0) continue;
         const auto form = static_cast<SlotForm>(t);
+        const std::string slot = "slot " + std::to_string(k) + " of " + at(b) +
+                                 std::to_string(i) + ")";
         if ((t != kInline && t != kRecord) || !codec().Plausible(form, b->slot[k])) {
-          return Status::Corruption("smartht: a slot of head bucket " + std::to_string(i) +
+          return Status::Corruption("smartht: " + slot + " with token " + std::to_string(t) +
                                     " is malformed");
         }
         const std::string key(codec().Key(form, b->slot[k]));
         const uint64_t hash = HashKey(key);
         if (form == SlotForm::kRecord && b->slot[k].word1 != hash) {
-          return Status::Corruption("smartht: a record slot has a wrong hash word");
+          return Status::Corruption("smartht: " + slot + " has a wrong hash word");
         }
         if (Reduce(hash, n) != i) {
-          return Status::Corruption("smartht: a key is in the chain of the wrong head bucket");
+          return Status::Corruption("smartht: " + slot + " holds a key of head bucket " +
+                                    std::to_string(Reduce(hash, n)));
         }
         if (!f->MayContainHash(hash)) {
-          return Status::Corruption("smartht: a stored key is missing from the filter");
+          return Status::Corruption("smartht: the key in " + slot + " is missing from the filter");
         }
         if (!keys.insert(key).second) {
-          return Status::Corruption("smartht: a key is stored twice");
+          return Status::Corruption("smartht: a key is stored twice (again in " + slot + ")");
         }
         ++occupied;
       }
@@ -1004,12 +1054,36 @@ Status SmartHt::CheckInvariants() const {
     return Status::Corruption("smartht: Count() is " + std::to_string(Count()) + " but " +
                               std::to_string(occupied) + " slots are occupied");
   }
-  if (chained != chain_buckets_.load()) {
-    return Status::Corruption("smartht: " + std::to_string(chained) +
+  if (chained.size() != chain_buckets_.load()) {
+    return Status::Corruption("smartht: " + std::to_string(chained.size()) +
                               " chained buckets, but the counter says " +
                               std::to_string(chain_buckets_.load()));
   }
   return Status::OK();
+}
+
+void SmartHt::DescribeEngineLayout(const pm::RegionVisitor& mark) const {
+  mark(table_offset_, sizeof(SmartHtTableHeader), pm::Region::kEngineMetadata, true);
+  const uint64_t n = head_count_.load();
+  for (uint64_t i = 0; i < n; ++i) {
+    Walk(i, [&](const SmartBucket* b) {
+      // Tokens, next and slots; the 5 padding bytes are never read.
+      const uint64_t off = pool().ToOffset(b);
+      mark(off, kSmartHtSlots, pm::Region::kSlots, false);
+      mark(off + offsetof(SmartBucket, next), sizeof(SmartBucket) - offsetof(SmartBucket, next),
+           pm::Region::kSlots, false);
+      for (int k = 0; k < kSmartHtSlots; ++k) {
+        codec().DescribeRecord(FormOf(b, k), b->slot[k], mark);
+      }
+      return true;
+    });
+  }
+  // The saved filter is read (and checked) only by a clean open that reloads it.
+  RootWords words;
+  if (ReadRootWords(&words).ok() && words.filter != 0 && words.filter_bytes != 0) {
+    mark(words.filter, words.filter_bytes, pm::Region::kEngineMetadata,
+         filter_origin_ == "reloaded");
+  }
 }
 
 void RegisterEngines_smartht(EngineRegistry& registry) {

@@ -12,6 +12,8 @@
 //                           // (growth switches it with one failure-atomic 8-byte store,
 //                           // its commit point), count = keys stored (exact after a clean
 //                           // Close, recounted after a crash)
+//     // The four words below are sealed (Engine::SealFor), like the header's table and
+//     // count: each changes with one failure-atomic store and checks itself.
 //     uint64 filter;        // pool offset of the reserved filter area (0: none yet)
 //     uint64 filter_bytes;  // bytes of serialized filter in that area
 //     uint64 filter_valid;  // the paper's nonCrashed flag: 1 = the area holds the filter
@@ -20,7 +22,8 @@
 //   };
 //
 //   head table block (allocator, a large run, 4 KiB aligned), N = head buckets (power of 2):
-//   struct SmartHtTable { uint64 magic; uint64 head_buckets; uint8 pad[48];
+//   struct SmartHtTable { uint64 magic; uint64 head_buckets; uint8 pad[40] (zero);
+//                         uint64 check (Engine::MetadataCheck of the 56 bytes before it);
 //                         SmartBucket heads[N]; };
 //
 //   bucket (head buckets and chained buckets alike; chained ones are 64-byte blocks):
@@ -33,7 +36,9 @@
 //   };
 //
 //   filter area (allocator block): BloomFilter::Serialize() output (its own header with a
-//   checksum), written at clean shutdown only.
+//   checksum), written at clean shutdown only. A clean open whose root says the area is
+//   valid reloads it; an image that fails its checks then is Corruption, not a rebuild
+//   (the pool is damaged).
 //
 // ---- Invariants (when no mutation is in flight) ---------------------------------------
 //
@@ -114,7 +119,7 @@ namespace pmhash::engines {
 
 inline constexpr uint64_t kSmartHtRootMagic = 0x3152544854534d50ull;   // "PMSTHTR1"
 inline constexpr uint64_t kSmartHtTableMagic = 0x3154544854534d50ull;  // "PMSTHTT1"
-inline constexpr uint64_t kSmartHtVersion = 1;
+inline constexpr uint64_t kSmartHtVersion = 2;  // 2: root check, sealed words, table check
 inline constexpr uint64_t kSmartHtPaperHeadBuckets = uint64_t{1} << 24;  // Sec. III-B2
 inline constexpr uint64_t kSmartHtMinHeadBuckets = 256;                  // one lock area
 inline constexpr uint64_t kSmartHtMaxHeadBuckets = uint64_t{1} << 32;
@@ -137,7 +142,7 @@ static_assert(offsetof(SmartHtRoot, header) == 0 && offsetof(SmartHtRoot, filter
                   offsetof(SmartHtRoot, filter_valid) == 48 &&
                   offsetof(SmartHtRoot, chain_buckets) == 56,
               "the kit's root header, then the filter area and counts (the layout of "
-              "version 1); filter_valid is the shutdown's failure-atomic commit word");
+              "versions 1 and 2); filter_valid is the shutdown's failure-atomic commit word");
 
 struct alignas(64) SmartBucket {
   uint8_t token[kSmartHtSlots];
@@ -154,11 +159,13 @@ static_assert(sizeof(SlotForm) == 1, "a token is stored with one atomic byte sto
 struct alignas(64) SmartHtTableHeader {
   uint64_t magic;
   uint64_t head_buckets;
-  uint8_t pad[48];
+  uint8_t pad[40];
+  uint64_t check;
 };
 static_assert(sizeof(SmartHtTableHeader) == 64, "head buckets start on a cache line");
-static_assert(offsetof(SmartHtTableHeader, head_buckets) == 8,
-              "the table header's layout (version 1)");
+static_assert(offsetof(SmartHtTableHeader, head_buckets) == 8 &&
+                  offsetof(SmartHtTableHeader, check) == 56,
+              "the table header's layout (version 2)");
 
 class SmartHt : public Engine {
  public:
@@ -302,7 +309,12 @@ class SmartHt : public Engine {
   Status MakeFilter(uint64_t expected_keys, std::unique_ptr<BloomFilter>* out) const;
   // Crash recovery (Sec. III-D): validate the PDL, count keys, fill the filter.
   Status RecoverScan(uint64_t* count, uint64_t* chain_buckets);
-  Status TryReloadFilter();
+  Status ReloadFilter(uint64_t offset, uint64_t bytes);
+  // The root's sealed words (SmartHtRoot), unsealed: Corruption naming the damaged one.
+  struct RootWords {
+    uint64_t filter = 0, filter_bytes = 0, filter_valid = 0, chain_buckets = 0;
+  };
+  Status ReadRootWords(RootWords* words) const;
   Status SaveFilter();
   uint64_t HeadBucketsFor(uint64_t keys) const;
   void SetBounds();

@@ -34,6 +34,10 @@ struct BucketHead {
 };
 static_assert(sizeof(BucketHead) == offsetof(WophiBucket, slot), "BucketHead mirrors the bucket");
 
+constexpr RootLayout kRootLayout{kWophiRootMagic, kWophiVersion, sizeof(EngineRoot), 0};
+constexpr size_t kTableCheckedBytes = offsetof(WophiTableHeader, check);
+constexpr size_t kPabCheckedBytes = offsetof(WophiPabHeader, check);
+
 bool KnownForm(uint8_t t) {
   return t == static_cast<uint8_t>(SlotForm::kInline) ||
          t == static_cast<uint8_t>(SlotForm::kRecord);
@@ -98,6 +102,8 @@ Status Wophi::NewTable(uint64_t buckets, uint64_t* offset) {
   auto* h = reinterpret_cast<WophiTableHeader*>(table);
   p.Store(&h->buckets, buckets);
   p.Store(&h->magic, kWophiTableMagic);
+  p.Store(&h->check, MetadataCheck(h, kTableCheckedBytes));
+  p.Store(&h->pab_head, SealFor(&h->pab_head, 0));
   return Status::OK();
 }
 
@@ -126,6 +132,7 @@ Status Wophi::NewPabBlock(uint64_t buckets, uint64_t next, uint64_t* offset, uin
     p.Store(&h->next_block, next);
     p.Store(&h->buckets, n);
     p.Store(&h->magic, kWophiPabMagic);
+    p.Store(&h->check, MetadataCheck(h, kPabCheckedBytes));
     p.Flush(h, sizeof(*h));
     for (uint64_t i = 0; i < n; ++i) {
       WophiBucket* bucket = PabBucket(b, i);
@@ -150,9 +157,11 @@ Status Wophi::RefillPab(bool locked) {
     if (pab_free_list_.size() > PabLowWater(n)) return Status::OK();
   }
   uint64_t off = 0, got = 0;
-  PMHASH_RETURN_IF_ERROR(NewPabBlock(PabBlockSize(n), view_.header->pab_head, &off, &got));
+  uint64_t head = 0;
+  PMHASH_RETURN_IF_ERROR(LoadSealed(&view_.header->pab_head, "the table's PAB list head", &head));
+  PMHASH_RETURN_IF_ERROR(NewPabBlock(PabBlockSize(n), head, &off, &got));
   // The block (flushed by NewPabBlock) is durable before it becomes reachable.
-  persister().Publish(&view_.header->pab_head, off);
+  persister().Publish(&view_.header->pab_head, SealFor(&view_.header->pab_head, off));
   {
     std::lock_guard<std::mutex> g(pab_mu_);
     // The list is a stack (back = taken next): the buckets already listed are taken first,
@@ -246,11 +255,11 @@ Status Wophi::Create() {
   }
   pm::Persister& p = persister();
   auto* h = pool().At<WophiTableHeader>(table);
-  p.Store(&h->pab_head, pab);
+  p.Store(&h->pab_head, SealFor(&h->pab_head, pab));
   p.Flush(h, TableBytes(n));
   p.Fence();
-  root_ = root_header();
-  CreateRoot(kWophiRootMagic, kWophiVersion, table, sizeof(EngineRoot));
+  CreateRoot(kRootLayout, table);
+  max_chain_ = pool().size() / kBucketBytes;
   view_ = MakeView(table, n);
   mb_.store(view_.mb, std::memory_order_release);
   main_buckets_.store(n, std::memory_order_release);
@@ -272,6 +281,7 @@ Status Wophi::ValidateTable(uint64_t off, uint64_t* buckets) const {
     return Status::Corruption("wophi: table header at offset " + std::to_string(off) +
                               " is damaged (magic or bucket count " + std::to_string(n) + ")");
   }
+  PMHASH_RETURN_IF_ERROR(VerifyMetadata(h, kTableCheckedBytes, h->check, "the table header"));
   *buckets = n;
   return Status::OK();
 }
@@ -279,7 +289,9 @@ Status Wophi::ValidateTable(uint64_t off, uint64_t* buckets) const {
 Status Wophi::ReadPabList(const WophiTableHeader* header, std::vector<PabBlock>* blocks) const {
   blocks->clear();
   const uint64_t max_blocks = pool().size() / PabBytes(1);  // bounds a cycle
-  for (uint64_t off = header->pab_head; off != 0;) {
+  uint64_t head = 0;
+  PMHASH_RETURN_IF_ERROR(LoadSealed(&header->pab_head, "the table's PAB list head", &head));
+  for (uint64_t off = head; off != 0;) {
     if (off % pm::kCacheLine != 0 || !pool().Contains(off, sizeof(WophiPabHeader))) {
       return Status::Corruption("wophi: PAB block offset " + std::to_string(off) +
                                 " is outside the pool");
@@ -290,6 +302,7 @@ Status Wophi::ReadPabList(const WophiTableHeader* header, std::vector<PabBlock>*
       return Status::Corruption("wophi: PAB block at offset " + std::to_string(off) +
                                 " is damaged");
     }
+    PMHASH_RETURN_IF_ERROR(VerifyMetadata(h, kPabCheckedBytes, h->check, "a PAB block header"));
     if (blocks->size() >= max_blocks) {
       return Status::Corruption("wophi: the PAB block list has a cycle");
     }
@@ -301,7 +314,9 @@ Status Wophi::ReadPabList(const WophiTableHeader* header, std::vector<PabBlock>*
   for (size_t i = 1; i < blocks->size(); ++i) {
     const PabBlock& prev = (*blocks)[i - 1];
     if (prev.offset + PabBytes(prev.buckets) > (*blocks)[i].offset) {
-      return Status::Corruption("wophi: PAB blocks overlap (damaged list)");
+      return Status::Corruption("wophi: PAB blocks at pool offsets " +
+                                std::to_string(prev.offset) + " and " +
+                                std::to_string((*blocks)[i].offset) + " overlap (damaged list)");
     }
   }
   return Status::OK();
@@ -346,7 +361,8 @@ Status Wophi::WalkTable(uint64_t table, uint64_t buckets, bool validate, Walk* w
         const uint8_t t = b->token[i];
         if (t == 0) continue;
         if (validate && !KnownForm(t)) {
-          return Status::Corruption("wophi: a token of main bucket " + std::to_string(k) +
+          return Status::Corruption("wophi: token " + std::to_string(i) + " of the " +
+                                    Where(b) + " in main bucket " + std::to_string(k) +
                                     "'s chain is " + std::to_string(t) + " (damaged pool)");
         }
         ++walk->keys;
@@ -357,7 +373,9 @@ Status Wophi::WalkTable(uint64_t table, uint64_t buckets, bool validate, Walk* w
       uint64_t idx = 0;
       PMHASH_RETURN_IF_ERROR(PabIndex(walk->blocks, walk->first, next, &idx));
       if (walk->linked[idx]) {
-        return Status::Corruption("wophi: a pre-allocated bucket is linked twice (damaged pool)");
+        return Status::Corruption("wophi: the pre-allocated bucket at pool offset " +
+                                  std::to_string(next) + " is linked twice (again from the " +
+                                  Where(b) + "; damaged pool)");
       }
       walk->linked[idx] = true;
       ++walk->chain_buckets;
@@ -368,8 +386,8 @@ Status Wophi::WalkTable(uint64_t table, uint64_t buckets, bool validate, Walk* w
 }
 
 Status Wophi::EnumerateBlocks(const pm::Allocator::LiveBlockVisitor& visit) const {
-  uint64_t table = 0, n = 0;
-  PMHASH_RETURN_IF_ERROR(ValidateRoot(kWophiRootMagic, kWophiVersion, kHeaderBytes, &table));
+  uint64_t table = 0, n = 0, count = 0;
+  PMHASH_RETURN_IF_ERROR(ValidateRoot(kRootLayout, kHeaderBytes, &table, &count));
   PMHASH_RETURN_IF_ERROR(ValidateTable(table, &n));
   visit(table);
   Walk walk;
@@ -391,22 +409,22 @@ uint64_t Wophi::HashOf(SlotForm form, const KvWords& words) const {
 }
 
 Status Wophi::Recover(bool clean) {
-  root_ = root_header();
-  uint64_t table = 0, n = 0;
-  PMHASH_RETURN_IF_ERROR(OpenRoot(kWophiRootMagic, kWophiVersion, kHeaderBytes, &table));
+  uint64_t table = 0, n = 0, count = 0;
+  PMHASH_RETURN_IF_ERROR(OpenRoot(kRootLayout, kHeaderBytes, &table, &count));
+  max_chain_ = pool().size() / kBucketBytes;
   PMHASH_RETURN_IF_ERROR(ValidateTable(table, &n));
   PMHASH_RETURN_IF_ERROR(CheckTableBlock(table, TableBytes(n)));
   view_ = MakeView(table, n);
   mb_.store(view_.mb, std::memory_order_release);
   main_buckets_.store(n, std::memory_order_release);
-  PMHASH_RETURN_IF_ERROR(RebuildVolatile(clean));
+  PMHASH_RETURN_IF_ERROR(RebuildVolatile(clean, count));
   // Leave the PAB above its low-water mark, as a running index would.
   std::lock_guard<std::mutex> lock(refill_mu_);
   (void)RefillPab(/*locked=*/true);  // a full pool is reported by the insert that needs it
   return Status::OK();
 }
 
-Status Wophi::RebuildVolatile(bool clean) {
+Status Wophi::RebuildVolatile(bool clean, uint64_t stored_count) {
   pm::Persister& p = persister();
   std::vector<PabBlock> blocks;
   std::vector<bool> linked;
@@ -417,13 +435,18 @@ Status Wophi::RebuildVolatile(bool clean) {
     PMHASH_RETURN_IF_ERROR(ReadPabList(view_.header, &blocks));
     for (const PabBlock& b : blocks) {
       for (uint64_t i = 0; i < b.buckets; ++i) {
-        const uint8_t taken = PabBucket(pool().At<char>(b.offset), i)->taken;
-        if (taken > 1) return Status::Corruption("wophi: a PAB bucket's taken byte is damaged");
+        const WophiBucket* bucket = PabBucket(pool().At<char>(b.offset), i);
+        const uint8_t taken = bucket->taken;
+        if (taken > 1) {
+          return Status::Corruption("wophi: the taken byte of the pre-allocated " +
+                                    Where(bucket) + " is " + std::to_string(taken) +
+                                    " (damaged pool)");
+        }
         linked.push_back(taken == 1);
         chain_buckets += taken;
       }
     }
-    count = root_->count;
+    count = stored_count;
     if (count > kWophiAssoc * (view_.buckets + linked.size())) {
       return Status::Corruption("wophi: root count " + std::to_string(count) +
                                 " exceeds the table's slots");
@@ -436,12 +459,16 @@ Status Wophi::RebuildVolatile(bool clean) {
         view_.offset, n, /*validate=*/true, &walk,
         [&](uint64_t home, SlotForm form, const KvWords& w) {
           if (!codec().Plausible(form, w)) {
-            return Status::Corruption("wophi: a slot of main bucket " + std::to_string(home) +
+            return Status::Corruption("wophi: the slot at pool offset " +
+                                      std::to_string(pool().ToOffset(&w)) + " in main bucket " +
+                                      std::to_string(home) +
                                       "'s chain points to no valid record (damaged pool)");
           }
           if (Reduce(HashOf(form, w), n) != home) {
             return Status::Corruption("wophi: main bucket " + std::to_string(home) +
-                                      "'s chain holds a key of another bucket (damaged pool)");
+                                      "'s chain holds a key of another bucket in the slot at "
+                                      "pool offset " + std::to_string(pool().ToOffset(&w)) +
+                                      " (damaged pool)");
           }
           return Status::OK();
         }));
@@ -497,7 +524,7 @@ Wophi::Probe Wophi::Find(std::string_view key, uint64_t hash, uint64_t home) con
   // Alg. 1 / Alg. 2 lines 2-5: hash, index, tb = &buckets[index].
   WophiBucket* b = &view_.mb[home];
   // Alg. 1 / Alg. 2 line 6: while tb != NULL.
-  for (;;) {
+  for (uint64_t depth = 1;; ++depth) {
     p.lines += 1;  // line 0: tokens, next, slots 0-2
     for (size_t i = 0; i < kWophiAssoc; ++i) {
       const uint8_t t = b->token[i];
@@ -519,9 +546,22 @@ Wophi::Probe Wophi::Find(std::string_view key, uint64_t hash, uint64_t home) con
     }
     p.tail = b;
     // Alg. 1 lines 21-25 / Alg. 2 line 16: tb = tb->next.
-    if (b->next == 0) return p;
-    b = pool().At<WophiBucket>(b->next);
+    WophiBucket* next = NextBucket(b);
+    if (next == nullptr || depth >= max_chain_) return p;
+    b = next;
   }
+}
+
+WophiBucket* Wophi::NextBucket(const WophiBucket* b) const {
+  const uint64_t next = b->next;
+  if (next == 0 || next % pm::kCacheLine != 0 || !pool().Contains(next, kBucketBytes)) {
+    return nullptr;
+  }
+  return pool().At<WophiBucket>(next);
+}
+
+std::string Wophi::Where(const void* p) const {
+  return "bucket at pool offset " + std::to_string(pool().ToOffset(p));
 }
 
 Optimistic Wophi::FindOptimistic(uint64_t hash, OptimisticRead* read) const {
@@ -535,8 +575,7 @@ Optimistic Wophi::FindOptimistic(uint64_t hash, OptimisticRead* read) const {
   // half-way, so a next pointer is followed only to a bucket inside the pool, and the
   // walk is bounded (a garbage pointer could close a cycle).
   Optimistic answer = Optimistic::kAbsent;
-  const uint64_t max_depth = pool().size() / kBucketBytes;
-  for (uint64_t depth = 0; answer == Optimistic::kAbsent && depth < max_depth; ++depth) {
+  for (uint64_t depth = 0; answer == Optimistic::kAbsent && depth < max_chain_; ++depth) {
     read->lines += 1;
     for (size_t i = 0; i < kWophiAssoc; ++i) {
       const uint8_t t = __atomic_load_n(&b->token[i], __ATOMIC_ACQUIRE);
@@ -711,14 +750,14 @@ Status Wophi::ForEach(const Visitor& fn) const {
   return VisitAreas(
       stripes_, view_.buckets, 1,
       [&](uint64_t k, uint64_t, Entries* batch) {
-        for (const WophiBucket* b = &view_.mb[k];;) {
+        uint64_t depth = 0;
+        for (const WophiBucket* b = &view_.mb[k]; b != nullptr && depth < max_chain_;
+             b = NextBucket(b), ++depth) {
           for (size_t i = 0; i < kWophiAssoc; ++i) {
             const auto f = static_cast<SlotForm>(b->token[i]);
             if (f == SlotForm::kEmpty) continue;
             batch->emplace_back(codec().Key(f, b->slot[i]), codec().Value(f, b->slot[i]));
           }
-          if (b->next == 0) break;
-          b = pool().At<const WophiBucket>(b->next);
         }
       },
       fn);
@@ -751,8 +790,9 @@ Status Wophi::Grow(uint64_t observed_buckets) {
   };
   auto add_block = [&]() -> Status {
     uint64_t off = 0, got = 0;
-    PMHASH_RETURN_IF_ERROR(NewPabBlock(PabBlockSize(n2), nv.header->pab_head, &off, &got));
-    ps.Store(&nv.header->pab_head, off);
+    const uint64_t older = new_blocks.empty() ? 0 : new_blocks.back().offset;
+    PMHASH_RETURN_IF_ERROR(NewPabBlock(PabBlockSize(n2), older, &off, &got));
+    ps.Store(&nv.header->pab_head, SealFor(&nv.header->pab_head, off));
     new_blocks.push_back({off, got});
     used.push_back(0);
     return Status::OK();
@@ -760,7 +800,9 @@ Status Wophi::Grow(uint64_t observed_buckets) {
   uint64_t chain_buckets = 0;
   // Migration reads the old table only; records move by pointer.
   for (uint64_t k = 0; k < old.buckets; ++k) {
-    for (const WophiBucket* b = &old.mb[k];;) {
+    uint64_t depth = 0;
+    for (const WophiBucket* b = &old.mb[k]; b != nullptr && depth < max_chain_;
+         b = NextBucket(b), ++depth) {
       for (size_t i = 0; i < kWophiAssoc; ++i) {
         const uint8_t t = b->token[i];
         if (t == 0) continue;
@@ -794,8 +836,6 @@ Status Wophi::Grow(uint64_t observed_buckets) {
         ps.Copy(&dst->slot[slot], &b->slot[i], sizeof(KvWords));
         ps.Store(&dst->token[slot], t);
       }
-      if (b->next == 0) break;
-      b = pool().At<const WophiBucket>(b->next);
     }
   }
   // A stocked PAB for the inserts to come; without room for it the table still grows.
@@ -813,7 +853,7 @@ Status Wophi::Grow(uint64_t observed_buckets) {
     }
   }
   // The resize's commit point: one failure-atomic 8-byte store of root.table.
-  ps.Publish(&root_->table, table);
+  PublishRootTable(table);
   // Only now is the old table durably unreachable.
   std::vector<PabBlock> old_blocks;
   if (ReadPabList(old.header, &old_blocks).ok()) {
@@ -872,22 +912,37 @@ void Wophi::FillStats(IndexStats* stats) const {
 Status Wophi::CheckInvariants() const {
   std::unique_lock<std::shared_mutex> resize_lock(resize_mu_);
   std::lock_guard<std::mutex> refill_lock(refill_mu_);  // the refill thread mutates too
-  const uint64_t n = view_.buckets;
+  // The metadata as Recover validated it (a damaged pool may be checked right after open).
+  uint64_t table = 0, n = 0, stored_count = 0;
+  PMHASH_RETURN_IF_ERROR(ValidateRoot(kRootLayout, kHeaderBytes, &table, &stored_count));
+  PMHASH_RETURN_IF_ERROR(ValidateTable(table, &n));
+  if (table != view_.offset || n != view_.buckets) {
+    return Status::Corruption("wophi: the root names the table at pool offset " +
+                              std::to_string(table) + ", not the live one at " +
+                              std::to_string(view_.offset));
+  }
   std::unordered_set<std::string> keys;
   Walk walk;
   PMHASH_RETURN_IF_ERROR(WalkTable(
       view_.offset, n, /*validate=*/true, &walk,
       [&](uint64_t home, SlotForm form, const KvWords& w) {
-        if (!codec().Plausible(form, w)) return Status::Corruption("wophi: a slot is malformed");
+        const std::string at = "the slot at pool offset " + std::to_string(pool().ToOffset(&w));
+        if (!codec().Plausible(form, w)) {
+          return Status::Corruption("wophi: " + at + " is malformed");
+        }
         const std::string key(codec().Key(form, w));
         const uint64_t hash = HashKey(key);
         if (form == SlotForm::kRecord && w.word1 != hash) {
-          return Status::Corruption("wophi: a record slot has a wrong hash word");
+          return Status::Corruption("wophi: " + at + " has a wrong hash word");
         }
         if (Reduce(hash, n) != home) {
-          return Status::Corruption("wophi: a key is outside its home bucket's chain");
+          return Status::Corruption("wophi: " + at + " in main bucket " + std::to_string(home) +
+                                    "'s chain holds a key of main bucket " +
+                                    std::to_string(Reduce(hash, n)));
         }
-        if (!keys.insert(key).second) return Status::Corruption("wophi: a key is stored twice");
+        if (!keys.insert(key).second) {
+          return Status::Corruption("wophi: a key is stored twice (again in " + at + ")");
+        }
         return Status::OK();
       }));
   if (walk.keys != Count()) {
@@ -897,9 +952,11 @@ Status Wophi::CheckInvariants() const {
   size_t idx = 0;
   for (const PabBlock& b : walk.blocks) {
     for (uint64_t i = 0; i < b.buckets; ++i, ++idx) {
-      const uint8_t taken = PabBucket(pool().At<char>(b.offset), i)->taken;
-      if ((taken == 1) != walk.linked[idx]) {
-        return Status::Corruption("wophi: a PAB bucket's taken byte disagrees with the chains");
+      const WophiBucket* bucket = PabBucket(pool().At<char>(b.offset), i);
+      if (bucket->taken != (walk.linked[idx] ? 1 : 0)) {
+        return Status::Corruption("wophi: the taken byte of the pre-allocated " + Where(bucket) +
+                                  " is " + std::to_string(bucket->taken) + " but the bucket is " +
+                                  (walk.linked[idx] ? "" : "not ") + "in a chain");
       }
     }
   }
@@ -916,6 +973,28 @@ Status Wophi::CheckInvariants() const {
                               ") disagrees with the PAB blocks");
   }
   return Status::OK();
+}
+
+void Wophi::DescribeEngineLayout(const pm::RegionVisitor& mark) const {
+  // The parts of a bucket that mean something: tokens, taken, next and the slots (its
+  // padding is never read).
+  const auto bucket = [&](const WophiBucket* b) {
+    const uint64_t off = pool().ToOffset(b);
+    mark(off, offsetof(WophiBucket, pad0), pm::Region::kSlots, false);
+    const size_t next = offsetof(WophiBucket, next);
+    mark(off + next, offsetof(WophiBucket, pad1) - next, pm::Region::kSlots, false);
+    for (size_t i = 0; i < kWophiAssoc; ++i) {
+      codec().DescribeRecord(static_cast<SlotForm>(b->token[i]), b->slot[i], mark);
+    }
+  };
+  mark(view_.offset, kHeaderBytes, pm::Region::kEngineMetadata, true);
+  for (uint64_t k = 0; k < view_.buckets; ++k) bucket(&view_.mb[k]);
+  std::vector<PabBlock> blocks;
+  if (!ReadPabList(view_.header, &blocks).ok()) return;
+  for (const PabBlock& b : blocks) {
+    mark(b.offset, sizeof(WophiPabHeader), pm::Region::kEngineMetadata, true);
+    for (uint64_t i = 0; i < b.buckets; ++i) bucket(PabBucket(pool().At<char>(b.offset), i));
+  }
 }
 
 void RegisterEngines_wophi(EngineRegistry& registry) {

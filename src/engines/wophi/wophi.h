@@ -12,20 +12,22 @@
 //   struct EngineRoot {  // engines/root.h
 //     uint64 magic;      // kWophiRootMagic
 //     uint32 version;    // kWophiVersion
-//     uint32 check;      // reserved (0)
-//     uint64 table;      // pool offset of the live WophiTable. A resize switches it with
-//                        // one failure-atomic 8-byte store (the resize's commit point).
-//     uint64 count;      // keys stored: exact after a clean Close (the kit stores it),
-//                        // recounted by recovery after a crash
+//     uint32 check;      // of magic and version
+//     uint64 table;      // sealed: pool offset of the live WophiTable. A resize switches
+//                        // it with one failure-atomic 8-byte store (its commit point).
+//     uint64 count;      // sealed: keys stored, exact after a clean Close (the kit stores
+//                        // it), recounted by recovery after a crash
 //   };
 //
 //   table block (allocator, a large run): the MB array and the head of its PAB list.
 //   struct WophiTable {
 //     uint64 magic;         // kWophiTableMagic
 //     uint64 buckets;       // N main buckets (any N >= 1; not a power of two)
-//     uint64 pab_head;      // pool offset of the newest PAB block (0: none). A refill
-//                           // links a block with one failure-atomic 8-byte store.
-//     uint8  pad[40];
+//     uint8  pad[32];       // zero
+//     uint64 check;         // Engine::MetadataCheck of the 48 bytes above (written once)
+//     uint64 pab_head;      // sealed word (Engine::SealFor): pool offset of the newest PAB
+//                           // block (0: none). A refill links a block with one
+//                           // failure-atomic 8-byte store.
 //     WophiBucket mb[N];    // main bucket k holds keys with Reduce(hash, N) == k
 //   };
 //
@@ -34,7 +36,8 @@
 //     uint64 magic;         // kWophiPabMagic
 //     uint64 next_block;    // older PAB block of the same table (0: end)
 //     uint64 buckets;       // M buckets in this block
-//     uint8  pad[40];
+//     uint8  pad[32];       // zero
+//     uint64 check;         // Engine::MetadataCheck of the 56 bytes above (written once)
 //     WophiBucket b[M];
 //   };
 //
@@ -136,7 +139,7 @@ namespace pmhash::engines {
 inline constexpr uint64_t kWophiRootMagic = 0x3152494850'4f574dull;   // "MWOPHIR1"
 inline constexpr uint64_t kWophiTableMagic = 0x3154494850'4f574dull;  // "MWOPHIT1"
 inline constexpr uint64_t kWophiPabMagic = 0x3150494850'4f574dull;    // "MWOPHIP1"
-inline constexpr uint64_t kWophiVersion = 1;
+inline constexpr uint64_t kWophiVersion = 2;  // 2: root check, sealed words, header checks
 inline constexpr size_t kWophiAssoc = 4;  // the paper's ASSOC_NUM
 inline constexpr uint64_t kWophiMinBuckets = 4;
 inline constexpr uint64_t kWophiDefaultBuckets = 1024;
@@ -157,7 +160,7 @@ static_assert(offsetof(WophiBucket, next) % 8 == 0,
               "next is linked with one failure-atomic 8-byte store (Alg. 1 line 32)");
 static_assert(offsetof(WophiBucket, taken) == 4 && offsetof(WophiBucket, next) == 8 &&
                   offsetof(WophiBucket, slot) == 16,
-              "the bucket's layout (version 1)");
+              "the bucket's layout (versions 1 and 2)");
 static_assert(offsetof(WophiBucket, slot) + 3 * sizeof(KvWords) == pm::kCacheLine,
               "slots 0-2 fill line 0, so the first slot of a new chain bucket and its "
               "header are persisted with one flush");
@@ -166,27 +169,31 @@ static_assert(sizeof(SlotForm) == 1, "a token is stored with one atomic byte sto
 struct alignas(64) WophiTableHeader {
   uint64_t magic;
   uint64_t buckets;
+  uint8_t pad[32];
+  uint64_t check;
   uint64_t pab_head;
-  uint8_t pad[40];
 };
 static_assert(sizeof(WophiTableHeader) == pm::kCacheLine,
               "the header is one line, so the buckets start line aligned");
 static_assert(offsetof(WophiTableHeader, pab_head) % 8 == 0,
               "pab_head is switched by one failure-atomic 8-byte store");
 static_assert(offsetof(WophiTableHeader, buckets) == 8 &&
-                  offsetof(WophiTableHeader, pab_head) == 16,
-              "the table header's layout (version 1)");
+                  offsetof(WophiTableHeader, check) == 48 &&
+                  offsetof(WophiTableHeader, pab_head) == 56,
+              "the table header's layout (version 2): the check covers what precedes it");
 
 struct alignas(64) WophiPabHeader {
   uint64_t magic;
   uint64_t next_block;
   uint64_t buckets;
-  uint8_t pad[40];
+  uint8_t pad[32];
+  uint64_t check;
 };
 static_assert(sizeof(WophiPabHeader) == pm::kCacheLine, "the PAB header is one line");
 static_assert(offsetof(WophiPabHeader, next_block) == 8 &&
-                  offsetof(WophiPabHeader, buckets) == 16,
-              "the PAB header's layout (version 1)");
+                  offsetof(WophiPabHeader, buckets) == 16 &&
+                  offsetof(WophiPabHeader, check) == 56,
+              "the PAB header's layout (version 2)");
 
 class Wophi : public Engine {
  public:
@@ -291,12 +298,20 @@ class Wophi : public Engine {
   // no allocator needed (EnumerateBlocks runs before Recover).
   Status ValidateTable(uint64_t table, uint64_t* buckets) const;
   Status ReadPabList(const WophiTableHeader* header, std::vector<PabBlock>* blocks) const;
+  // The next bucket of a chain, for the walks that run on a pool nothing has validated
+  // (a clean open reads no chain): null at the end, or when `next` cannot be a bucket
+  // inside the pool. Such walks also stop after max_chain_ buckets (a damaged pool
+  // could hold a cycle).
+  WophiBucket* NextBucket(const WophiBucket* b) const;
+  // "bucket at pool offset X", for error messages.
+  std::string Where(const void* p) const;
   // The index of the PAB bucket at `offset` among all buckets of `blocks` (sorted by
   // offset), or Corruption.
   Status PabIndex(const std::vector<PabBlock>& blocks, const std::vector<uint64_t>& first,
                   uint64_t offset, uint64_t* index) const;
-  // Walks every chain of the table: calls on_slot for committed slots and marks linked
-  // PAB buckets. Used by EnumerateBlocks, Recover and CheckInvariants.
+  // Walks every chain of the table: calls on_slot (with the slot's words in PM) for
+  // committed slots and marks linked PAB buckets. Bounded on any pool: a chain may only
+  // link PAB buckets, each once. Used by EnumerateBlocks, Recover and CheckInvariants.
   struct Walk {
     std::vector<PabBlock> blocks;   // sorted by offset
     std::vector<uint64_t> first;    // index of each block's first bucket
@@ -307,7 +322,7 @@ class Wophi : public Engine {
   Status WalkTable(uint64_t table, uint64_t buckets, bool validate, Walk* walk,
                    const std::function<Status(uint64_t home, SlotForm, const KvWords&)>& on_slot)
       const;
-  Status RebuildVolatile(bool clean);
+  Status RebuildVolatile(bool clean, uint64_t stored_count);
 
   // Options (Configure).
   uint64_t initial_buckets_ = 0;
@@ -332,8 +347,8 @@ class Wophi : public Engine {
   mutable std::mutex pab_mu_;
   std::vector<uint64_t> pab_free_list_;  // free PAB bucket offsets (back = next taken)
   uint64_t pab_total_ = 0;               // buckets in the live table's PAB blocks
-  EngineRoot* root_ = nullptr;
   View view_;
+  uint64_t max_chain_ = 0;  // buckets that fit the pool: no chain is longer
   // view_.mb, for searches that take no lock: stored before main_buckets_ (release), so a
   // search that read the new count reads the new array.
   std::atomic<const WophiBucket*> mb_{nullptr};

@@ -341,6 +341,7 @@ TEST(WophiTest, DamagedChainPointerIsCorruptionNotACrash) {
     uint64_t table = 0;
     ASSERT_EQ(std::fseek(f, pm::kRootOffset + offsetof(EngineRoot, table), SEEK_SET), 0);
     ASSERT_EQ(std::fread(&table, 8, 1, f), 1u);
+    ASSERT_TRUE(UnsealWord(table, pm::kRootOffset + offsetof(EngineRoot, table), &table));
     const long next_at = static_cast<long>(table + sizeof(WophiTableHeader) +
                                            offsetof(WophiBucket, next));
     uint64_t next = 0;
