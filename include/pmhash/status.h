@@ -1,7 +1,7 @@
 // Status and Result<T>: how every pmhash call reports success or failure.
 //
 // A Status is OK or one of a small fixed set of codes with a message that says why.
-// errno becomes a Status at one boundary (src/common/errors.h); nothing else in the
+// errno becomes a Status at one boundary (src/util/errors.h); nothing else in the
 // library reports errors any other way: no exceptions cross the API, no exit().
 #pragma once
 

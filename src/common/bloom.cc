@@ -38,6 +38,12 @@ struct Header {
   uint8_t reserved[16];        // zero (checked: every byte of an image is verified)
 };
 static_assert(sizeof(Header) == BloomFilter::kHeaderBytes);
+static_assert(offsetof(Header, magic) == 0 && offsetof(Header, version) == 8 &&
+                  offsetof(Header, num_probes) == 12 && offsetof(Header, num_blocks) == 16 &&
+                  offsetof(Header, expected_keys) == 24 &&
+                  offsetof(Header, false_positive_rate) == 32 &&
+                  offsetof(Header, checksum) == 40 && offsetof(Header, reserved) == 48,
+              "the serialized header's layout (version 1): the checksum covers [0, 40)");
 constexpr size_t kChecksummedHeaderBytes = offsetof(Header, checksum);
 
 uint64_t Checksum(const void* header, const void* blocks, size_t block_bytes) {

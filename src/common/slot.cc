@@ -1,5 +1,6 @@
 #include "common/slot.h"
 
+#include <cstddef>
 #include <cstring>
 #include <string>
 
@@ -26,8 +27,9 @@ struct RecordHeader {
   uint64_t key_len() const { return word & kKeyLenMask; }
   uint64_t value_len() const { return (word >> kKeyLenBits) & kValueLenMask; }
 };
-static_assert(sizeof(RecordHeader) == SlotCodec::kRecordHeaderSize,
-              "the record header is one 8-byte word");
+static_assert(sizeof(RecordHeader) == SlotCodec::kRecordHeaderSize &&
+                  offsetof(RecordHeader, word) == 0,
+              "the record header is one 8-byte word, before the key");
 
 // The header word of a record at `offset` holding key and value.
 uint64_t RecordWord(uint64_t offset, std::string_view key, std::string_view value) {

@@ -31,6 +31,7 @@
 // changes word0, word1 and the form together: engines do that under an UndoLog Tx.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -49,7 +50,9 @@ struct KvWords {
   uint64_t word0 = 0;
   uint64_t word1 = 0;
 };
-static_assert(sizeof(KvWords) == 16, "a key-value slot is two 8-byte words");
+static_assert(sizeof(KvWords) == 16 && offsetof(KvWords, word0) == 0 &&
+                  offsetof(KvWords, word1) == 8,
+              "a key-value slot is two 8-byte words, each stored failure-atomically");
 
 class SlotCodec {
  public:

@@ -146,6 +146,10 @@ Status Engine::Start(std::unique_ptr<pm::Pool> pool, bool fresh, const Options& 
   const std::vector<OptionSpec> declared = DeclaredOptions(*info_, /*with_common=*/true);
   EngineOptions engine_options(options.engine_options, declared);
   multiget_depth_ = engine_options.Uint("multiget_depth");
+  resize_enabled_ = !info_->capabilities.resize_switch || engine_options.Bool("resize");
+  initial_capacity_ = options.initial_capacity;
+  pm::AllocatorOptions alloc_options;
+  alloc_options.arenas = static_cast<uint32_t>(engine_options.Uint("alloc_arenas"));
   const Status configured = Configure(engine_options, options);
   PMHASH_RETURN_IF_ERROR(engine_options.Finish());
   PMHASH_RETURN_IF_ERROR(configured);
@@ -161,19 +165,19 @@ Status Engine::Start(std::unique_ptr<pm::Pool> pool, bool fresh, const Options& 
       recovered_ = true;
     }
     PMHASH_RETURN_IF_ERROR(pm::UndoLog::Format(*pool_, *persister_, &undo_log_));
-    PMHASH_RETURN_IF_ERROR(pm::Allocator::Format(*pool_, *persister_, &allocator_));
+    PMHASH_RETURN_IF_ERROR(pm::Allocator::Format(*pool_, *persister_, &allocator_, alloc_options));
     codec_ = std::make_unique<SlotCodec>(*pool_, *persister_, *allocator_);
     PMHASH_RETURN_IF_ERROR(Create());
     return pool_->MarkCreated(*persister_);
   }
   PMHASH_RETURN_IF_ERROR(pm::UndoLog::Recover(*pool_, *persister_, &undo_log_));
   if (clean) {
-    PMHASH_RETURN_IF_ERROR(pm::Allocator::Load(*pool_, *persister_, &allocator_));
+    PMHASH_RETURN_IF_ERROR(pm::Allocator::Load(*pool_, *persister_, &allocator_, alloc_options));
   } else {
     PMHASH_RETURN_IF_ERROR(pm::Allocator::Rebuild(
         *pool_, *persister_,
         [this](const pm::Allocator::LiveBlockVisitor& visit) { return EnumerateBlocks(visit); },
-        &allocator_));
+        &allocator_, alloc_options));
   }
   codec_ = std::make_unique<SlotCodec>(*pool_, *persister_, *allocator_);
   PMHASH_RETURN_IF_ERROR(Recover(clean));
@@ -330,8 +334,9 @@ constexpr uint64_t kMetadataSeed = 0x6d65746164617461ull;  // "metadata"
 
 }  // namespace
 
-void Engine::CreateRoot(const RootLayout& layout, uint64_t table) {
+void Engine::CreateRoot(const RootLayout& layout, uint64_t table, uint64_t table_bytes) {
   pm::Persister& p = *persister_;
+  if (table_bytes != 0) p.Persist(pool_->At<char>(table), table_bytes);
   EngineRoot* r = root_header();
   const char* fixed = reinterpret_cast<const char*>(r + 1);
   p.Store(&r->version, layout.version);
@@ -390,6 +395,34 @@ Status Engine::OpenRoot(const RootLayout& layout, size_t table_header_bytes, uin
   PMHASH_RETURN_IF_ERROR(ValidateRoot(layout, table_header_bytes, table, count));
   attached_root_ = root_header();
   root_bytes_ = layout.bytes;
+  return Status::OK();
+}
+
+Status Engine::NewTableBlock(uint64_t bytes, const std::string& what, uint64_t magic,
+                             uint64_t size, uint64_t* offset) {
+  PMHASH_RETURN_IF_ERROR(AllocateBlock(bytes, what, offset));
+  pm::Persister& p = *persister_;
+  auto* h = pool_->At<TableHeader>(*offset);
+  p.Zero(h, bytes);
+  p.Store(&h->size, size);
+  p.Store(&h->magic, magic);
+  return Status::OK();
+}
+
+Status Engine::ValidateTableBlock(uint64_t table, uint64_t magic, uint64_t max_size,
+                                  uint64_t (*bytes)(uint64_t size), uint64_t* size) const {
+  const auto* h = pool_->At<const TableHeader>(table);
+  if (h->magic != magic) {
+    return Status::Corruption(engine_name_ + ": the table at offset " + std::to_string(table) +
+                              " has a wrong magic number");
+  }
+  const uint64_t n = h->size;
+  if (n == 0 || n > max_size || !pool_->Contains(table, bytes(n))) {
+    return Status::Corruption(engine_name_ + ": the table at offset " + std::to_string(table) +
+                              " claims a size of " + std::to_string(n) +
+                              ", which does not fit the pool");
+  }
+  *size = n;
   return Status::OK();
 }
 
@@ -463,9 +496,9 @@ Status Engine::AllocateBlock(uint64_t bytes, const std::string& what, uint64_t* 
 // ---- Engine: the slot encoding's update ---------------------------------------------
 
 Status Engine::UpdateSlot(uint8_t* form, KvWords* words, std::string_view key,
-                          std::string_view value, uint64_t key_hash) {
+                          std::string_view value, uint64_t key_hash, uint8_t form_tag) {
   pm::Persister& ps = *persister_;
-  const auto old_form = static_cast<SlotForm>(*form);
+  const auto old_form = static_cast<SlotForm>(*form & ~form_tag);
   if (old_form == SlotForm::kInline && SlotCodec::FitsInline(key, value)) {
     uint64_t v;
     std::memcpy(&v, value.data(), 8);
@@ -494,7 +527,7 @@ Status Engine::UpdateSlot(uint8_t* form, KvWords* words, std::string_view key,
   }
   ps.Store(&words->word0, record);
   ps.Store(&words->word1, key_hash);
-  ps.Store(form, static_cast<uint8_t>(SlotForm::kRecord));
+  ps.Store(form, static_cast<uint8_t>(static_cast<uint8_t>(SlotForm::kRecord) | form_tag));
   ps.Flush(words, sizeof(KvWords));  // a slot never straddles a line
   const auto line = [](const void* p) { return reinterpret_cast<uintptr_t>(p) / pm::kCacheLine; };
   if (line(form) != line(words)) ps.Flush(form, 1);

@@ -181,11 +181,31 @@ class Engine : public Index {
   // first by Close() and Abandon(), so it must be idempotent. Default: nothing.
   virtual void StopBackgroundWork() {}
 
+  // ---- What the kit reads for every engine, before Configure ----
+  // The `resize` option (engines with capabilities.resize_switch; true for the others)
+  // and Options::initial_capacity (0: none given).
+  bool resize_enabled() const { return resize_enabled_; }
+  uint64_t initial_capacity() const { return initial_capacity_; }
+
+  // ---- The table block the root links (engines/root.h: TableHeader) ----
+  // Allocates `bytes` for `what` ("a table of 4096 cells"), zeroes them and stores the
+  // header {magic, size}, unflushed: the block is unreachable until the root links it,
+  // so the caller flushes it with whatever else it writes (CreateRoot's `table_bytes`, a
+  // resize's flush pass). PoolFull as AllocateBlock.
+  Status NewTableBlock(uint64_t bytes, const std::string& what, uint64_t magic, uint64_t size,
+                       uint64_t* offset);
+  // Raw PM (EnumerateBlocks runs before Recover): Corruption naming the engine unless the
+  // block at `table` has `magic` and a size in [1, max_size] whose `bytes(size)` lie in
+  // the pool; *size gets it. The engine checks what else its header holds.
+  Status ValidateTableBlock(uint64_t table, uint64_t magic, uint64_t max_size,
+                            uint64_t (*bytes)(uint64_t size), uint64_t* size) const;
+
   // ---- The root header (engines/root.h) ----
-  // Creation, once the table at `table` is durable and the engine's own root fields
-  // (after the header, within layout.bytes; sealed ones through StoreSealed) are stored:
-  // stores version, check, table and count 0, persists the root, then publishes the magic.
-  void CreateRoot(const RootLayout& layout, uint64_t table);
+  // Creation, once the engine's own root fields (after the header, within layout.bytes;
+  // sealed ones through StoreSealed) are stored: persists the table block's first
+  // `table_bytes` (0: the caller made it durable), stores version, check, table and
+  // count 0, persists the root, then publishes the magic.
+  void CreateRoot(const RootLayout& layout, uint64_t table, uint64_t table_bytes);
   // Validation in raw PM (EnumerateBlocks runs before Recover): Corruption naming the
   // engine, the field and its pool offset unless the root has the layout's magic and
   // version, its check holds, its sealed table and count words unseal, the table offset
@@ -231,9 +251,11 @@ class Engine : public Index {
   // value with one 8-byte store; a record by a new record, then the pointer published
   // (Persister::Publish), then the old record freed; inline -> record (words and form
   // change together) under an UndoLog transaction. The caller holds what excludes other
-  // writers of the slot. `undo_txs()` counts the transactions.
+  // writers of the slot. `form_tag`: bits the engine keeps beside the SlotForm in the
+  // form byte (group's hash tag), read past and kept. `undo_txs()` counts the
+  // transactions.
   Status UpdateSlot(uint8_t* form, KvWords* words, std::string_view key, std::string_view value,
-                    uint64_t key_hash);
+                    uint64_t key_hash, uint8_t form_tag = 0);
   uint64_t undo_txs() const { return undo_txs_.load(std::memory_order_relaxed); }
 
   pm::Allocator& allocator() const { return *allocator_; }
@@ -269,6 +291,8 @@ class Engine : public Index {
   EngineRoot* attached_root_ = nullptr;  // set by CreateRoot / OpenRoot
   size_t root_bytes_ = 0;                // RootLayout::bytes, likewise
   size_t multiget_depth_ = 8;
+  bool resize_enabled_ = true;
+  uint64_t initial_capacity_ = 0;
   bool recovered_ = false;
   double recovery_ms_ = 0;
   std::atomic<uint64_t> undo_txs_{0};

@@ -3,6 +3,8 @@
 #include <charconv>
 #include <cstdio>
 
+#include "pm/alloc.h"
+
 namespace pmhash::engines {
 
 // ---- Declarations -------------------------------------------------------------------
@@ -96,6 +98,10 @@ std::span<const OptionSpec> CommonOptions() {
       OptionSpec::Uint("multiget_depth", 8, 1, 64,
                        "keys MultiGet hashes and prefetches ahead of the one it finishes "
                        "(engines with pipelined MultiGet)"),
+      OptionSpec::Uint("alloc_arenas", pm::AllocatorOptions{}.arenas, 1, pm::kMaxAllocArenas,
+                       "allocator arenas per size class: threads take small blocks from "
+                       "their own arena; 1 makes every thread reuse blocks any other freed "
+                       "at once (the crash suite's shared-arena tests)"),
   };
   return common;
 }

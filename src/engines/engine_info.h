@@ -68,6 +68,9 @@ struct TestProfile {
   // Engine options for the crash suite's short scripts: small enough that every kind of
   // growth the engine has (resizes, refills, rebuilds) happens within a few hundred keys.
   std::map<std::string, std::string> crash_options;
+  // Changes to crash_options for the multi-threaded crash tests, where those options
+  // would put every key under one lock (threads must run inside each other's ops).
+  std::map<std::string, std::string> thread_crash_options;
   // Engine counters (IndexStats::engine_counters) counting that growth; the crash suite
   // asserts each moved.
   std::vector<std::string> growth_counters;

@@ -67,7 +67,7 @@ class RecordingEngine : public Engine {
   Status Create() override {
     // One fixed root field after the kit's header, covered by its check.
     persister().Store(&root<RecordingRoot>()->fixed, kFixed);
-    CreateRoot(kLayout, /*table=*/pm::kCacheLine);
+    CreateRoot(kLayout, /*table=*/pm::kCacheLine, /*table_bytes=*/0);
     return Status::OK();
   }
   Status Recover(bool) override {
@@ -231,7 +231,7 @@ TEST(EngineKit, OptionsComeFromTheDeclarations) {
   const Status s = OpenRecording(info, o, &e);
   EXPECT_TRUE(s.IsInvalidArgument());
   EXPECT_NE(s.message().find("unknown engine option 'sise' (this engine accepts: size, "
-                             "multiget_depth)"),
+                             "multiget_depth, alloc_arenas)"),
             std::string::npos)
       << s.ToString();
 }

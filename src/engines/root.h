@@ -55,4 +55,21 @@ struct RootLayout {
                        // after creation (covered by EngineRoot::check)
 };
 
+// The first two words of every engine's table block (the block root.table links):
+//
+//   struct TableHeader {
+//     uint64 magic;  // the engine's table magic
+//     uint64 size;   // the table's size in the engine's unit (cells per level, buckets, lines)
+//   };
+//
+// Engine::NewTableBlock writes them and ValidateTableBlock checks them; the engine's own
+// header fields follow (each engine static_asserts that its header starts this way).
+struct TableHeader {
+  uint64_t magic;
+  uint64_t size;
+};
+static_assert(sizeof(TableHeader) == 16 && offsetof(TableHeader, magic) == 0 &&
+                  offsetof(TableHeader, size) == 8,
+              "where every engine's table header kept its magic and size (existing pools)");
+
 }  // namespace pmhash::engines

@@ -20,7 +20,7 @@
 //   struct StateHeader { uint64_t checksum; uint64_t reserved[7]; };
 //
 //   Chunk table entry c (8 bytes, changed only by one failure-atomic Store): the sealed
-//   word SealWord(kind << 40 | value, salt = c) (common/hash.h), so a damaged byte of an
+//   word SealWord(kind << 40 | value, salt = c) (util/hash.h), so a damaged byte of an
 //   entry is always detected, at Load and Rebuild alike, and an entry copied to another
 //   chunk almost always:
 //     kFree  << 40                          free (Format writes it into every entry)
@@ -48,8 +48,8 @@
 //  * Rebuild keeps exactly the visited blocks: a small chunk without live units and a
 //    run whose head is not visited become free.
 //
-// Concurrency: each size class is striped into kArenas lists (threads pick one round
-// robin); a list has a mutex guarding its chunks' bitmaps and its chunks with free
+// Concurrency: each size class is striped into `arenas` lists (AllocatorOptions; threads
+// pick one round robin); a list has a mutex guarding its chunks' bitmaps and its chunks with free
 // units. One more mutex guards chunk-level changes (free extents, table writes). Lock
 // order: list, then chunk; at most one list lock is waited for. DRAM mirrors of the
 // table and of each chunk's arena (atomics) let Free find a block's list without a
@@ -90,8 +90,8 @@ inline constexpr std::array<uint32_t, 20> kClassSizes = {
 inline constexpr uint32_t kNumClasses = kClassSizes.size();
 // Each class is striped into arenas (DRAM only): a thread allocates from its arena, so
 // threads rarely share a lock; a chunk belongs to one arena while it serves a class.
-inline constexpr uint32_t kArenas = 4;
-inline constexpr uint32_t kNumLists = kNumClasses * kArenas;
+// Lists exist for kMaxAllocArenas; an allocator uses the first `arenas_` of each class.
+inline constexpr uint32_t kNumLists = kNumClasses * kMaxAllocArenas;
 inline constexpr uint64_t kMaxSmall = kClassSizes.back();
 inline constexpr uint32_t kMaxUnits = kChunkSize / kClassSizes.front();
 inline constexpr uint64_t kBitmapBytes = kMaxUnits / 8;
@@ -212,10 +212,11 @@ struct Extent {
 
 class HeapAllocator final : public Allocator {
  public:
-  HeapAllocator(Pool& pool, Persister& persister, const Geometry& g)
+  HeapAllocator(Pool& pool, Persister& persister, const Geometry& g, uint32_t arenas)
       : pool_(pool),
         persister_(persister),
         g_(g),
+        arenas_(arenas),
         heap_size_(pool.heap_size()),
         table_(pool.At<uint64_t>(g.table_offset)),
         mirror_(new std::atomic<uint64_t>[g.chunk_count]),
@@ -325,12 +326,14 @@ class HeapAllocator final : public Allocator {
     return *c < g_.chunk_count;
   }
 
-  SizeClass& List(uint32_t cls, uint32_t arena) const { return lists_[cls * kArenas + arena]; }
+  SizeClass& List(uint32_t cls, uint32_t arena) const {
+    return lists_[cls * kMaxAllocArenas + arena];
+  }
   // The calling thread's arena (threads are spread round robin).
-  static uint32_t ThreadArena() {
+  uint32_t ThreadArena() const {
     static std::atomic<uint32_t> next{0};
-    thread_local const uint32_t arena = next.fetch_add(1, std::memory_order_relaxed) % kArenas;
-    return arena;
+    thread_local const uint32_t ticket = next.fetch_add(1, std::memory_order_relaxed);
+    return ticket % arenas_;
   }
 
   // Caller holds the lock of list (cls, a). Whether offset is the start of a used unit of
@@ -396,6 +399,7 @@ class HeapAllocator final : public Allocator {
   Pool& pool_;
   Persister& persister_;
   const Geometry g_;
+  const uint32_t arenas_;  // 1 .. kMaxAllocArenas
   const uint64_t heap_size_;
   uint64_t* const table_;
   std::unique_ptr<std::atomic<uint64_t>[]> mirror_;
@@ -462,8 +466,8 @@ Result<uint64_t> HeapAllocator::AllocateSmall(uint32_t cls) {
   }
   // No chunk left in the pool: use room the other arenas of the class still have (one
   // list lock at a time).
-  for (uint32_t i = 1; i < kArenas; ++i) {
-    SizeClass& other = List(cls, (arena + i) % kArenas);
+  for (uint32_t i = 1; i < arenas_; ++i) {
+    SizeClass& other = List(cls, (arena + i) % arenas_);
     std::lock_guard<std::mutex> lock(other.mu);
     if (!other.partial.empty()) return TakeUnit(other, cls);
   }
@@ -616,7 +620,7 @@ void HeapAllocator::RebuildDram() {
     if (KindOf(e) == kHead) run_bytes += PayloadOf(e) * kChunkSize;
     if (KindOf(e) == kSmall) {
       SmallChunk& ch = *small_[c];
-      const uint32_t a = c % kArenas;
+      const uint32_t a = c % arenas_;
       arena_[c].store(static_cast<uint8_t>(a), std::memory_order_relaxed);
       SizeClass& sc = List(ch.cls, a);
       sc.AddBytes(int64_t{ch.units - ch.free} * kClassSizes[ch.cls]);
@@ -953,34 +957,48 @@ Status CheckHeader(const Pool& pool, const Geometry& g) {
   return Status::OK();
 }
 
+Status CheckOptions(const AllocatorOptions& options) {
+  if (options.arenas < 1 || options.arenas > kMaxAllocArenas) {
+    return Status::InvalidArgument("allocator arenas must be 1.." +
+                                   std::to_string(kMaxAllocArenas) + ", not " +
+                                   std::to_string(options.arenas));
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
-Status Allocator::Format(Pool& pool, Persister& persister, std::unique_ptr<Allocator>* out) {
+Status Allocator::Format(Pool& pool, Persister& persister, std::unique_ptr<Allocator>* out,
+                         const AllocatorOptions& options) {
+  PMHASH_RETURN_IF_ERROR(CheckOptions(options));
   const Geometry g = ComputeGeometry(pool);
   if (g.chunk_count == 0) {
     return Status::InvalidArgument("heap of " + std::to_string(pool.heap_size()) +
                                    " bytes is too small for one 64 KiB chunk");
   }
-  auto a = std::make_unique<HeapAllocator>(pool, persister, g);
+  auto a = std::make_unique<HeapAllocator>(pool, persister, g, options.arenas);
   PMHASH_RETURN_IF_ERROR(a->FormatHeap());
   *out = std::move(a);
   return Status::OK();
 }
 
-Status Allocator::Load(Pool& pool, Persister& persister, std::unique_ptr<Allocator>* out) {
+Status Allocator::Load(Pool& pool, Persister& persister, std::unique_ptr<Allocator>* out,
+                       const AllocatorOptions& options) {
+  PMHASH_RETURN_IF_ERROR(CheckOptions(options));
   const Geometry g = ComputeGeometry(pool);
   PMHASH_RETURN_IF_ERROR(CheckHeader(pool, g));
-  auto a = std::make_unique<HeapAllocator>(pool, persister, g);
+  auto a = std::make_unique<HeapAllocator>(pool, persister, g, options.arenas);
   PMHASH_RETURN_IF_ERROR(a->LoadState());
   *out = std::move(a);
   return Status::OK();
 }
 
 Status Allocator::Rebuild(Pool& pool, Persister& persister, const LiveBlockEnumerator& enumerate,
-                          std::unique_ptr<Allocator>* out) {
+                          std::unique_ptr<Allocator>* out, const AllocatorOptions& options) {
+  PMHASH_RETURN_IF_ERROR(CheckOptions(options));
   const Geometry g = ComputeGeometry(pool);
   PMHASH_RETURN_IF_ERROR(CheckHeader(pool, g));
-  auto a = std::make_unique<HeapAllocator>(pool, persister, g);
+  auto a = std::make_unique<HeapAllocator>(pool, persister, g, options.arenas);
   PMHASH_RETURN_IF_ERROR(a->RebuildState(enumerate));
   *out = std::move(a);
   return Status::OK();

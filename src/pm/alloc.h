@@ -2,7 +2,7 @@
 //
 // Its persistent metadata checks itself (layout in alloc.cc): the header and the state
 // written at clean shutdown carry checksums, and every chunk-table entry is a sealed word
-// (common/hash.h: 48 bits and a CRC-16 in one 8-byte word), so each update stays one
+// (util/hash.h: 48 bits and a CRC-16 in one 8-byte word), so each update stays one
 // failure-atomic store while a damaged byte in any entry is Corruption, naming the chunk
 // and the entry's pool offset, at Load and at Rebuild.
 //
@@ -21,7 +21,8 @@
 // through the Persister.
 //
 // Threads: Allocate, Free, UsableSize, BytesInUse are safe from many threads. Format,
-// Load, Rebuild and PersistState are called by one thread while no other uses it.
+// Load, Rebuild and PersistState are called by one thread while no other uses it. Small
+// blocks come from per-thread arenas (AllocatorOptions::arenas).
 #pragma once
 
 #include <atomic>
@@ -38,6 +39,16 @@
 
 namespace pmhash::pm {
 
+// Allocator tuning that is not part of the on-media format (it may differ at every open).
+inline constexpr uint32_t kMaxAllocArenas = 16;
+struct AllocatorOptions {
+  // Arenas per size class (1 .. kMaxAllocArenas): threads take small blocks from their own
+  // arena (assigned round robin), so they seldom wait for each other's lock; a block one
+  // thread frees goes back to the arena its chunk belongs to, so another thread gets it
+  // only if they share that arena. 1: every thread reuses what any other frees at once.
+  uint32_t arenas = 4;
+};
+
 class Allocator {
  public:
   // Visits the pool offset of every block the engine can reach.
@@ -45,14 +56,16 @@ class Allocator {
   using LiveBlockEnumerator = std::function<Status(const LiveBlockVisitor&)>;
 
   // Formats the heap of a new pool (every block free).
-  static Status Format(Pool& pool, Persister& persister, std::unique_ptr<Allocator>* out);
+  static Status Format(Pool& pool, Persister& persister, std::unique_ptr<Allocator>* out,
+                       const AllocatorOptions& options = {});
   // Attaches after a clean shutdown: loads the state PersistState wrote. Corruption if
   // the allocator metadata fails validation.
-  static Status Load(Pool& pool, Persister& persister, std::unique_ptr<Allocator>* out);
+  static Status Load(Pool& pool, Persister& persister, std::unique_ptr<Allocator>* out,
+                     const AllocatorOptions& options = {});
   // Attaches after a crash: every block is free except those `enumerate` visits.
   // Corruption if a visited offset is not the start of a block the chunk table knows.
   static Status Rebuild(Pool& pool, Persister& persister, const LiveBlockEnumerator& enumerate,
-                        std::unique_ptr<Allocator>* out);
+                        std::unique_ptr<Allocator>* out, const AllocatorOptions& options = {});
 
   virtual ~Allocator() = default;
 

@@ -147,6 +147,48 @@ TEST_F(AllocatorTest, FreeOfUnknownOffsetsIsIgnored) {
   EXPECT_TRUE(allocator_->IsAllocated(run));
 }
 
+// With one arena a block one thread frees is the next another thread gets (the crash
+// suite's shared-arena tests rely on it); with 4, two threads are in different arenas
+// and the second gets another block.
+TEST_F(AllocatorTest, OneArenaHandsAFreedBlockToAnotherThreadAtOnce) {
+  for (uint32_t arenas : {1u, 4u}) {
+    SCOPED_TRACE("arenas " + std::to_string(arenas));
+    allocator_.reset();
+    ASSERT_TRUE(Pool::CreateDram("test", 64 << 20, &pool_).ok());
+    AllocatorOptions options;
+    options.arenas = arenas;
+    ASSERT_TRUE(Allocator::Format(*pool_, *persister_, &allocator_, options).ok());
+    uint64_t freed = 0, got = 0;
+    std::thread([&] {
+      freed = MustAllocate(48);
+      allocator_->Free(freed);
+    }).join();
+    std::thread([&] { got = MustAllocate(48); }).join();
+    if (arenas == 1) {
+      EXPECT_EQ(got, freed);
+    } else {
+      EXPECT_NE(got, freed);
+    }
+  }
+}
+
+TEST_F(AllocatorTest, ArenasOutOfRangeAreInvalidArgument) {
+  std::unique_ptr<Allocator> a;
+  for (uint32_t arenas : {0u, kMaxAllocArenas + 1}) {
+    AllocatorOptions options;
+    options.arenas = arenas;
+    Status s = Allocator::Format(*pool_, *persister_, &a, options);
+    EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+    EXPECT_NE(s.ToString().find("arenas"), std::string::npos) << s.ToString();
+    EXPECT_TRUE(Allocator::Load(*pool_, *persister_, &a, options).IsInvalidArgument());
+    EXPECT_TRUE(Allocator::Rebuild(
+                    *pool_, *persister_, [](const Allocator::LiveBlockVisitor&) {
+                      return Status::OK();
+                    }, &a, options)
+                    .IsInvalidArgument());
+  }
+}
+
 TEST_F(AllocatorTest, ManyThreadsAllocateConcurrently) {
   constexpr int kThreads = 4;
   std::vector<std::vector<std::pair<uint64_t, size_t>>> kept(kThreads);

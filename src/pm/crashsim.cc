@@ -77,17 +77,22 @@ CrashSim::Counters CrashSim::counters() const {
   return counters_;
 }
 
-size_t CrashSim::PendingLines() const {
+size_t CrashSim::PendingLines() const { return PendingLineOffsets(SIZE_MAX).size(); }
+
+std::vector<uint64_t> CrashSim::PendingLineOffsets(size_t max) const {
   std::lock_guard<std::recursive_mutex> l(mu_);
+  std::vector<uint64_t> out;
   if (!Adr()) {
-    std::vector<uint64_t> seen;
-    for (const Unit& u : sequence_) seen.push_back(u.offset / kCacheLine);
-    std::sort(seen.begin(), seen.end());
-    return std::unique(seen.begin(), seen.end()) - seen.begin();
+    for (const Unit& u : sequence_) out.push_back(u.offset / kCacheLine * kCacheLine);
+  } else {
+    for (uint32_t i : dirty_) {
+      if (!lines_[i].pending.empty()) out.push_back(uint64_t{i} * kCacheLine);
+    }
   }
-  size_t n = 0;
-  for (uint32_t i : dirty_) n += lines_[i].pending.empty() ? 0 : 1;
-  return n;
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  if (out.size() > max) out.resize(max);
+  return out;
 }
 
 void CrashSim::LogUnit(const Unit& u) {

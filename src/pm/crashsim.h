@@ -137,6 +137,8 @@ class CrashSim : public PersistObserver {
   // Not-yet-durable units and the lines holding them.
   size_t PendingUnits() const { return pending_units_; }
   size_t PendingLines() const;
+  // The pool offsets of (up to `max` of) those lines, lowest first: for messages.
+  std::vector<uint64_t> PendingLineOffsets(size_t max) const;
   // The working pool must equal persisted image + log; otherwise some store bypassed the
   // Persister. Returns OK or Corruption naming the first differing pool offset. Reads
   // the working pool, so it must still be mapped.

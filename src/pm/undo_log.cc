@@ -7,7 +7,7 @@
 //
 //   Lane:
 //     [0, 8)      uint64_t state   SealWord(seq << 16 | count, salt = lane index)
-//                                  (common/hash.h): the lane's transaction sequence
+//                                  (util/hash.h): the lane's transaction sequence
 //                                  number seq (1 .. 2^32 - 1, then 1 again) and how many
 //                                  entries of transaction seq are durable (count; 0 = none,
 //                                  nothing to roll back). Written only with one

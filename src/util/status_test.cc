@@ -2,70 +2,35 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-#include <functional>
-#include <new>
 #include <string>
 
-// Counts this thread's heap allocations, so the test can show which Status paths
-// allocate. Replacing the global operator new is allowed by the standard; it forwards to
-// malloc, which the sanitizers still see (GCC cannot tell that delete's free matches).
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-namespace {
-thread_local size_t t_allocations = 0;
-}  // namespace
-
-// Every form that pairs with the replaced deletes is replaced too: a nothrow new left to
-// the sanitizer's runtime would be freed here with free() (std::stable_sort uses one).
-void* operator new(size_t size) {
-  ++t_allocations;
-  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
-  throw std::bad_alloc();
-}
-void* operator new[](size_t size) { return operator new(size); }
-void* operator new(size_t size, const std::nothrow_t&) noexcept {
-  ++t_allocations;
-  return std::malloc(size == 0 ? 1 : size);
-}
-void* operator new[](size_t size, const std::nothrow_t& tag) noexcept {
-  return operator new(size, tag);
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, size_t) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete[](void* p, size_t) noexcept { std::free(p); }
-void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
+#include "support/heap_counter.h"
 
 namespace pmhash {
 namespace {
 
-size_t AllocationsOf(const std::function<void()>& fn) {
-  const size_t before = t_allocations;
-  fn();
-  return t_allocations - before;
-}
+using ::pmhash::testing::HeapAllocationsOf;
 
 // Keeps the compiler from folding a Status away.
 __attribute__((noinline)) Status Returned(Status s) { return s; }
 
 TEST(StatusTest, CommonAnswersOfOperationsAllocateNothing) {
-  EXPECT_EQ(AllocationsOf([] {
+  EXPECT_EQ(HeapAllocationsOf([] {
               Status s = Returned(Status::NotFound());
               EXPECT_TRUE(s.IsNotFound());
               Status copy = s;
               EXPECT_EQ(copy.message(), "key not found");
             }),
             0u);
-  EXPECT_EQ(AllocationsOf([] {
+  EXPECT_EQ(HeapAllocationsOf([] {
               Status s = Returned(Status::AlreadyExists());
               EXPECT_TRUE(s.IsAlreadyExists());
               EXPECT_EQ(s.message(), "key already exists");
             }),
             0u);
-  EXPECT_EQ(AllocationsOf([] { EXPECT_TRUE(Returned(Status::OK()).ok()); }), 0u);
+  EXPECT_EQ(HeapAllocationsOf([] { EXPECT_TRUE(Returned(Status::OK()).ok()); }), 0u);
   // A detailed message is copied: the cold path, and the control that the counter works.
-  EXPECT_GT(AllocationsOf([] {
+  EXPECT_GT(HeapAllocationsOf([] {
               Status s = Returned(Status::Corruption("table header at offset 4096 is damaged"));
               EXPECT_TRUE(s.IsCorruption());
             }),

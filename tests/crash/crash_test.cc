@@ -57,35 +57,46 @@ std::string GrowthMissing(const EngineSpec& spec, const std::map<std::string, ui
 }
 
 // Every standard script in adr mode: a crash at every fence, after sampled stores and
-// after every acknowledged op; none / all / random-prefix images; recovery checked
-// against the model; 2% of the recoveries crashed themselves.
+// after every acknowledged op, then in and after Close and the clean reopen; none / all /
+// random-prefix images; recovery checked against the model; 2% of the recoveries
+// crashed themselves.
 TEST_P(CrashSuite, ScriptsSurviveCrashesAtEveryFence) {
   const EngineSpec spec = Spec();
   const double soak = SoakFactor();
-  uint64_t images = 0, crashed_recoveries = 0, recovery_points = 0, durable_inflight = 0;
-  std::map<std::string, uint64_t> counters;
-  for (const Script& script : StandardScripts(/*seed=*/42, soak)) {
-    RunConfig config;
-    config.seed = 1000 + images;
-    config.random_images = static_cast<int>(2 * soak);
-    RunResult r = RunScript(spec, script, config);
-    images += r.images;
-    crashed_recoveries += r.crashed_recoveries;
-    recovery_points += r.recovery_crash_points;
-    durable_inflight += r.durable_inflight;
-    for (const auto& [name, n] : r.engine_counters) counters[name] += n;
-    EXPECT_EQ(r.failure, "");
+  for (uint64_t seed : TestSeeds({42})) {
+    SCOPED_TRACE(SeedNote(seed));
+    uint64_t images = 0, close_images = 0, crashed_recoveries = 0, recovery_points = 0,
+             durable_inflight = 0;
+    std::map<std::string, uint64_t> counters;
+    const std::vector<Script> scripts = StandardScripts(seed, soak);
+    for (size_t i = 0; i < scripts.size(); ++i) {
+      RunConfig config;
+      config.seed = seed * 1000 + i;
+      config.random_images = static_cast<int>(2 * soak);
+      RunResult r = RunScript(spec, scripts[i], config);
+      images += r.images;
+      close_images += r.close_images;
+      crashed_recoveries += r.crashed_recoveries;
+      recovery_points += r.recovery_crash_points;
+      durable_inflight += r.durable_inflight;
+      for (const auto& [name, n] : r.engine_counters) counters[name] += n;
+      EXPECT_EQ(r.failure, "");
+    }
+    std::printf("%s: %llu images (%llu in Close and the clean reopen), %llu recoveries "
+                "crashed at %llu points, %llu ops durable before they returned\n",
+                spec.name.c_str(), static_cast<unsigned long long>(images),
+                static_cast<unsigned long long>(close_images),
+                static_cast<unsigned long long>(crashed_recoveries),
+                static_cast<unsigned long long>(recovery_points),
+                static_cast<unsigned long long>(durable_inflight));
+    // The floor: at least 10,000 crash images per engine per run.
+    EXPECT_GE(images, 10000u) << "too few crash images for " << spec.name;
+    // Every script closes twice and reopens once under crash points.
+    EXPECT_GE(close_images, 3 * scripts.size()) << "too few crash points in Close and reopen";
+    EXPECT_GT(recovery_points, crashed_recoveries)
+        << "crashed recoveries reached too few crash points";
+    EXPECT_EQ(GrowthMissing(spec, counters), "") << spec.name;
   }
-  std::printf("%s: %llu images, %llu recoveries crashed at %llu points, %llu ops durable "
-              "before they returned\n",
-              spec.name.c_str(), static_cast<unsigned long long>(images),
-              static_cast<unsigned long long>(crashed_recoveries),
-              static_cast<unsigned long long>(recovery_points),
-              static_cast<unsigned long long>(durable_inflight));
-  // The floor: at least 10,000 crash images per engine per run.
-  EXPECT_GE(images, 10000u) << "too few crash images for " << spec.name;
-  EXPECT_GT(recovery_points, crashed_recoveries) << "crashed recoveries reached too few crash points";
-  EXPECT_EQ(GrowthMissing(spec, counters), "") << spec.name;
 }
 
 // The crash-run options make every engine grow inside the scripts (resizes, PAB
@@ -112,12 +123,15 @@ TEST_P(CrashSuite, ScriptsExerciseGrowth) {
 // eadr: a crash image is any prefix of the store sequence.
 TEST_P(CrashSuite, ScriptsSurviveCrashesInEadrMode) {
   const EngineSpec spec = Spec();
-  RunConfig config;
-  config.mode = PersistMode::kEadr;
-  config.seed = 7;
-  for (const Script& script : StandardScripts(/*seed=*/43, 0.4 * SoakFactor())) {
-    RunResult r = RunScript(spec, script, config);
-    EXPECT_EQ(r.failure, "");
+  for (uint64_t seed : TestSeeds({43})) {
+    SCOPED_TRACE(SeedNote(seed));
+    RunConfig config;
+    config.mode = PersistMode::kEadr;
+    config.seed = seed;
+    for (const Script& script : StandardScripts(seed, 0.4 * SoakFactor())) {
+      RunResult r = RunScript(spec, script, config);
+      EXPECT_EQ(r.failure, "");
+    }
   }
 }
 
@@ -125,22 +139,26 @@ TEST_P(CrashSuite, ScriptsSurviveCrashesInEadrMode) {
 // its stores and right after Open returns; those images recovered and checked too.
 TEST_P(CrashSuite, CrashDuringRecoveryRecovers) {
   const EngineSpec spec = Spec();
-  RunConfig config;
-  config.recovery_crash_rate = 1.0;
-  config.recovery_store_rate = 0.5;
-  config.random_images = 1;
-  config.store_rate = 0;
-  config.seed = 99;
-  Script script = StandardScripts(/*seed=*/44, 0.15 * SoakFactor())[2];  // mixed
-  RunResult r = RunScript(spec, script, config);
-  EXPECT_EQ(r.failure, "");
-  std::printf("%s: %llu recoveries crashed at %llu points\n", spec.name.c_str(),
-              static_cast<unsigned long long>(r.crashed_recoveries),
-              static_cast<unsigned long long>(r.recovery_crash_points));
-  EXPECT_GT(r.crashed_recoveries, 0u);
-  // At least the point after Open returns, and some inside recovery.
-  EXPECT_GT(r.recovery_crash_points, r.crashed_recoveries)
-      << "crashed recoveries reached no crash point inside recovery";
+  for (uint64_t seed : TestSeeds({44})) {
+    SCOPED_TRACE(SeedNote(seed));
+    RunConfig config;
+    config.recovery_crash_rate = 1.0;
+    config.recovery_store_rate = 0.5;
+    config.random_images = 1;
+    config.store_rate = 0;
+    config.crash_close = false;  // ScriptsSurviveCrashesAtEveryFence crashes Close
+    config.seed = seed;
+    Script script = StandardScripts(seed, 0.15 * SoakFactor())[2];  // mixed
+    RunResult r = RunScript(spec, script, config);
+    EXPECT_EQ(r.failure, "");
+    std::printf("%s: %llu recoveries crashed at %llu points\n", spec.name.c_str(),
+                static_cast<unsigned long long>(r.crashed_recoveries),
+                static_cast<unsigned long long>(r.recovery_crash_points));
+    EXPECT_GT(r.crashed_recoveries, 0u);
+    // At least the point after Open returns, and some inside recovery.
+    EXPECT_GT(r.recovery_crash_points, r.crashed_recoveries)
+        << "crashed recoveries reached no crash point inside recovery";
+  }
 }
 
 // Creating the index: a crash at every fence and after a third of the stores of

@@ -8,6 +8,9 @@
 #include "util/hash.h"
 #include "pm/crashsim.h"
 
+// GCC 12 warns falsely on "literal" + std::string (GCC bug 105651).
+#pragma GCC diagnostic ignored "-Wrestrict"
+
 namespace pmhash::testing {
 namespace {
 
@@ -107,6 +110,26 @@ std::vector<Script> StandardScripts(uint64_t seed, double scale) {
     churn.ops.push_back({Op::kPut, Key8(5000 + i), Value(rng, i % 2 ? 8 : 24, i)});
   }
   scripts.push_back(std::move(churn));
+
+  // Reuse: out-of-line keys and values of one size (one record size class); each delete
+  // is followed by an insert, and updates and insert-delete pairs come in between, so
+  // the allocator hands the block just freed out again at once.
+  Script reuse{"reuse", {}, 64};
+  auto reuse_key = [](size_t i) { return "reuse-" + std::to_string(100000 + i); };  // 12 B
+  const size_t live = 24;
+  for (size_t i = 0; i < live; ++i) {
+    reuse.ops.push_back({Op::kInsert, reuse_key(i), Value(rng, 40, i)});
+  }
+  for (size_t i = 0; i < n(60); ++i) {
+    reuse.ops.push_back({Op::kDelete, reuse_key(i), ""});
+    reuse.ops.push_back({Op::kInsert, reuse_key(live + i), Value(rng, 40, i)});
+    if (i % 3 == 0) {  // a live key (those below i + 1 are deleted)
+      reuse.ops.push_back({Op::kUpdate, reuse_key(live + i - rng() % live), Value(rng, 40, i)});
+      reuse.ops.push_back({Op::kInsert, reuse_key(1000000 + i), Value(rng, 40, i)});
+      reuse.ops.push_back({Op::kDelete, reuse_key(1000000 + i), ""});
+    }
+  }
+  scripts.push_back(std::move(reuse));
   return scripts;
 }
 
@@ -127,39 +150,23 @@ class Run {
   }
 
   RunResult Go() {
-    std::unique_ptr<pm::Pool> pool;
-    Status s = NewDramPool(spec_, options_.pool_size, &pool);
+    // The working pool outlives every index opened on it (Close unmaps an index's own
+    // pool): the engine gets an adopted view, so the simulator can watch a Close and the
+    // clean reopen after it.
+    Status s = NewDramPool(spec_, options_.pool_size, &working_);
     if (!s.ok()) return Fail("cannot create a DRAM pool: " + s.ToString());
-    pm::CrashSim sim(pool->base(), pool->size(), config_.mode);
+    pm::CrashSim sim(working_->base(), working_->size(), config_.mode);
     auto hook = [this](pm::CrashSim& sim, pm::CrashSim::Event e) { CrashPoint(sim, e); };
     const bool crash_creation = config_.crash_points && config_.crash_creation;
     if (crash_creation) sim.SetHook(hook, config_.store_rate, config_.seed);
     std::unique_ptr<Index> index;
-    s = OpenOnPool(spec_, std::move(pool), true, options_, &sim, &index);
+    s = OpenWorking(&sim, /*fresh=*/true, &index);
     if (!s.ok()) return Fail("cannot create the index: " + s.ToString());
     WaitForBackgroundWork(index.get());
     if (crash_creation) sim.CrashNow();  // created: an empty index from here on
-    creating_ = false;
+    stage_ = Stage::kScript;
     if (config_.crash_points && !crash_creation) sim.SetHook(hook, config_.store_rate, config_.seed);
-    for (op_index_ = 0; op_index_ < script_.ops.size() && result_.failure.empty(); ++op_index_) {
-      const Op& op = script_.ops[op_index_];
-      StartOp(op);
-      Status got = ApplyToIndex(op, index.get());
-      // Work the op started in the background (a refill) may reach the hook from its own
-      // thread: it runs with the op still in flight, and ends before the model changes.
-      WaitForBackgroundWork(index.get());
-      inflight_ = nullptr;
-      durable_after_ = false;
-      Status want = ApplyToModel(op, &model_);
-      if (got.code() != want.code()) {
-        Fail(Describe(op) + " returned " + got.ToString() + ", expected " +
-             std::string(Status::CodeName(want.code())));
-        break;
-      }
-      // The op is acknowledged: it must survive a crash from here on. This crash point
-      // also looks for stores that bypassed the Persister.
-      sim.CrashNow();
-    }
+    RunOps(sim, index.get(), script_.ops);
     sim.SetHook({}, 0, 0);
     if (result_.failure.empty()) CheckBypass(sim, "at the end");
     const pm::CrashSim::Counters c = sim.counters();
@@ -176,20 +183,143 @@ class Run {
       if (!err.empty()) Fail("live index after the script: " + err);
     }
     result_.engine_counters = index->Stats().engine_counters;
+    if (config_.crash_points && config_.crash_close && result_.failure.empty()) {
+      sim.SetHook(hook, config_.store_rate, config_.seed + 1);
+      CloseAndReopen(sim, &index);
+      sim.SetHook({}, 0, 0);
+    }
     Abandon(&index);
     return result_;
   }
 
  private:
+  // Where the run is: the crash points of each stage are checked against the model the
+  // same way; the stage names them in a failure.
+  enum class Stage : uint8_t {
+    kCreate,    // OpenOnPool(fresh)
+    kScript,    // the script's ops
+    kClose,     // inside Close()
+    kClosed,    // Close returned
+    kReopen,    // inside the clean reopen
+    kReopened,  // the reopen returned
+    kTail,      // the writes after the clean reopen
+  };
+
+  std::string StageText() const {
+    const std::string close = "Close #" + std::to_string(close_round_);
+    switch (stage_) {
+      case Stage::kCreate: return "creating the index";
+      case Stage::kScript: return "op #" + std::to_string(op_index_);
+      case Stage::kClose: return "in " + close;
+      case Stage::kClosed: return "after " + close + " returned";
+      case Stage::kReopen: return "in the clean reopen after " + close;
+      case Stage::kReopened: return "after the clean reopen returned";
+      case Stage::kTail: return "op #" + std::to_string(op_index_) + " after the clean reopen";
+    }
+    return "?";
+  }
+
   RunResult Fail(const std::string& what) {
     if (result_.failure.empty()) {
       result_.failure = "engine " + spec_.name + ", script " + script_.name + ", mode " +
                         PersistModeName(config_.mode) + ", seed " + std::to_string(config_.seed) +
-                        (creating_ ? std::string(", creating the index")
-                                   : ", op #" + std::to_string(op_index_)) +
-                        ": " + what;
+                        ", " + StageText() + ": " + what;
     }
     return result_;
+  }
+
+  // An index of the working pool (fresh: create it), every store observed by `sim`.
+  Status OpenWorking(pm::CrashSim* sim, bool fresh, std::unique_ptr<Index>* index) {
+    std::unique_ptr<pm::Pool> pool;
+    PMHASH_RETURN_IF_ERROR(pm::Pool::Adopt(working_->base(), working_->size(), spec_.name, &pool));
+    return OpenOnPool(spec_, std::move(pool), fresh, options_, sim, index);
+  }
+
+  // Runs `ops` on the live index; once each is acknowledged, a crash point.
+  void RunOps(pm::CrashSim& sim, Index* index, const std::vector<Op>& ops) {
+    for (op_index_ = 0; op_index_ < ops.size() && result_.failure.empty(); ++op_index_) {
+      const Op& op = ops[op_index_];
+      StartOp(op);
+      Status got = ApplyToIndex(op, index);
+      // Work the op started in the background (a refill) may reach the hook from its own
+      // thread: it runs with the op still in flight, and ends before the model changes.
+      WaitForBackgroundWork(index);
+      inflight_ = nullptr;
+      durable_after_ = false;
+      Status want = ApplyToModel(op, &model_);
+      if (got.code() != want.code()) {
+        Fail(Describe(op) + " returned " + got.ToString() + ", expected " +
+             std::string(Status::CodeName(want.code())));
+        break;
+      }
+      // The op is acknowledged: it must survive a crash from here on. This crash point
+      // also looks for stores that bypassed the Persister.
+      sim.CrashNow();
+    }
+  }
+
+  // Close with the crash hook on (a crash point at each of its fences and sampled
+  // stores), then one right after it returns: by then everything Close wrote must be
+  // durable, and that image must open without recovery. Then the clean reopen with the
+  // hook on (its fences, and right after it returns), writes that free and reuse blocks
+  // and add keys, and a second Close the same way: a wrong order there leaves the first
+  // Close's state (still valid on its own) behind rather than an empty area. Every image
+  // recovers to the model.
+  void CloseAndReopen(pm::CrashSim& sim, std::unique_ptr<Index>* index) {
+    const uint64_t images_before = result_.images;
+    for (close_round_ = 1; close_round_ <= 2 && result_.failure.empty(); ++close_round_) {
+      stage_ = Stage::kClose;
+      Status s = (*index)->Close();
+      index->reset();
+      if (!s.ok()) {
+        Fail("Close failed: " + s.ToString());
+        break;
+      }
+      stage_ = Stage::kClosed;
+      sim.CrashNow();
+      if (result_.failure.empty() && sim.PendingUnits() > 0) {
+        std::string lines;
+        for (uint64_t off : sim.PendingLineOffsets(4)) lines += " " + std::to_string(off);
+        Fail(std::to_string(sim.PendingUnits()) + " stores in " +
+             std::to_string(sim.PendingLines()) +
+             " cache lines are not durable although Close returned (a power failure now "
+             "loses them from a pool marked clean); lines at pool offsets" + lines);
+      }
+      if (close_round_ == 2 || !result_.failure.empty()) break;
+      stage_ = Stage::kReopen;
+      s = OpenWorking(&sim, /*fresh=*/false, index);
+      if (!s.ok()) {
+        Fail("the clean reopen failed: " + s.ToString());
+        break;
+      }
+      WaitForBackgroundWork(index->get());
+      stage_ = Stage::kReopened;
+      sim.CrashNow();
+      std::string err = (*index)->Stats().recovered ? "it ran recovery" : "";
+      if (err.empty()) err = CheckIndex(index->get(), model_, nullptr);
+      if (err.empty()) err = CheckInvariantsOf(index->get());
+      if (!err.empty()) Fail("the index after a clean Close and reopen: " + err);
+      stage_ = Stage::kTail;
+      RunOps(sim, index->get(), TailOps());
+    }
+    result_.close_images += result_.images - images_before;
+  }
+
+  // The writes between the clean reopen and the second Close: deletes of every fourth
+  // key (their blocks freed), then fresh keys of the scripts' sizes (blocks reused; keys
+  // the first Close's saved state never saw).
+  std::vector<Op> TailOps() {
+    std::vector<Op> ops;
+    size_t i = 0;
+    for (auto it = model_.begin(); it != model_.end() && ops.size() < 6; ++it, ++i) {
+      if (i % 4 == 0) ops.push_back({Op::kDelete, it->first, ""});
+    }
+    static constexpr size_t kValueLens[] = {8, 24, 100, 8, 0, 600};
+    for (size_t j = 0; j < 12; ++j) {
+      std::string key = j % 3 == 0 ? Key8(900000 + j) : "reopened-" + std::to_string(j);
+      ops.push_back({Op::kInsert, std::move(key), Value(rng_, kValueLens[j % 6], j)});
+    }
+    return ops;
   }
 
   void CheckBypass(pm::CrashSim& sim, const char* where) {
@@ -225,8 +355,12 @@ class Run {
     if (!result_.failure.empty()) return;
     const char* where = event == pm::CrashSim::Event::kFence   ? "at a fence"
                         : event == pm::CrashSim::Event::kStore ? "after a store"
-                        : creating_                            ? "after creation returned"
+                        : stage_ == Stage::kCreate             ? "after creation returned"
+                        : stage_ == Stage::kClosed             ? "after Close returned"
+                        : stage_ == Stage::kReopened           ? "after the reopen returned"
                                                                : "after the op returned";
+    // A pool closed cleanly opens without recovery, whatever the crash kept.
+    const bool expect_clean = stage_ == Stage::kClosed;
     if (event == pm::CrashSim::Event::kManual) {
       CheckBypass(sim, where);
       if (!result_.failure.empty()) return;
@@ -246,7 +380,9 @@ class Run {
       Status s = sim.MakePool(kind, image_rng, spec_.name, &image, nested ? nullptr : &tracker);
       std::string err = s.ok() ? "" : "cannot build the image: " + s.ToString();
       bool shows_after = false;
-      if (err.empty()) err = CheckImage(std::move(image), nested, tracker, &shows_after);
+      if (err.empty()) {
+        err = CheckImage(std::move(image), nested, tracker, expect_clean, &shows_after);
+      }
       if (!err.empty()) {
         if (durable_after_) {
           err += "; the interrupted op " + Describe(*inflight_) +
@@ -269,7 +405,7 @@ class Run {
   // Recovers an image and checks it; with `nested`, also crashes that recovery at its
   // fences, at sampled stores and right after it returns, and checks those images.
   std::string CheckImage(std::unique_ptr<pm::Pool> image, bool nested,
-                         pm::PersistObserver* tracker, bool* shows_after) {
+                         pm::PersistObserver* tracker, bool expect_clean, bool* shows_after) {
     std::unique_ptr<pm::CrashSim> rsim;
     std::string nested_err;
     if (nested) {
@@ -287,7 +423,8 @@ class Run {
               pm::PersistObserver* again_tracker = nullptr;
               Status s = sim.MakePool(kind, rng_, spec_.name, &again, &again_tracker);
               std::string err =
-                  s.ok() ? RecoverAndCheck(std::move(again), nullptr, again_tracker, nullptr)
+                  s.ok() ? RecoverAndCheck(std::move(again), nullptr, again_tracker, false,
+                                           nullptr)
                          : "cannot build the image: " + s.ToString();
               if (!err.empty()) {
                 nested_err = std::string("crash during recovery ") + where + ", image " +
@@ -298,14 +435,16 @@ class Run {
           },
           config_.recovery_store_rate, rng_());
     }
-    std::string err = RecoverAndCheck(std::move(image), rsim.get(), tracker, shows_after);
+    std::string err =
+        RecoverAndCheck(std::move(image), rsim.get(), tracker, expect_clean, shows_after);
     return nested_err.empty() ? err : nested_err;
   }
 
   // Every store into the image goes through `rsim` (a crashed recovery) or else `tracker`
-  // (MakePool's page tracker).
+  // (MakePool's page tracker). With `expect_clean` the image must open without recovery.
   std::string RecoverAndCheck(std::unique_ptr<pm::Pool> image, pm::CrashSim* rsim,
-                              pm::PersistObserver* tracker, bool* shows_after) {
+                              pm::PersistObserver* tracker, bool expect_clean,
+                              bool* shows_after) {
     char* const base = image->base();
     const size_t size = image->size();
     pm::PersistObserver* const observer = rsim != nullptr ? rsim : tracker;
@@ -318,6 +457,10 @@ class Run {
       rsim->SetHook({}, 0, 0);
     }
     if (!s.ok()) return "recovery failed: " + s.ToString();
+    if (expect_clean && index->Stats().recovered) {
+      Abandon(&index);
+      return "the pool was closed cleanly, but opening this image ran recovery";
+    }
     const Op* inflight = CheckInflight();
     std::string err = CheckIndex(index.get(), CheckModel(), inflight);
     if (err.empty()) err = CheckInvariantsOf(index.get());  // right after recovery
@@ -370,7 +513,9 @@ class Run {
   bool changes_ = false;              // ... differs from before it
   bool durable_after_ = false;        // a `none` image showed it done
   Model model_after_;                 // model_ with the op applied (when durable_after_)
-  bool creating_ = true;
+  std::unique_ptr<pm::Pool> working_;  // the pool the script runs on
+  Stage stage_ = Stage::kCreate;
+  int close_round_ = 0;
   size_t op_index_ = 0;
   RunResult result_;
 };

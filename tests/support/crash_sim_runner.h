@@ -30,11 +30,13 @@ struct RunConfig {
   double reopen_rate = 0.125;        // images then closed cleanly, reopened and checked
   bool crash_points = true;          // false: just run the script (engine counters)
   bool crash_creation = false;       // crash points while the index is created, too
+  bool crash_close = true;           // ... in Close and the clean reopen after the script
   uint64_t pool_size = 0;            // 0: the engine's TestProfile::crash_pool_size
 };
 
 struct RunResult {
   uint64_t images = 0;                  // crash images recovered and checked
+  uint64_t close_images = 0;            // ... of them in Close, the clean reopen and after
   uint64_t crashed_recoveries = 0;      // recoveries that were crashed themselves
   uint64_t recovery_crash_points = 0;   // crash points inside those recoveries
   uint64_t durable_inflight = 0;        // ops seen in durable state before they returned

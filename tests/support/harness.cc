@@ -1,5 +1,7 @@
 #include "support/harness.h"
 
+#include <errno.h>  // program_invocation_name
+#include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -377,6 +379,49 @@ double SoakFactor() {
   if (s == nullptr) return 1;
   const double f = std::atof(s);
   return f >= 1 ? f : 1;
+}
+
+namespace {
+
+// The value of environment variable `name` as a whole number, if set. A malformed value
+// fails the current test (a seed silently read as 0 would replay the wrong run).
+std::optional<uint64_t> EnvNumber(const char* name) {
+  const char* s = std::getenv(name);
+  if (s == nullptr) return std::nullopt;
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long v = std::strtoull(s, &end, 10);
+  if (*s == '\0' || *end != '\0' || errno != 0 || *s == '-') {
+    ADD_FAILURE() << name << "=" << s << " is not a whole number";
+    return std::nullopt;
+  }
+  return v;
+}
+
+}  // namespace
+
+std::vector<uint64_t> TestSeeds(std::vector<uint64_t> defaults) {
+  if (std::getenv("PMHASH_SEED") != nullptr) {
+    const std::optional<uint64_t> one = EnvNumber("PMHASH_SEED");
+    return one ? std::vector<uint64_t>{*one} : std::vector<uint64_t>{};
+  }
+  if (std::getenv("PMHASH_SEEDS") == nullptr) return defaults;
+  const std::optional<uint64_t> k = EnvNumber("PMHASH_SEEDS");
+  if (!k) return {};
+  defaults.resize(std::min<uint64_t>(*k, defaults.size()));
+  std::random_device device;
+  while (defaults.size() < *k) defaults.push_back((uint64_t{device()} << 32) | device());
+  return defaults;
+}
+
+std::string SeedNote(uint64_t seed) {
+  const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string note = "seed " + std::to_string(seed) + "; replay: PMHASH_SEED=" +
+                     std::to_string(seed) + " " + program_invocation_name;
+  if (test != nullptr) {
+    note += std::string(" --gtest_filter='") + test->test_suite_name() + "." + test->name() + "'";
+  }
+  return note;
 }
 
 }  // namespace pmhash::testing

@@ -82,6 +82,17 @@ std::string Printable(std::string_view s);
 // Soak multiplier from PMHASH_CRASH_SOAK (default 1, at least 1).
 double SoakFactor();
 
+// The seeds a model-based test runs (docs/testing.md, "Seeds"): by default `defaults`
+// (fixed, so `make test` repeats itself); PMHASH_SEEDS=<k> runs k seeds, the defaults
+// first, then fresh ones (std::random_device: another k each run); PMHASH_SEED=<n> runs
+// exactly the seed n (a failure's replay). A malformed variable fails the current test.
+// A test derives all its randomness from the seed, so one seed replays it exactly
+// (multi-threaded tests: the same ops and crash decisions, not the same interleaving).
+std::vector<uint64_t> TestSeeds(std::vector<uint64_t> defaults);
+// "seed <n>; replay: PMHASH_SEED=<n> <binary> --gtest_filter=<current test>", for a
+// SCOPED_TRACE around each seed's run, so every failure says how to rerun it.
+std::string SeedNote(uint64_t seed);
+
 // Runs fn in a forked child with a time limit; fn's string comes back through a pipe.
 // A signal, a hang or an exit without a result is reported in *how ("" if fn returned).
 std::string InChildProcess(const std::function<std::string()>& fn, int seconds, std::string* how);

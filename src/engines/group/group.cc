@@ -20,10 +20,15 @@ unsigned Log2(uint64_t v) { return static_cast<unsigned>(63 - __builtin_clzll(v)
 
 uint64_t RoundUp(uint64_t v, uint64_t multiple) { return (v + multiple - 1) / multiple * multiple; }
 
-constexpr RootLayout kRootLayout{kGroupRootMagic, kGroupVersion, sizeof(GroupRoot),
-                                 sizeof(GroupRoot) - sizeof(EngineRoot)};
+// The root of a pool of layout `version` (kGroupVersion, or kGroupTaggedVersion).
+RootLayout RootLayoutOf(uint32_t version) {
+  return {kGroupRootMagic, version, sizeof(GroupRoot), sizeof(GroupRoot) - sizeof(EngineRoot)};
+}
 
 constexpr size_t kTableCheckedBytes = offsetof(GroupTableHeader, check);
+
+constexpr uint8_t kInlineForm = static_cast<uint8_t>(SlotForm::kInline);
+constexpr uint8_t kRecordForm = static_cast<uint8_t>(SlotForm::kRecord);
 
 }  // namespace
 
@@ -37,27 +42,15 @@ std::string GroupHash::CellName(const View& v, int level, uint64_t cell) {
 GroupHash::GroupHash() { stripes_.Reset(kGroupStripes, Log2(kGroupDefaultGroupSize)); }
 GroupHash::~GroupHash() = default;
 
-GroupHash::View GroupHash::MakeView(char* table, uint64_t offset, uint64_t cells) {
-  View v;
-  v.table = table;
-  v.offset = offset;
-  v.cells = cells;
-  v.form1 = reinterpret_cast<uint8_t*>(table + GroupLayout::Form1(cells));
-  v.form2 = reinterpret_cast<uint8_t*>(table + GroupLayout::Form2(cells));
-  v.tab1 = reinterpret_cast<KvWords*>(table + GroupLayout::Tab1(cells));
-  v.tab2 = reinterpret_cast<KvWords*>(table + GroupLayout::Tab2(cells));
-  return v;
-}
-
 // ---- Options, creation, recovery ----------------------------------------------------
 
-Status GroupHash::Configure(EngineOptions& options, const Options& index_options) {
+Status GroupHash::Configure(EngineOptions& options, const Options& /*index_options*/) {
   group_size_ = options.Uint("group_size");
   group_size_given_ = options.Given("group_size");
-  resize_ = options.Bool("resize");
+  tags_ = options.Bool("tags");
+  tags_given_ = options.Given("tags");
   persist_count_ = options.Bool("persist_count");
   initial_cells_ = options.Uint("cells");
-  initial_capacity_ = index_options.initial_capacity;
   if (!IsPowerOfTwo(group_size_)) {
     return Status::InvalidArgument(
         "option group_size=" + std::to_string(group_size_) + " must be a power of two in [" +
@@ -81,32 +74,25 @@ uint64_t GroupHash::LevelCellsFor(uint64_t keys) const {
 }
 
 Status GroupHash::NewTable(uint64_t cells, uint64_t* offset) {
-  const uint64_t bytes = GroupLayout::Bytes(cells);
-  PMHASH_RETURN_IF_ERROR(
-      AllocateBlock(bytes, "a table of " + std::to_string(2 * cells) + " cells", offset));
-  char* table = pool().At<char>(*offset);
-  pm::Persister& p = persister();
-  // The table is unreachable until a root store links it, so one flush pass and one
-  // fence suffice; the header goes in last for clarity, not for safety.
-  p.Zero(table + sizeof(GroupTableHeader), bytes - sizeof(GroupTableHeader));
-  auto* h = reinterpret_cast<GroupTableHeader*>(table);
-  p.Zero(h, sizeof(*h));
-  p.Store(&h->level_cells, cells);
-  p.Store(&h->group_size, group_size_);
-  p.Store(&h->magic, kGroupTableMagic);
-  p.Store(&h->check, MetadataCheck(h, kTableCheckedBytes));
+  PMHASH_RETURN_IF_ERROR(NewTableBlock(GroupLayout::Bytes(cells),
+                                       "a table of " + std::to_string(2 * cells) + " cells",
+                                       kGroupTableMagic, cells, offset));
+  // Unreachable until a root store links it: the caller flushes it in one pass.
+  auto* h = pool().At<GroupTableHeader>(*offset);
+  persister().Store(&h->group_size, group_size_);
+  persister().Store(&h->check, MetadataCheck(h, kTableCheckedBytes));
   return Status::OK();
 }
 
 Status GroupHash::Create() {
-  const uint64_t cells = LevelCellsFor(initial_capacity_);
+  const uint64_t cells = LevelCellsFor(initial_capacity());
   uint64_t offset = 0;
   PMHASH_RETURN_IF_ERROR(NewTable(cells, &offset));
-  persister().Persist(pool().At<char>(offset), GroupLayout::Bytes(cells));
   root_ = root<GroupRoot>();
   persister().Store(&root_->group_size, group_size_);
-  CreateRoot(kRootLayout, offset);
-  view_ = MakeView(pool().At<char>(offset), offset, cells);
+  CreateRoot(RootLayoutOf(tags_ ? kGroupTaggedVersion : kGroupVersion), offset,
+             GroupLayout::Bytes(cells));
+  view_ = View(pool().At<char>(offset), offset, cells);
   base_count_ = 0;
   total_.store(0);
   level_cells_.store(cells, std::memory_order_release);
@@ -118,18 +104,15 @@ Status GroupHash::ValidateTable(uint64_t off, uint64_t* cells) const {
   if (!IsPowerOfTwo(g) || g < kGroupMinGroupSize || g > kGroupMaxGroupSize) {
     return Status::Corruption("group: root group_size " + std::to_string(g) + " is invalid");
   }
+  uint64_t n = 0;
+  PMHASH_RETURN_IF_ERROR(
+      ValidateTableBlock(off, kGroupTableMagic, pool().size() / 32, GroupLayout::Bytes, &n));
   const auto* h = pool().At<const GroupTableHeader>(off);
-  if (h->magic != kGroupTableMagic) {
-    return Status::Corruption("group: table header magic is wrong at offset " +
-                              std::to_string(off));
-  }
   PMHASH_RETURN_IF_ERROR(VerifyMetadata(h, kTableCheckedBytes, h->check, "the table header"));
-  const uint64_t n = h->level_cells;
-  if (h->group_size != g || n == 0 || n % g != 0 || n > pool().size() / 32 ||
-      !pool().Contains(off, GroupLayout::Bytes(n))) {
+  if (h->group_size != g || n % g != 0) {
     return Status::Corruption("group: table header (level_cells " + std::to_string(n) +
                               ", group_size " + std::to_string(h->group_size) +
-                              ") does not fit the root or the pool");
+                              ") does not match the root's group size " + std::to_string(g));
   }
   *cells = n;
   return Status::OK();
@@ -137,19 +120,24 @@ Status GroupHash::ValidateTable(uint64_t off, uint64_t* cells) const {
 
 Status GroupHash::EnumerateBlocks(const pm::Allocator::LiveBlockVisitor& visit) const {
   uint64_t off = 0, n = 0, count = 0;
-  PMHASH_RETURN_IF_ERROR(ValidateRoot(kRootLayout, sizeof(GroupTableHeader), &off, &count));
+  const uint32_t version = LayoutVersion();
+  PMHASH_RETURN_IF_ERROR(
+      ValidateRoot(RootLayoutOf(version), sizeof(GroupTableHeader), &off, &count));
   PMHASH_RETURN_IF_ERROR(ValidateTable(off, &n));
   visit(off);
-  const View v = MakeView(pool().At<char>(off), off, n);
+  const View v(pool().At<char>(off), off, n);
+  // Runs before Recover has read the pool's layout: the form bits by the root's version.
+  const uint8_t form_mask = version == kGroupTaggedVersion ? kFormMask : 0xff;
+  const auto is_record = [&](uint8_t f) {
+    return (f & form_mask) == static_cast<uint8_t>(SlotForm::kRecord);
+  };
   for (uint64_t i = 0; i < n; ++i) {
     // Only committed record cells own a record; an offset outside the pool is left for
     // Recover to report (Plausible) rather than handed to the allocator.
-    if (v.form1[i] == static_cast<uint8_t>(SlotForm::kRecord) &&
-        pool().Contains(v.tab1[i].word0, 8)) {
+    if (is_record(v.form1[i]) && pool().Contains(v.tab1[i].word0, 8)) {
       SlotCodec::VisitBlocks(SlotForm::kRecord, v.tab1[i], visit);
     }
-    if (v.form2[i] == static_cast<uint8_t>(SlotForm::kRecord) &&
-        pool().Contains(v.tab2[i].word0, 8)) {
+    if (is_record(v.form2[i]) && pool().Contains(v.tab2[i].word0, 8)) {
       SlotCodec::VisitBlocks(SlotForm::kRecord, v.tab2[i], visit);
     }
   }
@@ -159,6 +147,18 @@ Status GroupHash::EnumerateBlocks(const pm::Allocator::LiveBlockVisitor& visit) 
 uint64_t GroupHash::HashOf(SlotForm form, const KvWords& words) const {
   if (form == SlotForm::kRecord) return words.word1;  // the record form keeps the hash
   return HashKey(std::string_view(reinterpret_cast<const char*>(&words.word0), 8));
+}
+
+uint32_t GroupHash::LayoutVersion() const {
+  // A version this build does not read is reported as such by ValidateRoot.
+  const uint32_t v = root<const GroupRoot>()->header.version;
+  return v == kGroupVersion || v == kGroupTaggedVersion ? v : kGroupTaggedVersion;
+}
+
+bool GroupHash::FormByteFits(uint8_t form_byte, uint64_t hash) const {
+  const SlotForm form = FormOf(form_byte);
+  return (form == SlotForm::kInline || form == SlotForm::kRecord) &&
+         (form_byte & ~kFormMask) == (tags_ ? TagOf(hash) : 0);
 }
 
 Status GroupHash::RecoverScan(uint64_t* count) {
@@ -183,9 +183,9 @@ Status GroupHash::RecoverScan(uint64_t* count) {
         }
         continue;
       }
-      const auto form = static_cast<SlotForm>(f);
+      const SlotForm form = FormOf(f);
       if ((form != SlotForm::kInline && form != SlotForm::kRecord) ||
-          !codec().Plausible(form, c)) {
+          !codec().Plausible(form, c) || !FormByteFits(f, HashOf(form, c))) {
         return Status::Corruption("group: " + CellName(v, level, i) + " has metadata byte " +
                                   std::to_string(f) + " that does not match its contents "
                                   "(damaged pool)");
@@ -210,8 +210,17 @@ Status GroupHash::RecoverScan(uint64_t* count) {
 Status GroupHash::Recover(bool clean) {
   root_ = root<GroupRoot>();
   uint64_t off = 0, n = 0, stored_count = 0;
-  PMHASH_RETURN_IF_ERROR(OpenRoot(kRootLayout, sizeof(GroupTableHeader), &off, &stored_count));
+  const uint32_t version = LayoutVersion();
+  PMHASH_RETURN_IF_ERROR(
+      OpenRoot(RootLayoutOf(version), sizeof(GroupTableHeader), &off, &stored_count));
   PMHASH_RETURN_IF_ERROR(ValidateTable(off, &n));
+  const bool tagged = version == kGroupTaggedVersion;
+  if (tags_given_ && tags_ != tagged) {
+    return Status::InvalidArgument(std::string("option tags=") + (tags_ ? "on" : "off") +
+                                   " does not match the pool's (" + (tagged ? "on" : "off") +
+                                   "; it is fixed when the pool is created)");
+  }
+  tags_ = tagged;
   if (group_size_given_ && group_size_ != root_->group_size) {
     return Status::InvalidArgument("option group_size=" + std::to_string(group_size_) +
                                    " does not match the pool's group size " +
@@ -222,7 +231,7 @@ Status GroupHash::Recover(bool clean) {
   group_shift_ = Log2(group_size_);
   stripes_.set_area_shift(group_shift_);
   PMHASH_RETURN_IF_ERROR(CheckTableBlock(off, GroupLayout::Bytes(n)));
-  view_ = MakeView(pool().At<char>(off), off, n);
+  view_ = View(pool().At<char>(off), off, n);
   uint64_t count = 0;
   if (clean) {
     count = stored_count;
@@ -244,62 +253,62 @@ Status GroupHash::Recover(bool clean) {
 GroupHash::Probe GroupHash::Find(std::string_view key, uint64_t hash, uint64_t home) const {
   Probe p;
   const View& v = view_;
-  size_t compared = 0;
+  const uint8_t tag = TagOf(hash);
+  // The cell words a probe compares: a form byte of a key of this hash (with tags), or any
+  // occupied one (without, as Alg. 2 reads every occupied cell).
+  const auto candidate = [&](uint8_t f) { return f != 0 && (f & ~kFormMask) == tag; };
+  const auto found = [&](uint8_t* f, KvWords* c) {
+    p.form = f;
+    p.cell = c;
+    p.lines += FormOf(*f) == SlotForm::kRecord;  // the record is read
+  };
   // Alg. 2 line 3: the level-1 cell, bitmap and key.
   uint8_t* f1 = &v.form1[home];
   p.lines = 1;
-  if (*f1 != 0) {
-    ++compared;
-    if (codec().KeyEquals(static_cast<SlotForm>(*f1), v.tab1[home], key, hash)) {
-      p.form = f1;
-      p.cell = &v.tab1[home];
-      p.lines += 1 + (*f1 == static_cast<uint8_t>(SlotForm::kRecord));
-      return p;
-    }
-  } else {
+  if (*f1 == 0) {
     p.free_form = f1;  // Alg. 1 line 3: the level-1 cell is empty
     p.free_cell = &v.tab1[home];
+  } else if (!tags_ || candidate(*f1)) {
+    ++p.lines;
+    if (codec().KeyEquals(FormOf(*f1), v.tab1[home], key, hash)) {
+      found(f1, &v.tab1[home]);
+      return p;
+    }
   }
-  // Alg. 2 lines 7-12: the level-2 group, j = k - k % G. Unlike Alg. 2 as printed, the
-  // bitmap is checked too: the words of an empty cell never match.
+  // Alg. 2 lines 7-12: the level-2 group, j = k - k % G, its form bytes matched a run of
+  // up to 64 at a time. Unlike Alg. 2 as printed, the bitmap is checked too: the words
+  // of an empty cell never match.
   const uint64_t first = home & ~(group_size_ - 1);
   uint8_t* forms = &v.form2[first];
   KvWords* cells = &v.tab2[first];
   const uint64_t g = group_size_;
+  const uint64_t run = std::min<uint64_t>(g, 64);
+  const uint64_t run_mask = run == 64 ? ~uint64_t{0} : (uint64_t{1} << run) - 1;
+  constexpr uint64_t kCellsPerLine = pm::kCacheLine / sizeof(KvWords);
   p.lines += (g + pm::kCacheLine - 1) / pm::kCacheLine;
-  for (uint64_t i = 0; i < g; i += 8) {
-    const uint64_t end = std::min<uint64_t>(i + 8, g);
-    if (end - i == 8) {
-      // Eight metadata bytes at a time: an all-empty word skips eight cells.
-      uint64_t word;
-      std::memcpy(&word, forms + i, 8);
-      if (word == 0) {
-        if (p.free_form == nullptr) {  // Alg. 1 line 15: first empty level-2 cell
-          p.free_form = &forms[i];
-          p.free_cell = &cells[i];
-        }
-        continue;
-      }
+  uint64_t last_line = ~uint64_t{0};
+  for (uint64_t i = 0; i < g; i += run) {
+    const uint64_t empty = match_.Match(forms + i, run, 0);
+    if (p.free_form == nullptr && empty != 0) {  // Alg. 1 line 15: first empty cell
+      const uint64_t j = i + static_cast<uint64_t>(__builtin_ctzll(empty));
+      p.free_form = &forms[j];
+      p.free_cell = &cells[j];
     }
-    for (uint64_t j = i; j < end; ++j) {
-      const uint8_t f = forms[j];
-      if (f == 0) {
-        if (p.free_form == nullptr) {
-          p.free_form = &forms[j];
-          p.free_cell = &cells[j];
-        }
-        continue;
+    uint64_t compare = tags_ ? match_.Match(forms + i, run, tag | kInlineForm) |
+                                   match_.Match(forms + i, run, tag | kRecordForm)
+                             : ~empty & run_mask;
+    for (; compare != 0; compare &= compare - 1) {
+      const uint64_t j = i + static_cast<uint64_t>(__builtin_ctzll(compare));
+      if (j / kCellsPerLine != last_line) {  // a line of cells is read once
+        last_line = j / kCellsPerLine;
+        ++p.lines;
       }
-      ++compared;
-      if (codec().KeyEquals(static_cast<SlotForm>(f), cells[j], key, hash)) {
-        p.form = &forms[j];
-        p.cell = &cells[j];
-        p.lines += (compared + 3) / 4 + (f == static_cast<uint8_t>(SlotForm::kRecord));
+      if (codec().KeyEquals(FormOf(forms[j]), cells[j], key, hash)) {
+        found(&forms[j], &cells[j]);
         return p;
       }
     }
   }
-  p.lines += (compared + 3) / 4;
   return p;
 }
 
@@ -310,7 +319,7 @@ Status GroupHash::DoGet(std::string_view key, uint64_t hash, std::string* value)
   const Probe p = Find(key, hash, home);
   persister().NoteRead(p.lines);
   if (p.form == nullptr) return Status::NotFound();
-  value->assign(codec().Value(static_cast<SlotForm>(*p.form), *p.cell));
+  value->assign(codec().Value(FormOf(*p.form), *p.cell));
   return Status::OK();
 }
 
@@ -330,7 +339,7 @@ Status GroupHash::DoWrite(std::string_view key, std::string_view value, uint64_t
       if (mode == WriteMode::kUpdate) return Status::NotFound();
       if (p.free_form != nullptr) return InsertAt(p, key, value, hash, s);
       // Alg. 1 line 25: no empty cell in the group.
-      if (!resize_) {
+      if (!resize_enabled()) {
         full_group_refusals_.fetch_add(1, std::memory_order_relaxed);
         return Status::TableFull(
             "group: group " + std::to_string(home >> group_shift_) + " is full (" +
@@ -361,7 +370,7 @@ Status GroupHash::InsertAt(const Probe& p, std::string_view key, std::string_vie
   ps.Copy(p.free_cell, &words, sizeof(words));
   ps.Flush(p.free_cell, sizeof(words));
   // Alg. 1 lines 6-7 (18-19): atomically set the bitmap, persist: the commit point.
-  ps.Publish(p.free_form, static_cast<uint8_t>(form));
+  ps.Publish(p.free_form, static_cast<uint8_t>(static_cast<uint8_t>(form) | TagOf(hash)));
   // Alg. 1 lines 8-9 (20-21): count.
   stripe.delta.fetch_add(1, std::memory_order_relaxed);
   if (persist_count_) {
@@ -373,7 +382,8 @@ Status GroupHash::InsertAt(const Probe& p, std::string_view key, std::string_vie
 
 Status GroupHash::UpdateAt(const Probe& p, std::string_view key, std::string_view value,
                            uint64_t hash) {
-  return UpdateSlot(p.form, p.cell, key, value, hash);  // the slot encoding's update
+  // The slot encoding's update; it keeps the tag bits of the form byte.
+  return UpdateSlot(p.form, p.cell, key, value, hash, TagOf(hash));
 }
 
 Status GroupHash::DoDelete(std::string_view key, uint64_t hash) {
@@ -384,9 +394,10 @@ Status GroupHash::DoDelete(std::string_view key, uint64_t hash) {
   persister().NoteRead(p.lines);
   if (p.form == nullptr) return Status::NotFound();
   pm::Persister& ps = persister();
-  const auto form = static_cast<SlotForm>(*p.form);
+  const SlotForm form = FormOf(*p.form);
   const KvWords old = *p.cell;
-  // Alg. 3 lines 4-5 (16-17): atomically clear the bitmap first, persist: committed.
+  // Alg. 3 lines 4-5 (16-17): atomically clear the bitmap (and tag) first, persist:
+  // committed.
   ps.Store(p.form, static_cast<uint8_t>(SlotForm::kEmpty));
   ps.Persist(p.form, 1);
   // Alg. 3 lines 6-7 (18-19): Delete(key, value); Persist(key, value).
@@ -421,7 +432,7 @@ Status GroupHash::ForEach(const Visitor& fn) const {
           const uint8_t* forms = level == 1 ? v.form1 : v.form2;
           const KvWords* cells = level == 1 ? v.tab1 : v.tab2;
           for (uint64_t i = first; i < last; ++i) {
-            const auto f = static_cast<SlotForm>(forms[i]);
+            const SlotForm f = FormOf(forms[i]);
             if (f == SlotForm::kEmpty) continue;
             batch->emplace_back(codec().Key(f, cells[i]), codec().Value(f, cells[i]));
           }
@@ -432,25 +443,27 @@ Status GroupHash::ForEach(const Visitor& fn) const {
 
 // ---- Resize -------------------------------------------------------------------------
 
-bool GroupHash::Place(const View& v, uint64_t group_size, uint8_t form, const KvWords& words,
-                      uint64_t hash, pm::Persister& persister) {
+bool GroupHash::Place(const View& v, uint8_t form, const KvWords& words, uint64_t hash) const {
   const uint64_t k = Reduce(hash, v.cells);
   uint8_t* f = &v.form1[k];
   KvWords* c = &v.tab1[k];
   if (*f != 0) {
     f = nullptr;
-    const uint64_t first = k & ~(group_size - 1);
-    for (uint64_t i = first; i < first + group_size; ++i) {
-      if (v.form2[i] == 0) {
-        f = &v.form2[i];
-        c = &v.tab2[i];
+    const uint64_t first = k & ~(group_size_ - 1);
+    const uint64_t run = std::min<uint64_t>(group_size_, 64);
+    for (uint64_t i = first; i < first + group_size_; i += run) {
+      if (const uint64_t empty = match_.Match(&v.form2[i], run, 0); empty != 0) {
+        const uint64_t j = i + static_cast<uint64_t>(__builtin_ctzll(empty));
+        f = &v.form2[j];
+        c = &v.tab2[j];
         break;
       }
     }
     if (f == nullptr) return false;
   }
-  persister.Copy(c, &words, sizeof(words));
-  persister.Store(f, form);
+  pm::Persister& ps = persister();
+  ps.Copy(c, &words, sizeof(words));
+  ps.Store(f, form);  // the form byte as it was: its tag depends on the hash only
   return true;
 }
 
@@ -472,7 +485,7 @@ Status GroupHash::Grow(uint64_t observed_cells) {
   }
   uint64_t offset = 0;
   PMHASH_RETURN_IF_ERROR(NewTable(n2, &offset));
-  const View nv = MakeView(pool().At<char>(offset), offset, n2);
+  const View nv(pool().At<char>(offset), offset, n2);
   // Migration reads the old table only, so it stays intact until the switch. Doubling
   // sends home cell k to 2k or 2k+1 (Reduce), so old group g's keys land in new groups
   // 2g and 2g+1, and at most G of them collide: Place cannot fail.
@@ -482,8 +495,8 @@ Status GroupHash::Grow(uint64_t observed_cells) {
     for (uint64_t i = 0; i < old.cells; ++i) {
       const uint8_t f = forms[i];
       if (f == 0) continue;
-      const uint64_t hash = HashOf(static_cast<SlotForm>(f), cells[i]);
-      if (!Place(nv, group_size_, f, cells[i], hash, persister())) {
+      const uint64_t hash = HashOf(FormOf(f), cells[i]);
+      if (!Place(nv, f, cells[i], hash)) {
         allocator().Free(offset);  // unreachable: nothing links it
         return Status::Corruption("group: resize could not place a key of " +
                                   CellName(old, level, i) +
@@ -517,6 +530,7 @@ void GroupHash::FillStats(IndexStats* stats) const {
   c["undo_txs"] = undo_txs();
   c["recovery_cells_reset"] = recovered_resets_;
   c["persist_count"] = persist_count_ ? 1 : 0;
+  c["tags"] = tags_ ? 1 : 0;
 }
 
 Status GroupHash::CheckInvariants() const {
@@ -525,7 +539,8 @@ Status GroupHash::CheckInvariants() const {
   const uint64_t n = v.cells;
   // The metadata as Recover validated it (a damaged pool may be checked right after open).
   uint64_t off = 0, table_cells = 0, stored_count = 0;
-  PMHASH_RETURN_IF_ERROR(ValidateRoot(kRootLayout, sizeof(GroupTableHeader), &off, &stored_count));
+  PMHASH_RETURN_IF_ERROR(ValidateRoot(RootLayoutOf(tags_ ? kGroupTaggedVersion : kGroupVersion),
+                                      sizeof(GroupTableHeader), &off, &stored_count));
   PMHASH_RETURN_IF_ERROR(ValidateTable(off, &table_cells));
   if (off != v.offset || table_cells != n) {
     return Status::Corruption("group: the root names the table at pool offset " +
@@ -538,8 +553,8 @@ Status GroupHash::CheckInvariants() const {
     const uint8_t* forms = level == 1 ? v.form1 : v.form2;
     const KvWords* cells = level == 1 ? v.tab1 : v.tab2;
     for (uint64_t i = 0; i < n; ++i) {
-      const auto f = static_cast<SlotForm>(forms[i]);
-      if (f == SlotForm::kEmpty) {
+      const SlotForm f = FormOf(forms[i]);
+      if (forms[i] == 0) {
         if (cells[i].word0 != 0 || cells[i].word1 != 0) {
           return Status::Corruption("group: empty " + CellName(v, level, i) +
                                     " has stray words");
@@ -554,6 +569,9 @@ Status GroupHash::CheckInvariants() const {
       const uint64_t hash = HashKey(key);
       if (f == SlotForm::kRecord && cells[i].word1 != hash) {
         return Status::Corruption("group: " + CellName(v, level, i) + " has a wrong hash word");
+      }
+      if (!FormByteFits(forms[i], hash)) {
+        return Status::Corruption("group: " + CellName(v, level, i) + " has a wrong tag");
       }
       const uint64_t home = Reduce(hash, n);
       if (level == 1 ? home != i : (home >> group_shift_) != (i >> group_shift_)) {
@@ -585,21 +603,22 @@ void GroupHash::DescribeEngineLayout(const pm::RegionVisitor& mark) const {
     const uint8_t* forms = level == 1 ? v.form1 : v.form2;
     const KvWords* cells = level == 1 ? v.tab1 : v.tab2;
     for (uint64_t i = 0; i < n; ++i) {
-      codec().DescribeRecord(static_cast<SlotForm>(forms[i]), cells[i], mark);
+      codec().DescribeRecord(FormOf(forms[i]), cells[i], mark);
     }
   }
 }
 
 void RegisterEngines_group(EngineRegistry& registry) {
   EngineInfo info;
-  info.description = {"group",
-                      "two-level table; collision cells shared per group; bitmap commit; "
-                      "recovery scan",
-                      "004 Group hashing (ICPP'18)", /*crash_consistent=*/true};
   info.options = {OptionSpec::Uint("group_size", kGroupDefaultGroupSize, kGroupMinGroupSize,
                                    kGroupMaxGroupSize,
                                    "cells per group, a power of two (the paper's 256); fixed "
                                    "when the pool is created"),
+                  OptionSpec::Bool("tags", false,
+                                   "a 6-bit tag of the key's hash in each cell's form byte "
+                                   "(layout version 3, not in the paper): probes compare "
+                                   "only cells whose tag matches; fixed when the pool is "
+                                   "created"),
                   OptionSpec::Bool("persist_count", false,
                                    "persist the key count after every insert and delete "
                                    "(Alg. 1 lines 8-9 as printed); off: at close, recounted "
@@ -613,6 +632,10 @@ void RegisterEngines_group(EngineRegistry& registry) {
                        .refuses_when_full = true};
   // Groups of 8 cells (paper: 256) fill after a few dozen keys: many resizes.
   info.test = {.crash_options = {{"group_size", "8"}}, .growth_counters = {"resizes"}};
+  info.description = {"group",
+                      "two-level table; collision cells shared per group; bitmap commit; "
+                      "recovery scan",
+                      "004 Group hashing (ICPP'18)", /*crash_consistent=*/true};
   registry.Add<GroupHash>(std::move(info));
 }
 

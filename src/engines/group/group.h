@@ -9,7 +9,8 @@
 //
 //   root area (Engine::root, one cache line used) — the paper's "global info":
 //   struct GroupRoot {
-//     EngineRoot header;  // engines/root.h: magic kGroupRootMagic, version kGroupVersion,
+//     EngineRoot header;  // engines/root.h: magic kGroupRootMagic, version kGroupVersion
+//                         // (or kGroupTaggedVersion: the form bytes carry tags, below),
 //                         // table = pool offset of the live GroupTable (a resize switches
 //                         // it with one failure-atomic 8-byte store, its commit point; the
 //                         // table size travels with it in the table header), count =
@@ -30,7 +31,10 @@
 //     uint64  check;              // Engine::MetadataCheck of the 56 bytes above (written
 //                                 //   once, with the table)
 //     uint8   form1[N];           // level-1 metadata bytes (SlotForm: 0 empty, 1 inline,
-//     uint8   form2[N];           //   2 record): the paper's bitmap, and the commit point
+//     uint8   form2[N];           //   2 record): the paper's bitmap, and the commit point.
+//                                 //   Version 3 (tags=on): bits 0-1 the SlotForm, bits
+//                                 //   2-7 the tag, the low 6 bits of the key's hash (0 when
+//                                 //   empty): a probe compares only cells whose tag matches
 //     uint8   pad[to 64 bytes];
 //     KvWords tab1[N];            // level 1: cell k is addressed by Reduce(hash, N)
 //     KvWords tab2[N];            // level 2: cells [gG, gG+G) resolve group g's collisions
@@ -38,7 +42,10 @@
 //
 // The metadata bytes of a group sit in G contiguous bytes (4 cache lines for G = 256), so
 // finding an empty level-2 cell reads only those lines; the cells of a group are
-// contiguous too (4 per cache line), which is the paper's "group sharing".
+// contiguous too (4 per cache line), which is the paper's "group sharing". A probe
+// matches a group's form bytes 64 at a time (common/match.h, SIMD by cpuid): empty cells
+// by byte 0, and, with tags, candidate cells by the key's tag, so it reads the words of
+// about one cell in 64 of those occupied instead of every occupied cell.
 //
 // ---- Invariants (when no mutation is in flight) ---------------------------------------
 //
@@ -46,14 +53,16 @@
 //     k / G, nowhere else, and at most once.
 //  2. form is a cell's commit point: the words of a cell whose form is 0 mean nothing
 //     (after creation, a clean delete or recovery they are zero). A record cell owns its
-//     record; no other cell of the live table points to it.
+//     record; no other cell of the live table points to it. With tags, the tag bits of
+//     an occupied cell's form byte are its key's hash tag.
 //  3. Count() equals the number of cells whose form is not 0.
 //
 // ---- Persist order (the paper's Algorithms; line numbers as printed) -------------------
 //
 //  insert (Alg. 1): record (if any) flushed; words stored, flushed (lines 4-5 / 16-17);
 //    form published (Persister::Publish: fence, one byte store, persist; lines 5-7 /
-//    17-19): committed; count
+//    17-19; with tags the byte carries the tag, so the same store commits both):
+//    committed; count
 //    (lines 8-9 / 20-21) in DRAM, in PM only with persist_count=on. A crash before the
 //    form store leaves an empty cell with stray words: recovery zeroes them.
 //  delete (Alg. 3): form cleared, persisted (lines 4-5 / 16-17): committed; words zeroed,
@@ -69,7 +78,8 @@
 //    Allocator::Rebuild; after it the new table is complete. Records move by pointer.
 //  recovery (Alg. 4, after a crash): scan both levels, zero the words of every cell whose
 //    form is 0, count the others, validate them (known form, plausible record, in its
-//    home group: a damaged pool is Corruption, never a crash), persist root.count.
+//    home group, with tags the right tag: a damaged pool is Corruption, never a crash),
+//    persist root.count.
 //
 // ---- Concurrency ----------------------------------------------------------------------
 //
@@ -95,6 +105,7 @@
 #include <string_view>
 
 #include "common/locks.h"
+#include "common/match.h"
 #include "common/slot.h"
 #include "engines/engine.h"
 #include "engines/striping.h"
@@ -103,7 +114,10 @@ namespace pmhash::engines {
 
 inline constexpr uint64_t kGroupRootMagic = 0x31525052474850'4dull;   // "MPHGRPR1"
 inline constexpr uint64_t kGroupTableMagic = 0x31545052474850'4dull;  // "MPHGRPT1"
-inline constexpr uint64_t kGroupVersion = 2;  // 2: root check, sealed words, table check
+// 1: before the metadata checks (refused). 2: root check, sealed words, table check; form
+// bytes hold the SlotForm alone. 3: as 2, and the form bytes carry a hash tag (tags=on).
+inline constexpr uint64_t kGroupVersion = 2;
+inline constexpr uint64_t kGroupTaggedVersion = 3;
 inline constexpr uint64_t kGroupDefaultGroupSize = 256;  // the paper's default (Sec. 4.5)
 inline constexpr uint64_t kGroupMinGroupSize = 4;
 inline constexpr uint64_t kGroupMaxGroupSize = 65536;
@@ -127,10 +141,11 @@ struct alignas(64) GroupTableHeader {
 };
 static_assert(sizeof(GroupTableHeader) == pm::kCacheLine,
               "the table header is one cache line, so the metadata bytes start line aligned");
-static_assert(offsetof(GroupTableHeader, level_cells) == 8 &&
+static_assert(offsetof(GroupTableHeader, magic) == offsetof(TableHeader, magic) &&
+                  offsetof(GroupTableHeader, level_cells) == offsetof(TableHeader, size) &&
                   offsetof(GroupTableHeader, group_size) == 16 &&
                   offsetof(GroupTableHeader, check) == 56,
-              "the table header's layout (version 2)");
+              "the table header's layout (versions 2 and 3)");
 static_assert(sizeof(KvWords) == 16 && pm::kCacheLine % sizeof(KvWords) == 0,
               "four 16-byte cells per cache line: a group's cells never straddle lines");
 static_assert(sizeof(SlotForm) == 1, "the metadata byte is stored with one atomic byte store");
@@ -159,6 +174,8 @@ class GroupHash : public Engine {
   // Cells per level of the live table, and the group size.
   uint64_t level_cells() const { return level_cells_.load(std::memory_order_acquire); }
   uint64_t group_size() const { return group_size_; }
+  // Whether the form bytes carry hash tags (the pool's layout version 3).
+  bool tags() const { return tags_; }
 
   // The Index contract (include/pmhash/index.h), and: Insert (and Put of a new key)
   // returns TableFull when the key's group is full and resizing is off, PoolFull when
@@ -184,8 +201,18 @@ class GroupHash : public Engine {
     size_t lines = 0;  // PM cache lines the probe read (NoteRead)
   };
 
-  // Pointers into the live table (changed only under every stripe).
+  // Pointers into a table of N = `cells` cells per level mapped at `table` (the live
+  // table's changes only under every stripe).
   struct View {
+    View() = default;
+    View(char* table, uint64_t offset, uint64_t cells)
+        : table(table),
+          offset(offset),
+          cells(cells),
+          form1(reinterpret_cast<uint8_t*>(table + GroupLayout::Form1(cells))),
+          form2(reinterpret_cast<uint8_t*>(table + GroupLayout::Form2(cells))),
+          tab1(reinterpret_cast<KvWords*>(table + GroupLayout::Tab1(cells))),
+          tab2(reinterpret_cast<KvWords*>(table + GroupLayout::Tab2(cells))) {}
     char* table = nullptr;
     uint64_t offset = 0;
     uint64_t cells = 0;  // N
@@ -194,7 +221,6 @@ class GroupHash : public Engine {
     KvWords* tab1 = nullptr;
     KvWords* tab2 = nullptr;
   };
-  static View MakeView(char* table, uint64_t offset, uint64_t cells);
   // "level-1 cell 5 (pool offset X)", for error messages.
   static std::string CellName(const View& v, int level, uint64_t cell);
 
@@ -212,11 +238,23 @@ class GroupHash : public Engine {
   // Doubles the table unless another thread already grew it past `observed_cells`.
   Status Grow(uint64_t observed_cells);
   // Places an occupied cell into a table that is not yet reachable (resize).
-  static bool Place(const View& v, uint64_t group_size, uint8_t form, const KvWords& words,
-                    uint64_t hash, pm::Persister& persister);
+  bool Place(const View& v, uint8_t form, const KvWords& words, uint64_t hash) const;
   // Allocates and zeroes (persisted) a table of `cells` cells per level.
   Status NewTable(uint64_t cells, uint64_t* offset);
   uint64_t HashOf(SlotForm form, const KvWords& words) const;
+  // The root's layout version if this build reads it (2 or 3), else kGroupTaggedVersion,
+  // so that ValidateRoot reports the version it found. Raw PM, before Recover.
+  uint32_t LayoutVersion() const;
+  // The tag bits of a key's form byte (0 with tags off) and the SlotForm of a form byte.
+  uint8_t TagOf(uint64_t hash) const {
+    return tags_ ? static_cast<uint8_t>((hash & kTagMask) << kFormBits) : 0;
+  }
+  SlotForm FormOf(uint8_t form_byte) const {
+    return static_cast<SlotForm>(tags_ ? form_byte & kFormMask : form_byte);
+  }
+  // Whether an occupied cell's form byte is well-formed for a key of `hash`: a known form
+  // and, with tags, the key's tag (recovery, CheckInvariants).
+  bool FormByteFits(uint8_t form_byte, uint64_t hash) const;
   uint64_t LevelCellsFor(uint64_t keys) const;
   // Validates the live table's header (and the root's group size) in raw PM, the root
   // header validated first (no allocator needed).
@@ -225,15 +263,20 @@ class GroupHash : public Engine {
   Status RecoverScan(uint64_t* count);
   void NoteCountChange();
 
+  static constexpr unsigned kFormBits = 2;
+  static constexpr uint8_t kFormMask = 3;
+  static constexpr uint64_t kTagMask = 63;
+
   // Options (Configure).
   uint64_t group_size_ = kGroupDefaultGroupSize;
   unsigned group_shift_ = 8;
   bool group_size_given_ = false;
-  bool resize_ = true;
+  bool tags_ = false;  // the pool's, once created or opened
+  bool tags_given_ = false;
   bool persist_count_ = false;
   uint64_t initial_cells_ = 0;  // total cells asked for with `cells` (0: from capacity)
-  uint64_t initial_capacity_ = 0;
 
+  const TagMatcher& match_ = TagMatcher::Best();
   Stripes<Stripe> stripes_;
   mutable std::shared_mutex resize_mu_;
   GroupRoot* root_ = nullptr;

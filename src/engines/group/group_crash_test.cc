@@ -21,13 +21,22 @@ namespace {
 // The engine tests' helpers (tests/support/engine_tests.h, op_crash.h).
 using namespace testing;  // NOLINT(build/namespaces): pmhash::testing
 
+// Each persistence mode, without and with tags in the form bytes (tags=on).
+struct CrashParam {
+  PersistMode mode;
+  bool tags;
+};
+
 // One group of 4 cells per level (8 cells), so collisions reach level 2 at once.
-Options OneGroup(PersistMode mode, bool resize) {
+Options OneGroup(const CrashParam& param, bool resize) {
   Options o;
   o.engine = "group";
   o.pool_size = 4ull << 20;
-  o.persist = mode;
-  o.engine_options = {{"group_size", "4"}, {"cells", "8"}, {"resize", resize ? "on" : "off"}};
+  o.persist = param.mode;
+  o.engine_options = {{"group_size", "4"},
+                      {"cells", "8"},
+                      {"resize", resize ? "on" : "off"},
+                      {"tags", param.tags ? "on" : "off"}};
   return o;
 }
 
@@ -53,7 +62,7 @@ void FillGroup(Index* index, Model* model, size_t limit) {
   }
 }
 
-class GroupCrashTest : public ::testing::TestWithParam<PersistMode> {};
+class GroupCrashTest : public ::testing::TestWithParam<CrashParam> {};
 
 TEST_P(GroupCrashTest, InsertsDeletesAndUpdatesAreAllOrNothing) {
   const Options o = OneGroup(GetParam(), /*resize=*/false);
@@ -88,8 +97,14 @@ TEST_P(GroupCrashTest, ResizeIsAllOrNothing) {
                            21);
 }
 
-INSTANTIATE_TEST_SUITE_P(Modes, GroupCrashTest, testing::PersistModes(),
-                         testing::PersistModeTestName);
+INSTANTIATE_TEST_SUITE_P(
+    Modes, GroupCrashTest,
+    ::testing::Values(CrashParam{PersistMode::kAdr, false}, CrashParam{PersistMode::kEadr, false},
+                      CrashParam{PersistMode::kAdr, true}, CrashParam{PersistMode::kEadr, true}),
+    [](const ::testing::TestParamInfo<CrashParam>& info) {
+      return testing::PersistModeTestName({info.param.mode, info.index}) +
+             (info.param.tags ? "Tags" : "");
+    });
 
 }  // namespace
 }  // namespace pmhash::engines

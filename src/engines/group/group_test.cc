@@ -330,27 +330,34 @@ void RandomOps(Index* index, std::map<std::string, std::string>* model, uint64_t
 }
 
 TEST(GroupHashTest, FourThreadsMixedOpsOnKeyPartitions) {
-  auto index = OpenOrDie(GroupOptions({{"group_size", "8"}, {"cells", "32"}}));
-  constexpr int kThreads = 4;
-  std::vector<std::map<std::string, std::string>> models(kThreads);
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      RandomOps(index.get(), &models[t], 1000 + t, 6000, t);
-    });
+  for (const char* tags : {"off", "on"}) {
+    SCOPED_TRACE(std::string("tags=") + tags);
+    auto index =
+        OpenOrDie(GroupOptions({{"group_size", "8"}, {"cells", "32"}, {"tags", tags}}));
+    constexpr int kThreads = 4;
+    std::vector<std::map<std::string, std::string>> models(kThreads);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        RandomOps(index.get(), &models[t], 1000 + t, 6000, t);
+      });
+    }
+    for (auto& th : threads) th.join();
+    std::map<std::string, std::string> all;
+    for (const auto& m : models) all.insert(m.begin(), m.end());
+    EXPECT_GT(Counter(index.get(), "resizes"), 0u);
+    ExpectMatches(index.get(), all);
   }
-  for (auto& th : threads) th.join();
-  std::map<std::string, std::string> all;
-  for (const auto& m : models) all.insert(m.begin(), m.end());
-  EXPECT_GT(Counter(index.get(), "resizes"), 0u);
-  ExpectMatches(index.get(), all);
 }
 
 TEST(GroupHashTest, ReopenAfterCleanCloseAndAfterAbandon) {
   TempDir dir("group");
-  for (const bool crash : {false, true}) {
-    Options o = GroupOptions({{"group_size", "32"}, {"cells", "128"}});
-    o.path = dir.File(crash ? "crash.pool" : "clean.pool");
+  for (const int run : {0, 1, 2, 3}) {
+    const bool tags = run >= 2, crash = run % 2 == 1;
+    SCOPED_TRACE(std::string(tags ? "tags, " : "") + (crash ? "crash" : "clean"));
+    Options o = GroupOptions(
+        {{"group_size", "32"}, {"cells", "128"}, {"tags", tags ? "on" : "off"}});
+    o.path = dir.File("pool" + std::to_string(run));
     std::map<std::string, std::string> model;
     {
       auto index = OpenOrDie(o);
@@ -374,6 +381,7 @@ TEST(GroupHashTest, ReopenAfterCleanCloseAndAfterAbandon) {
     EXPECT_EQ(st.engine, "group");
     EXPECT_EQ(st.recovered, crash);
     EXPECT_EQ(AsGroup(index.get())->group_size(), 32u);
+    EXPECT_EQ(AsGroup(index.get())->tags(), tags);  // from the pool's layout version
     ExpectMatches(index.get(), model);
     // The index keeps working after reopening.
     RandomOps(index.get(), &model, 99, 2000, 0);
@@ -386,7 +394,33 @@ TEST(GroupHashTest, ReopenAfterCleanCloseAndAfterAbandon) {
     Status s = Open(mismatch, &other);
     EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
     EXPECT_NE(s.message().find("group_size"), std::string::npos) << s.message();
+    mismatch.engine_options = {{"tags", tags ? "off" : "on"}};
+    s = Open(mismatch, &other);
+    EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+    EXPECT_NE(s.message().find("tags"), std::string::npos) << s.message();
   }
+}
+
+TEST(GroupHashTest, TagsCompareOnlyTheCellsWhoseTagMatches) {
+  // One group of 256 cells per level, 200 keys: most of level 2 is occupied. Without
+  // tags a negative search compares every occupied cell (Alg. 2); with tags about one in
+  // 64, so it reads fewer than half the lines (the four lines of form bytes stay).
+  std::map<std::string, uint64_t> lines;
+  for (const char* tags : {"off", "on"}) {
+    auto index = OpenOrDie(GroupOptions({{"cells", "512"}, {"resize", "off"}, {"tags", tags}}));
+    for (uint64_t i = 0; i < 200; ++i) ASSERT_TRUE(index->Insert(Key8(i), Key8(i)).ok());
+    const uint64_t before = index->Stats().persist.lines_read;
+    std::string v;
+    for (uint64_t i = 1000; i < 1100; ++i) ASSERT_TRUE(index->Get(Key8(i), &v).IsNotFound());
+    for (uint64_t i = 0; i < 200; ++i) ASSERT_TRUE(index->Insert(Key8(i), v).IsAlreadyExists());
+    lines[tags] = index->Stats().persist.lines_read - before;
+    ExpectMatches(index.get(), [] {
+      Model m;
+      for (uint64_t i = 0; i < 200; ++i) m[Key8(i)] = Key8(i);
+      return m;
+    }());
+  }
+  EXPECT_LT(lines["on"] * 2, lines["off"]) << lines["on"] << " vs " << lines["off"];
 }
 
 // Builds a file pool holding keys 0..n-1 (inline), damages it with `damage`, drops it
@@ -394,8 +428,9 @@ TEST(GroupHashTest, ReopenAfterCleanCloseAndAfterAbandon) {
 Status DamageAndReopen(const std::string& path, uint64_t n,
                        const std::function<void(GroupHash*, uint8_t* form1, KvWords* tab1,
                                                 uint64_t cells)>& damage,
-                       std::unique_ptr<Index>* reopened) {
-  Options o = GroupOptions({{"group_size", "64"}, {"cells", "4096"}});
+                       std::unique_ptr<Index>* reopened, bool tags = false) {
+  Options o =
+      GroupOptions({{"group_size", "64"}, {"cells", "4096"}, {"tags", tags ? "on" : "off"}});
   o.path = path;
   {
     auto index = OpenOrDie(o);
@@ -477,6 +512,28 @@ TEST(GroupHashTest, RecoveryAfterDamagedMetadataByteStaysSane) {
         g->persister().Store(&form1[FirstWithForm(form1, cells, true)], uint8_t{2});
       },
       &index);
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+
+  // tags=on: an occupied cell's tag changed (its form bits intact), and an empty cell
+  // with tag bits but no form: Corruption naming the cell.
+  for (const uint8_t flip : {uint8_t{0x04}, uint8_t{0x80}}) {
+    s = DamageAndReopen(
+        dir.File("e" + std::to_string(flip) + ".pool"), kKeys,
+        [flip](GroupHash* g, uint8_t* form1, KvWords*, uint64_t cells) {
+          ASSERT_TRUE(g->tags());
+          uint8_t* f = &form1[FirstWithForm(form1, cells, true)];
+          g->persister().Store(f, static_cast<uint8_t>(*f ^ flip));
+        },
+        &index, /*tags=*/true);
+    EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+    EXPECT_NE(s.message().find("level-1 cell"), std::string::npos) << s.message();
+  }
+  s = DamageAndReopen(
+      dir.File("f.pool"), kKeys,
+      [](GroupHash* g, uint8_t* form1, KvWords*, uint64_t cells) {
+        g->persister().Store(&form1[FirstWithForm(form1, cells, false)], uint8_t{0x40});
+      },
+      &index, /*tags=*/true);
   EXPECT_TRUE(s.IsCorruption()) << s.ToString();
 }
 

@@ -35,13 +35,12 @@ constexpr size_t kTableCheckedBytes = offsetof(LinearTable, check);
 
 // ---- Setup --------------------------------------------------------------------------
 
-Status LinearProbing::Configure(EngineOptions& options, const Options& index_options) {
+Status LinearProbing::Configure(EngineOptions& options, const Options& /*index_options*/) {
   max_load_ = options.Double("max_load");
-  resize_ = options.Bool("resize");
   // `cells` sizes the first table in cells, as the paper does; else initial_capacity
   // keys fill it to a load factor of 0.5, as they fill `group`'s.
   const uint64_t cells = options.Uint("cells");
-  const uint64_t keys = index_options.initial_capacity;
+  const uint64_t keys = initial_capacity();
   const uint64_t wanted =
       cells != 0 ? cells : keys != 0 ? 2 * std::min(keys, uint64_t{1} << 49) : 3 * 1024;
   // Clamped so the line arithmetic cannot overflow; Create reports a table too big for
@@ -56,16 +55,12 @@ Status LinearProbing::NewTable(uint64_t num_lines, uint64_t* offset) {
     return Status::PoolFull(Prefix() + "a table of " + std::to_string(num_lines) +
                             " lines does not fit the pool");
   }
-  const uint64_t bytes = TableBytes(num_lines);
-  PMHASH_RETURN_IF_ERROR(
-      AllocateBlock(bytes, "a table of " + std::to_string(num_lines) + " lines", offset));
+  PMHASH_RETURN_IF_ERROR(NewTableBlock(TableBytes(num_lines),
+                                       "a table of " + std::to_string(num_lines) + " lines",
+                                       kLinearTableMagic, num_lines, offset));
   auto* t = pool().At<LinearTable>(*offset);
-  p.Zero(t, bytes);
-  p.Store(&t->magic, kLinearTableMagic);
-  p.Store(&t->num_lines, num_lines);
   p.Store(&t->check, MetadataCheck(t, kTableCheckedBytes));
-  p.Flush(t, bytes);
-  p.Fence();
+  p.Persist(t, TableBytes(num_lines));
   return Status::OK();
 }
 
@@ -73,7 +68,7 @@ Status LinearProbing::Create() {
   const uint64_t num_lines = (initial_cells_ + kCellsPerLine - 1) / kCellsPerLine;
   uint64_t offset = 0;
   PMHASH_RETURN_IF_ERROR(NewTable(num_lines, &offset));
-  CreateRoot(kRootLayout, offset);
+  CreateRoot(kRootLayout, offset, /*table_bytes=*/0);
   table_ = pool().At<LinearTable>(offset);
   cells_ = num_lines * kCellsPerLine;
   count_.store(0, std::memory_order_release);
@@ -81,19 +76,12 @@ Status LinearProbing::Create() {
 }
 
 Status LinearProbing::ValidateTable(uint64_t off) const {
+  uint64_t lines = 0;
+  PMHASH_RETURN_IF_ERROR(ValidateTableBlock(off, kLinearTableMagic,
+                                            pool().size() / sizeof(LinearLine), TableBytes,
+                                            &lines));
   const auto* t = pool().At<const LinearTable>(off);
-  if (t->magic != kLinearTableMagic) {
-    return Status::Corruption(Prefix() + "the table at offset " + std::to_string(off) +
-                              " has a bad magic number");
-  }
-  PMHASH_RETURN_IF_ERROR(VerifyMetadata(t, kTableCheckedBytes, t->check, "the table header"));
-  if (t->num_lines == 0 || t->num_lines > pool().size() / sizeof(LinearLine) ||
-      !pool().Contains(off, TableBytes(t->num_lines))) {
-    return Status::Corruption(Prefix() + "the table at offset " + std::to_string(off) +
-                              " claims " + std::to_string(t->num_lines) +
-                              " lines, which do not fit the pool");
-  }
-  return Status::OK();
+  return VerifyMetadata(t, kTableCheckedBytes, t->check, "the table header");
 }
 
 Status LinearProbing::EnumerateBlocks(const pm::Allocator::LiveBlockVisitor& visit) const {
@@ -295,7 +283,7 @@ Status LinearProbing::DoDelete(std::string_view key, uint64_t hash) {
 Status LinearProbing::InsertNew(std::string_view key, std::string_view value, uint64_t hash,
                                 Probe probe) {
   const uint64_t count = count_.load(std::memory_order_relaxed);
-  if (resize_ && static_cast<double>(count + 1) > max_load_ * static_cast<double>(cells_)) {
+  if (resize_enabled() && static_cast<double>(count + 1) > max_load_ * static_cast<double>(cells_)) {
     Status grown = Grow();
     // A pool too small for a bigger table still takes keys while cells are free.
     if (!grown.ok() && (probe.full || !grown.IsResourceExhausted())) return grown;

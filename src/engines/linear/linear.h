@@ -101,7 +101,8 @@ struct alignas(64) LinearLine {
 static_assert(sizeof(LinearLine) == pm::kCacheLine,
               "a line of cells and their forms is exactly one cache line: one read per probe "
               "of 3 cells, one flush per insert");
-static_assert(offsetof(LinearLine, form) == kCellsPerLine * sizeof(KvWords),
+static_assert(offsetof(LinearLine, cell) == 0 &&
+                  offsetof(LinearLine, form) == kCellsPerLine * sizeof(KvWords),
               "forms follow the cells in the same line");
 
 struct alignas(64) LinearTable {
@@ -114,7 +115,8 @@ struct alignas(64) LinearTable {
 };
 static_assert(sizeof(LinearTable) == pm::kCacheLine,
               "the table header is one cache line, so the lines after it are line aligned");
-static_assert(offsetof(LinearTable, magic) == 0 && offsetof(LinearTable, num_lines) == 8 &&
+static_assert(offsetof(LinearTable, magic) == offsetof(TableHeader, magic) &&
+                  offsetof(LinearTable, num_lines) == offsetof(TableHeader, size) &&
                   offsetof(LinearTable, check) == 56,
               "the table header's layout (version 2)");
 
@@ -184,7 +186,6 @@ class LinearProbing : public Engine {
   // Options (Configure).
   uint64_t initial_cells_ = 3 * 1024;
   double max_load_ = 0.9;
-  bool resize_ = true;
 
   mutable std::shared_mutex mu_;
   LinearTable* table_ = nullptr;

@@ -30,6 +30,10 @@ uint64_t CeilPowerOfTwo(uint64_t v) {
 constexpr uint8_t kInline = static_cast<uint8_t>(SlotForm::kInline);
 constexpr uint8_t kRecord = static_cast<uint8_t>(SlotForm::kRecord);
 
+uint64_t TableBytes(uint64_t head_buckets) {
+  return sizeof(SmartHtTableHeader) + head_buckets * sizeof(SmartBucket);
+}
+
 // Bound on a chain walk over raw PM (a damaged pool could hold a cycle).
 uint64_t MaxChain(const pm::Pool& pool) { return pool.size() / sizeof(SmartBucket) + 1; }
 
@@ -89,16 +93,15 @@ SmartHt::ReaderSlot& SmartHt::MySlot() const {
 
 // ---- Options, creation, recovery ----------------------------------------------------
 
-Status SmartHt::Configure(EngineOptions& options, const Options& index_options) {
+Status SmartHt::Configure(EngineOptions& options, const Options& /*index_options*/) {
   head_buckets_opt_ = options.Uint("head_buckets");
   expected_keys_opt_ = options.Uint("expected_keys");
   fp_rate_ = options.Double("fp_rate");
   bloom_hashes_ = static_cast<uint32_t>(options.Uint("bloom_hashes"));
   rebuild_deletes_ = options.Double("rebuild_deletes");
-  resize_ = options.Bool("resize");
   max_chain_ = options.Double("max_chain");
+  bucket_first_ = options.Bool("bucket_first");
   recovery_threads_ = static_cast<uint32_t>(options.Uint("recovery_threads"));
-  initial_capacity_ = index_options.initial_capacity;
   if (head_buckets_opt_ != 0 && !IsPowerOfTwo(head_buckets_opt_)) {
     return Status::InvalidArgument("option head_buckets=" + std::to_string(head_buckets_opt_) +
                                    " must be a power of two");
@@ -132,32 +135,26 @@ Status SmartHt::MakeFilter(uint64_t expected_keys, std::unique_ptr<BloomFilter>*
 }
 
 Status SmartHt::NewTable(uint64_t n, uint64_t* offset) {
-  const uint64_t bytes = sizeof(SmartHtTableHeader) + n * sizeof(SmartBucket);
-  PMHASH_RETURN_IF_ERROR(
-      AllocateBlock(bytes, "a head table of " + std::to_string(n) + " buckets", offset));
-  char* t = pool().At<char>(*offset);
-  pm::Persister& p = persister();
   // Unreachable until root.table links it: the caller flushes it with one pass.
-  p.Zero(t, bytes);
-  auto* h = reinterpret_cast<SmartHtTableHeader*>(t);
-  p.Store(&h->head_buckets, n);
-  p.Store(&h->magic, kSmartHtTableMagic);
-  p.Store(&h->check, MetadataCheck(h, kTableCheckedBytes));
+  PMHASH_RETURN_IF_ERROR(NewTableBlock(TableBytes(n),
+                                       "a head table of " + std::to_string(n) + " buckets",
+                                       kSmartHtTableMagic, n, offset));
+  auto* h = pool().At<SmartHtTableHeader>(*offset);
+  persister().Store(&h->check, MetadataCheck(h, kTableCheckedBytes));
   return Status::OK();
 }
 
 Status SmartHt::Create() {
-  const uint64_t n = HeadBucketsFor(initial_capacity_);
+  const uint64_t n = HeadBucketsFor(initial_capacity());
   uint64_t offset = 0;
   PMHASH_RETURN_IF_ERROR(NewTable(n, &offset));
   pm::Persister& p = persister();
-  p.Persist(pool().At<char>(offset), sizeof(SmartHtTableHeader) + n * sizeof(SmartBucket));
   root_ = root<SmartHtRoot>();
   p.Store(&root_->filter, SealFor(&root_->filter, 0));
   p.Store(&root_->filter_bytes, SealFor(&root_->filter_bytes, 0));
   p.Store(&root_->filter_valid, SealFor(&root_->filter_valid, 0));
   p.Store(&root_->chain_buckets, SealFor(&root_->chain_buckets, 0));
-  CreateRoot(kRootLayout, offset);
+  CreateRoot(kRootLayout, offset, TableBytes(n));
 
   table_offset_ = offset;
   heads_.store(reinterpret_cast<SmartBucket*>(pool().At<char>(offset) + sizeof(SmartHtTableHeader)),
@@ -168,7 +165,7 @@ Status SmartHt::Create() {
   base_count_ = 0;
   const uint64_t expected =
       expected_keys_opt_ != 0 ? expected_keys_opt_
-                              : (initial_capacity_ != 0 ? initial_capacity_ : n * kSmartHtSlots);
+                              : (initial_capacity() != 0 ? initial_capacity() : n * kSmartHtSlots);
   std::unique_ptr<BloomFilter> f;
   PMHASH_RETURN_IF_ERROR(MakeFilter(expected, &f));
   filter_expected_.store(f->options().expected_keys);
@@ -178,14 +175,17 @@ Status SmartHt::Create() {
 }
 
 Status SmartHt::ValidateTable(uint64_t off, uint64_t* n) const {
-  const auto* h = pool().At<const SmartHtTableHeader>(off);
-  const uint64_t count = h->head_buckets;
-  if (h->magic != kSmartHtTableMagic || !IsPowerOfTwo(count) ||
-      count < kSmartHtMinHeadBuckets || count > pool().size() / sizeof(SmartBucket) ||
-      !pool().Contains(off, sizeof(SmartHtTableHeader) + count * sizeof(SmartBucket))) {
-    return Status::Corruption("smartht: head table header at offset " + std::to_string(off) +
-                              " is damaged (head_buckets " + std::to_string(count) + ")");
+  uint64_t count = 0;
+  PMHASH_RETURN_IF_ERROR(ValidateTableBlock(off, kSmartHtTableMagic,
+                                            pool().size() / sizeof(SmartBucket), TableBytes,
+                                            &count));
+  if (!IsPowerOfTwo(count) || count < kSmartHtMinHeadBuckets) {
+    return Status::Corruption("smartht: head table at offset " + std::to_string(off) +
+                              " has " + std::to_string(count) +
+                              " head buckets, not a power of two of at least " +
+                              std::to_string(kSmartHtMinHeadBuckets));
   }
+  const auto* h = pool().At<const SmartHtTableHeader>(off);
   PMHASH_RETURN_IF_ERROR(
       VerifyMetadata(h, kTableCheckedBytes, h->check, "the head table header"));
   *n = count;
@@ -342,7 +342,7 @@ Status SmartHt::Recover(bool clean) {
   PMHASH_RETURN_IF_ERROR(ReadRootWords(&words));
   PMHASH_RETURN_IF_ERROR(ValidateTable(off, &n));
   PMHASH_RETURN_IF_ERROR(
-      CheckTableBlock(off, sizeof(SmartHtTableHeader) + n * sizeof(SmartBucket)));
+      CheckTableBlock(off, TableBytes(n)));
   table_offset_ = off;
   heads_.store(reinterpret_cast<SmartBucket*>(pool().At<char>(off) + sizeof(SmartHtTableHeader)),
                std::memory_order_release);
@@ -376,7 +376,7 @@ Status SmartHt::Recover(bool clean) {
     // Size the new filter for what the pool holds: count the keys first only if the root
     // count is trustworthy (clean); otherwise use the options and grow later.
     uint64_t expected = expected_keys_opt_ != 0 ? expected_keys_opt_
-                        : initial_capacity_ != 0 ? initial_capacity_
+                        : initial_capacity() != 0 ? initial_capacity()
                                                  : n * kSmartHtSlots;
     if (clean) expected = std::max(expected, stored_count);
     std::unique_ptr<BloomFilter> f;
@@ -523,7 +523,7 @@ SmartHt::Probe SmartHt::Find(std::string_view key, uint64_t hash, uint64_t head,
   return p;
 }
 
-Optimistic SmartHt::FindOptimistic(uint64_t hash, OptimisticRead* read) const {
+Optimistic SmartHt::FindOptimistic(uint64_t hash, OptimisticRead* read, bool* filtered) const {
   const OptimisticReadScope unchecked_by_tsan;  // validated below instead
   const uint64_t n = head_count_.load(std::memory_order_acquire);
   const uint64_t head = Reduce(hash, n);
@@ -533,6 +533,7 @@ Optimistic SmartHt::FindOptimistic(uint64_t hash, OptimisticRead* read) const {
   const SmartBucket* b = &Heads()[head];
   // Alg. 2 lines 4-12, every word an acquire load (VersionedRwLock's contract): a writer
   // may be half-way through.
+  if (filtered != nullptr) *filtered = false;
   for (uint64_t depth = 0; b != nullptr && depth < chain_limit_ && answer == Optimistic::kAbsent;
        ++depth, b = NextOf(b)) {
     ++read->lines;
@@ -548,6 +549,11 @@ Optimistic SmartHt::FindOptimistic(uint64_t hash, OptimisticRead* read) const {
         answer = Optimistic::kLocked;  // maybe the key: its record is read under the lock
         break;
       }
+    }
+    if (depth == 0 && filtered != nullptr && answer == Optimistic::kAbsent &&
+        !FilterMayContain(hash)) {
+      *filtered = true;  // bucket_first: not in the head bucket, and the filter rules it out
+      break;
     }
   }
   if (!read->Valid(mu) || head_count_.load(std::memory_order_relaxed) != n) {
@@ -569,18 +575,27 @@ void SmartHt::Prefetch(uint64_t hash) const {
 
 Status SmartHt::DoGet(std::string_view key, uint64_t hash, std::string* value) {
   // Alg. 2 line 1: the filter rules the key out with no lock and no PM access.
-  if (!FilterMayContain(hash)) {
+  // bucket_first=on (not in the paper): the head bucket first, the filter only if the key
+  // is not there (FindOptimistic), so a positive search in its head bucket skips it.
+  if (!bucket_first_ && !FilterMayContain(hash)) {
     CountFiltered();
     return Status::NotFound();
   }
   // Lines 3-12 with no lock first (the paper takes the shared lock, line 5): no locked
   // instruction, so consecutive searches overlap their PM misses. A writer in the area
   // makes it retry; after a few tries (or for a record) the shared lock answers.
-  const Optimistic answer = SearchOptimistically(
-      persister(), key, value, [&](OptimisticRead* read) { return FindOptimistic(hash, read); });
+  bool filtered = false;
+  const Optimistic answer =
+      SearchOptimistically(persister(), key, value, [&](OptimisticRead* read) {
+        return FindOptimistic(hash, read, bucket_first_ ? &filtered : nullptr);
+      });
   if (answer == Optimistic::kFound) return Status::OK();  // line 8
   if (answer == Optimistic::kAbsent) {
-    CountFalsePositive();
+    if (filtered) {
+      CountFiltered();
+    } else {
+      CountFalsePositive();
+    }
     return Status::NotFound();  // line 14
   }
   uint64_t head = 0;
@@ -752,7 +767,7 @@ Status SmartHt::ForEach(const Visitor& fn) const {
 // ---- Growth of the head table -------------------------------------------------------
 
 void SmartHt::MaybeGrow() {
-  if (!resize_) return;
+  if (!resize_enabled()) return;
   const uint64_t n = head_count_.load(std::memory_order_acquire);
   if (static_cast<double>(chain_buckets_.load(std::memory_order_relaxed)) <= max_chain_ * n) {
     return;
@@ -818,7 +833,7 @@ Status SmartHt::Grow(uint64_t observed_n) {
   }
   if (!failed.ok()) return give_up(failed);
   // One pass of flushes over the new structure, one fence, then the switch.
-  ps.Flush(pool().At<char>(offset), sizeof(SmartHtTableHeader) + n2 * sizeof(SmartBucket));
+  ps.Flush(pool().At<char>(offset), TableBytes(n2));
   for (uint64_t b : new_chain) ps.Flush(BucketAt(b), sizeof(SmartBucket));
   PublishRootTable(offset);  // growth's commit point
   // Only now is the old structure durably unreachable.
@@ -1088,10 +1103,6 @@ void SmartHt::DescribeEngineLayout(const pm::RegionVisitor& mark) const {
 
 void RegisterEngines_smartht(EngineRegistry& registry) {
   EngineInfo info;
-  info.description = {"smartht",
-                      "DRAM Bloom filter over a PM chained hash; 64-B buckets (3 tokens, 3 "
-                      "slots, next); 256-bucket lock stripes; head insertion; lazy deletion",
-                      "003 SmartHT", /*crash_consistent=*/true};
   info.options = {OptionSpec::Uint("head_buckets", std::nullopt, kSmartHtMinHeadBuckets,
                                    kSmartHtMaxHeadBuckets,
                                    "head buckets of the first table, a power of two (auto: "
@@ -1111,6 +1122,10 @@ void RegisterEngines_smartht(EngineRegistry& registry) {
                   OptionSpec::Double("max_chain", 1.0, 0.01, 1e6,
                                      "chained buckets per head bucket past which the head "
                                      "table doubles"),
+                  OptionSpec::Bool("bucket_first", false,
+                                   "searches read the key's head bucket before the DRAM "
+                                   "filter, and ask the filter only if the key is not "
+                                   "there (the paper: the filter first)"),
                   OptionSpec::Uint("recovery_threads", 1, 1, 256,
                                    "threads scanning the table to rebuild the filter after a "
                                    "crash")};
@@ -1120,11 +1135,17 @@ void RegisterEngines_smartht(EngineRegistry& registry) {
                        .pipelined_multiget = true};
   // The fewest head buckets, grown once a few buckets are chained; the DRAM filter
   // (at least 1,024 keys, so it never outgrows itself here) rebuilt after 51 deletes.
+  // Threads get 4 lock areas (256 head buckets are one).
   info.test = {.crash_options = {{"head_buckets", "256"},
                                  {"expected_keys", "16"},
                                  {"max_chain", "0.01"},
                                  {"rebuild_deletes", "0.05"}},
+               .thread_crash_options = {{"head_buckets", "1024"}},
                .growth_counters = {"grows", "filter_rebuilds"}};
+  info.description = {"smartht",
+                      "DRAM Bloom filter over a PM chained hash; 64-B buckets (3 tokens, 3 "
+                      "slots, next); 256-bucket lock stripes; head insertion; lazy deletion",
+                      "003 SmartHT", /*crash_consistent=*/true};
   registry.Add<SmartHt>(std::move(info));
 }
 

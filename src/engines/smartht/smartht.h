@@ -80,7 +80,8 @@
 //
 // Lock areas of 256 consecutive head buckets (Sec. III-B2, Fig. 4); area a is guarded by
 // stripe a % stripes (engines/striping.h; VersionedRwLock, src/common/locks.h). Searches check the filter
-// with no lock (Alg. 2 line 1), then read the chain with no lock either, validated by the
+// with no lock (Alg. 2 line 1; with bucket_first=on only after the head bucket missed),
+// then read the chain with no lock either, validated by the
 // stripe's version (FindOptimistic; the shared lock after a few retries or for a record);
 // inserts, updates and deletes take it exclusively and release it only after their change
 // is durable, so a search never returns a value that is not durable. The filter pointer can
@@ -152,7 +153,8 @@ struct alignas(64) SmartBucket {
 };
 static_assert(sizeof(SmartBucket) == 64,
               "a bucket is one cache line: key, value and token persist with one flush");
-static_assert(offsetof(SmartBucket, next) == 8 && offsetof(SmartBucket, slot) == 16,
+static_assert(offsetof(SmartBucket, token) == 0 && offsetof(SmartBucket, next) == 8 &&
+                  offsetof(SmartBucket, slot) == 16,
               "tokens and padding fill the first word; next is an aligned 8-byte word");
 static_assert(sizeof(SlotForm) == 1, "a token is stored with one atomic byte store");
 
@@ -163,7 +165,8 @@ struct alignas(64) SmartHtTableHeader {
   uint64_t check;
 };
 static_assert(sizeof(SmartHtTableHeader) == 64, "head buckets start on a cache line");
-static_assert(offsetof(SmartHtTableHeader, head_buckets) == 8 &&
+static_assert(offsetof(SmartHtTableHeader, magic) == offsetof(TableHeader, magic) &&
+                  offsetof(SmartHtTableHeader, head_buckets) == offsetof(TableHeader, size) &&
                   offsetof(SmartHtTableHeader, check) == 56,
               "the table header's layout (version 2)");
 
@@ -276,8 +279,10 @@ class SmartHt : public Engine {
   // Alg. 2 with no lock: kFound (read->value_word holds an inline value) or kAbsent when
   // the stripe's version held still and the head table did not grow; kRetry when a
   // writer was in; kLocked when only the shared lock can answer (the key or its value is
-  // a record, whose bytes are read under the lock).
-  Optimistic FindOptimistic(uint64_t hash, OptimisticRead* read) const;
+  // a record, whose bytes are read under the lock). With `filtered` (bucket_first=on):
+  // after the head bucket the filter is asked before the chain is read further; a key it
+  // rules out is kAbsent with *filtered set.
+  Optimistic FindOptimistic(uint64_t hash, OptimisticRead* read, bool* filtered) const;
   bool FilterMayContain(uint64_t hash) const;
   void FilterAdd(uint64_t hash);
   Status InsertAt(const Probe& p, uint64_t head, std::string_view key, std::string_view value,
@@ -323,13 +328,12 @@ class SmartHt : public Engine {
 
   // Options (Configure).
   uint64_t head_buckets_opt_ = 0;  // 0: from initial_capacity or the paper's default
-  uint64_t initial_capacity_ = 0;
   uint64_t expected_keys_opt_ = 0;
   double fp_rate_ = 1e-4;
   uint32_t bloom_hashes_ = 3;
   double rebuild_deletes_ = 0.5;
-  bool resize_ = true;
   double max_chain_ = 1.0;  // chained buckets per head bucket before the head table doubles
+  bool bucket_first_ = false;  // Get reads the head bucket before asking the filter
   uint32_t recovery_threads_ = 1;
 
   // Structure.

@@ -2,6 +2,7 @@
 #include "engines/wophi/wophi.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -32,7 +33,11 @@ struct BucketHead {
   uint8_t pad[3];
   uint64_t next;
 };
-static_assert(sizeof(BucketHead) == offsetof(WophiBucket, slot), "BucketHead mirrors the bucket");
+static_assert(sizeof(BucketHead) == offsetof(WophiBucket, slot) &&
+                  offsetof(BucketHead, token) == offsetof(WophiBucket, token) &&
+                  offsetof(BucketHead, taken) == offsetof(WophiBucket, taken) &&
+                  offsetof(BucketHead, next) == offsetof(WophiBucket, next),
+              "BucketHead mirrors the bucket's first 16 bytes");
 
 constexpr RootLayout kRootLayout{kWophiRootMagic, kWophiVersion, sizeof(EngineRoot), 0};
 constexpr size_t kTableCheckedBytes = offsetof(WophiTableHeader, check);
@@ -50,25 +55,13 @@ Wophi::Wophi() : counts_(new CountShard[kWophiCountShards]) {
 }
 Wophi::~Wophi() { StopBackgroundWork(); }
 
-Wophi::View Wophi::MakeView(uint64_t offset, uint64_t buckets) const {
-  View v;
-  v.table = pool().At<char>(offset);
-  v.offset = offset;
-  v.buckets = buckets;
-  v.header = reinterpret_cast<WophiTableHeader*>(v.table);
-  v.mb = reinterpret_cast<WophiBucket*>(v.table + kHeaderBytes);
-  return v;
-}
-
 // ---- Options and sizes --------------------------------------------------------------
 
-Status Wophi::Configure(EngineOptions& options, const Options& index_options) {
+Status Wophi::Configure(EngineOptions& options, const Options& /*index_options*/) {
   initial_buckets_ = options.Uint("buckets");
   pab_block_opt_ = options.Uint("pab_buckets");
   pab_low_opt_ = options.Uint("pab_low");
-  resize_ = options.Bool("resize");
   max_load_factor_ = options.Double("max_load_factor");
-  initial_capacity_ = index_options.initial_capacity;
   return Status::OK();
 }
 
@@ -92,16 +85,12 @@ uint64_t Wophi::PabLowWater(uint64_t main_buckets) const {
 // ---- Blocks -------------------------------------------------------------------------
 
 Status Wophi::NewTable(uint64_t buckets, uint64_t* offset) {
-  const uint64_t bytes = TableBytes(buckets);
-  PMHASH_RETURN_IF_ERROR(
-      AllocateBlock(bytes, std::to_string(buckets) + " main buckets", offset));
-  // Unreachable until the root links it: zeroed here, flushed by the caller with the rest.
+  // Unreachable until the root links it: flushed by the caller with the rest.
+  PMHASH_RETURN_IF_ERROR(NewTableBlock(TableBytes(buckets),
+                                       std::to_string(buckets) + " main buckets",
+                                       kWophiTableMagic, buckets, offset));
   pm::Persister& p = persister();
-  char* table = pool().At<char>(*offset);
-  p.Zero(table, bytes);
-  auto* h = reinterpret_cast<WophiTableHeader*>(table);
-  p.Store(&h->buckets, buckets);
-  p.Store(&h->magic, kWophiTableMagic);
+  auto* h = pool().At<WophiTableHeader>(*offset);
   p.Store(&h->check, MetadataCheck(h, kTableCheckedBytes));
   p.Store(&h->pab_head, SealFor(&h->pab_head, 0));
   return Status::OK();
@@ -244,7 +233,7 @@ void Wophi::StopBackgroundWork() {
 // ---- Creation, validation, recovery -------------------------------------------------
 
 Status Wophi::Create() {
-  const uint64_t n = BucketsFor(initial_capacity_);
+  const uint64_t n = BucketsFor(initial_capacity());
   uint64_t table = 0;
   PMHASH_RETURN_IF_ERROR(NewTable(n, &table));
   uint64_t pab = 0, got = 0;
@@ -253,14 +242,11 @@ Status Wophi::Create() {
     allocator().Free(table);
     return s;
   }
-  pm::Persister& p = persister();
   auto* h = pool().At<WophiTableHeader>(table);
-  p.Store(&h->pab_head, SealFor(&h->pab_head, pab));
-  p.Flush(h, TableBytes(n));
-  p.Fence();
-  CreateRoot(kRootLayout, table);
+  persister().Store(&h->pab_head, SealFor(&h->pab_head, pab));
+  CreateRoot(kRootLayout, table, TableBytes(n));
   max_chain_ = pool().size() / kBucketBytes;
-  view_ = MakeView(table, n);
+  view_ = View(pool().At<char>(table), table, n);
   mb_.store(view_.mb, std::memory_order_release);
   main_buckets_.store(n, std::memory_order_release);
   base_count_ = 0;
@@ -274,16 +260,10 @@ Status Wophi::Create() {
 }
 
 Status Wophi::ValidateTable(uint64_t off, uint64_t* buckets) const {
+  PMHASH_RETURN_IF_ERROR(ValidateTableBlock(off, kWophiTableMagic,
+                                            pool().size() / kBucketBytes, TableBytes, buckets));
   const auto* h = pool().At<const WophiTableHeader>(off);
-  const uint64_t n = h->buckets;
-  if (h->magic != kWophiTableMagic || n == 0 || n > pool().size() / kBucketBytes ||
-      !pool().Contains(off, TableBytes(n))) {
-    return Status::Corruption("wophi: table header at offset " + std::to_string(off) +
-                              " is damaged (magic or bucket count " + std::to_string(n) + ")");
-  }
-  PMHASH_RETURN_IF_ERROR(VerifyMetadata(h, kTableCheckedBytes, h->check, "the table header"));
-  *buckets = n;
-  return Status::OK();
+  return VerifyMetadata(h, kTableCheckedBytes, h->check, "the table header");
 }
 
 Status Wophi::ReadPabList(const WophiTableHeader* header, std::vector<PabBlock>* blocks) const {
@@ -414,7 +394,7 @@ Status Wophi::Recover(bool clean) {
   max_chain_ = pool().size() / kBucketBytes;
   PMHASH_RETURN_IF_ERROR(ValidateTable(table, &n));
   PMHASH_RETURN_IF_ERROR(CheckTableBlock(table, TableBytes(n)));
-  view_ = MakeView(table, n);
+  view_ = View(pool().At<char>(table), table, n);
   mb_.store(view_.mb, std::memory_order_release);
   main_buckets_.store(n, std::memory_order_release);
   PMHASH_RETURN_IF_ERROR(RebuildVolatile(clean, count));
@@ -697,7 +677,7 @@ Status Wophi::InsertAt(const Probe& p, std::string_view key, std::string_view va
   ShardOf(stripe).delta.fetch_add(1, std::memory_order_relaxed);
   // A chain grew: check the load factor of the main buckets (not checked on every insert,
   // to keep a shared counter off the fast path).
-  if (resize_) {
+  if (resize_enabled()) {
     const uint64_t n = view_.buckets;
     *grow = static_cast<double>(Count()) > max_load_factor_ * static_cast<double>(kWophiAssoc * n);
   }
@@ -778,7 +758,7 @@ Status Wophi::Grow(uint64_t observed_buckets) {
   }
   uint64_t table = 0;
   PMHASH_RETURN_IF_ERROR(NewTable(n2, &table));
-  const View nv = MakeView(table, n2);
+  const View nv(pool().At<char>(table), table, n2);
   pm::Persister& ps = persister();
 
   // The new table's own PAB blocks (unreachable until the switch, like the table).
@@ -999,10 +979,6 @@ void Wophi::DescribeEngineLayout(const pm::RegionVisitor& mark) const {
 
 void RegisterEngines_wophi(EngineRegistry& registry) {
   EngineInfo info;
-  info.description = {"wophi",
-                      "chained buckets (4 tokens, 4 slots, next); pre-allocated chain "
-                      "buckets; log-free token commit",
-                      "000 WOPHI", /*crash_consistent=*/true};
   info.options = {OptionSpec::Uint("buckets", std::nullopt, 1, uint64_t{1} << 36,
                                    "main buckets of the first table (auto: initial_capacity "
                                    "/ 4, else 1024)"),
@@ -1023,6 +999,10 @@ void RegisterEngines_wophi(EngineRegistry& registry) {
   // Few main buckets, small PAB blocks refilled early: resizes and refills.
   info.test = {.crash_options = {{"buckets", "8"}, {"pab_buckets", "8"}, {"pab_low", "4"}},
                .growth_counters = {"resizes", "pab_refills"}};
+  info.description = {"wophi",
+                      "chained buckets (4 tokens, 4 slots, next); pre-allocated chain "
+                      "buckets; log-free token commit",
+                      "000 WOPHI", /*crash_consistent=*/true};
   registry.Add<Wophi>(std::move(info));
 }
 

@@ -158,7 +158,8 @@ static_assert(sizeof(WophiBucket) == 2 * pm::kCacheLine,
               "a bucket is two cache lines: tokens, next and slots 0-2 share line 0");
 static_assert(offsetof(WophiBucket, next) % 8 == 0,
               "next is linked with one failure-atomic 8-byte store (Alg. 1 line 32)");
-static_assert(offsetof(WophiBucket, taken) == 4 && offsetof(WophiBucket, next) == 8 &&
+static_assert(offsetof(WophiBucket, token) == 0 && offsetof(WophiBucket, taken) == 4 &&
+                  offsetof(WophiBucket, next) == 8 &&
                   offsetof(WophiBucket, slot) == 16,
               "the bucket's layout (versions 1 and 2)");
 static_assert(offsetof(WophiBucket, slot) + 3 * sizeof(KvWords) == pm::kCacheLine,
@@ -177,7 +178,8 @@ static_assert(sizeof(WophiTableHeader) == pm::kCacheLine,
               "the header is one line, so the buckets start line aligned");
 static_assert(offsetof(WophiTableHeader, pab_head) % 8 == 0,
               "pab_head is switched by one failure-atomic 8-byte store");
-static_assert(offsetof(WophiTableHeader, buckets) == 8 &&
+static_assert(offsetof(WophiTableHeader, magic) == offsetof(TableHeader, magic) &&
+                  offsetof(WophiTableHeader, buckets) == offsetof(TableHeader, size) &&
                   offsetof(WophiTableHeader, check) == 48 &&
                   offsetof(WophiTableHeader, pab_head) == 56,
               "the table header's layout (version 2): the check covers what precedes it");
@@ -190,7 +192,7 @@ struct alignas(64) WophiPabHeader {
   uint64_t check;
 };
 static_assert(sizeof(WophiPabHeader) == pm::kCacheLine, "the PAB header is one line");
-static_assert(offsetof(WophiPabHeader, next_block) == 8 &&
+static_assert(offsetof(WophiPabHeader, magic) == 0 && offsetof(WophiPabHeader, next_block) == 8 &&
                   offsetof(WophiPabHeader, buckets) == 16 &&
                   offsetof(WophiPabHeader, check) == 56,
               "the PAB header's layout (version 2)");
@@ -243,14 +245,21 @@ class Wophi : public Engine {
     size_t lines = 0;             // PM cache lines read (NoteRead)
   };
 
+  // Pointers into a table of `buckets` main buckets mapped at `table`.
   struct View {
+    View() = default;
+    View(char* table, uint64_t offset, uint64_t buckets)
+        : table(table),
+          offset(offset),
+          buckets(buckets),
+          header(reinterpret_cast<WophiTableHeader*>(table)),
+          mb(reinterpret_cast<WophiBucket*>(table + sizeof(WophiTableHeader))) {}
     char* table = nullptr;
     uint64_t offset = 0;
     uint64_t buckets = 0;
     WophiTableHeader* header = nullptr;
     WophiBucket* mb = nullptr;
   };
-  View MakeView(uint64_t offset, uint64_t buckets) const;
 
   // A PAB block of a table, as recovery and resize track it.
   struct PabBlock {
@@ -326,10 +335,8 @@ class Wophi : public Engine {
 
   // Options (Configure).
   uint64_t initial_buckets_ = 0;
-  uint64_t initial_capacity_ = 0;
   uint64_t pab_block_opt_ = 0;  // 0: auto
   uint64_t pab_low_opt_ = 0;    // 0: auto
-  bool resize_ = true;
   double max_load_factor_ = 1.0;
 
   Stripes<Stripe> stripes_;
