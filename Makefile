@@ -57,9 +57,9 @@ stress-test: build asan tsan
 	@scripts/stress-test.sh $(REPEAT) $(SEED)
 
 # Long runs, not part of `make test` (docs/testing.md): the kill -9 soak for SOAK_SECONDS
-# per crash-consistent engine (a new seed each time; replay one with SOAK_SEED=N), the
-# allocation-failure test with every failure point fully checked, and the multi-thread
-# crash tests ten times longer. About 8 minutes with the defaults.
+# per crash-consistent engine, the allocation-failure test with every failure point fully
+# checked, and the multi-thread crash tests ten times longer, all with one new seed
+# (PMHASH_SEED; replay with SOAK_SEED=N). About 8 minutes with the defaults.
 .PHONY: soak
 SOAK_SECONDS ?= 60
 ifndef SOAK_SEED
@@ -67,11 +67,12 @@ SOAK_SEED := $(shell date +%s)
 endif
 soak: build
 	@echo "make soak: seed $(SOAK_SEED) (replay: make soak SOAK_SEED=$(SOAK_SEED))"
-	@cd build/release && PMHASH_SOAK_SECONDS=$(SOAK_SECONDS) PMHASH_SOAK_SEED=$(SOAK_SEED) \
+	@cd build/release && PMHASH_SEED=$(SOAK_SEED) PMHASH_SOAK_SECONDS=$(SOAK_SECONDS) \
 	  ./crash_tests --gtest_filter='*ProcessCrash.Soak*'
-	@cd build/release && PMHASH_ALLOC_FAULTS=all ./conformance_tests \
+	@cd build/release && PMHASH_SEED=$(SOAK_SEED) PMHASH_ALLOC_FAULTS=all ./conformance_tests \
 	  --gtest_filter='*AllocationFailure*'
-	@cd build/release && PMHASH_CRASH_SOAK=10 ./crash_tests --gtest_filter='*CrashThreads*'
+	@cd build/release && PMHASH_SEED=$(SOAK_SEED) PMHASH_CRASH_SOAK=10 ./crash_tests \
+	  --gtest_filter='*CrashThreads*'
 
 bench: build
 	@scripts/bench-scenarios.sh

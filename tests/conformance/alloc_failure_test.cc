@@ -18,7 +18,6 @@
 // the full check and the crash images at a sample of them (PMHASH_ALLOC_FAULTS).
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -41,8 +40,8 @@ using Kind = pm::CrashSim::ImageKind;
 
 // PMHASH_ALLOC_FAULTS: the share of failure points given the full check and crash images,
 // "all" for every one (and the scripts at full length, the pool running full at 16
-// points of each); default 1 in 32, scripts at half length. PMHASH_ALLOC_FAULTS_SEED: the
-// seed of that sample.
+// points of each); default 1 in 32, scripts at half length. The test's seed (TestSeeds,
+// PMHASH_SEED) draws the scripts and that sample.
 constexpr double kDefaultCheckRate = 1.0 / 32;
 double CheckRate() {
   const char* s = std::getenv("PMHASH_ALLOC_FAULTS");
@@ -50,10 +49,6 @@ double CheckRate() {
   if (std::string(s) == "all") return 1;
   const double r = std::atof(s);
   return r > 0 && r <= 1 ? r : kDefaultCheckRate;
-}
-uint64_t SampleSeed() {
-  const char* s = std::getenv("PMHASH_ALLOC_FAULTS_SEED");
-  return s == nullptr ? 1 : std::strtoull(s, nullptr, 10);
 }
 
 struct FaultTally {
@@ -90,8 +85,8 @@ class FaultRun {
   // `full_at` of the script (counting those blocks only).
   FaultRun(const EngineSpec& spec, const Script& script, FaultMode mode, double check_rate,
            uint64_t seed, uint64_t full_at = 0, size_t min_size = 0)
-      : spec_(spec), script_(script), mode_(mode), check_rate_(check_rate), seed_(seed),
-        full_at_(full_at), min_size_(min_size), rng_(seed) {
+      : spec_(spec), script_(script), mode_(mode), check_rate_(check_rate), full_at_(full_at),
+        min_size_(min_size), rng_(seed) {
     options_.initial_capacity = script.initial_capacity;
     options_.pool_size = spec.test.crash_pool_size;
     options_.count_stats = false;
@@ -143,8 +138,7 @@ class FaultRun {
                   std::to_string(min_size_) + " bytes or more)"
             : ", allocation #" + std::to_string(k_) + " of the op failed";
     tally_.failure = "engine " + spec_.name + ", script " + script_.name + ", " +
-                     FaultModeName(mode_) + " failures" + which + ", sample seed " +
-                     std::to_string(seed_) + where + ": " + what;
+                     FaultModeName(mode_) + " failures" + which + where + ": " + what;
   }
   bool Sample() { return std::uniform_real_distribution<double>(0, 1)(rng_) < check_rate_; }
 
@@ -347,7 +341,6 @@ class FaultRun {
   const Script& script_;
   const FaultMode mode_;
   const double check_rate_;
-  const uint64_t seed_;
   const uint64_t full_at_;
   const size_t min_size_;
   std::mt19937_64 rng_;
@@ -364,57 +357,67 @@ class FaultRun {
 
 class AllocationFailure : public ::testing::TestWithParam<std::string> {};
 
+// The scripts drawn from `seed`, at `scale`, plus `skewed` again with out-of-line values:
+// records whose chains grow, so a chain bucket that cannot be had must give back the
+// record already written for it.
+std::vector<Script> Scripts(uint64_t seed, double scale) {
+  std::vector<Script> scripts = StandardScripts(seed, scale);
+  for (const Script& s : scripts) {
+    if (s.name != "skewed") continue;
+    Script records = s;
+    records.name = "skewed-records";
+    for (Op& op : records.ops) {
+      if (op.kind != Op::kDelete) op.value.resize(24, 'r');
+    }
+    scripts.push_back(std::move(records));
+    break;
+  }
+  return scripts;
+}
+
 TEST_P(AllocationFailure, EveryAllocationPointOfTheScriptsFailsCleanly) {
   const EngineSpec spec = FindSpec(GetParam());
   const double rate = CheckRate();
-  const uint64_t seed = SampleSeed();
-  FaultTally total;
-  std::vector<Script> scripts = StandardScripts(/*seed=*/42, rate >= 1 ? 1 : 0.5);
-  // `skewed` again with out-of-line values: records whose chains grow, so a chain bucket
-  // that cannot be had must give back the record already written for it.
-  const auto skewed = std::find_if(scripts.begin(), scripts.end(),
-                                   [](const Script& s) { return s.name == "skewed"; });
-  ASSERT_NE(skewed, scripts.end());
-  Script records = *skewed;
-  records.name = "skewed-records";
-  for (Op& op : records.ops) {
-    if (op.kind != Op::kDelete) op.value.resize(24, 'r');
-  }
-  scripts.push_back(std::move(records));
-  for (const Script& script : scripts) {
-    for (FaultMode mode : {FaultMode::kOneShot, FaultMode::kSticky}) {
-      FaultTally t = FaultRun(spec, script, mode, rate, seed).Go();
-      EXPECT_EQ(t.failure, "");
-      total.Add(t);
-    }
-    // The pool runs full halfway through the script (all: at 16 points) and stays full:
-    // for every block, or only for blocks of 128 bytes or more (tables, PAB blocks and
-    // long records fail; short records and 64-byte chain buckets still fit).
-    for (size_t min_size : {size_t{0}, size_t{128}}) {
-      FaultRun counter(spec, script, FaultMode::kRunsFull, rate, seed, 0, min_size);
-      const uint64_t allocations = counter.CountAllocations();
-      ASSERT_EQ(counter.failure(), "");
-      const int points = rate >= 1 ? 16 : 1;
-      for (int j = 1; j <= points && allocations > 0; ++j) {
-        const uint64_t at = 1 + allocations * j / (points + 1);
-        FaultTally t =
-            FaultRun(spec, script, FaultMode::kRunsFull, rate, seed + j, at, min_size).Go();
+  for (const uint64_t seed : TestSeeds({42})) {
+    SCOPED_TRACE(SeedNote(seed));
+    FaultTally total;
+    const std::vector<Script> scripts = Scripts(seed, rate >= 1 ? 1 : 0.5);
+    ASSERT_EQ(scripts.back().name, "skewed-records");
+    for (const Script& script : scripts) {
+      for (FaultMode mode : {FaultMode::kOneShot, FaultMode::kSticky}) {
+        FaultTally t = FaultRun(spec, script, mode, rate, seed).Go();
         EXPECT_EQ(t.failure, "");
         total.Add(t);
       }
+      // The pool runs full halfway through the script (all: at 16 points) and stays
+      // full: for every block, or only for blocks of 128 bytes or more (tables, PAB blocks
+      // and long records fail; short records and 64-byte chain buckets still fit).
+      for (size_t min_size : {size_t{0}, size_t{128}}) {
+        FaultRun counter(spec, script, FaultMode::kRunsFull, rate, seed, 0, min_size);
+        const uint64_t allocations = counter.CountAllocations();
+        ASSERT_EQ(counter.failure(), "");
+        const int points = rate >= 1 ? 16 : 1;
+        for (int j = 1; j <= points && allocations > 0; ++j) {
+          const uint64_t at = 1 + allocations * j / (points + 1);
+          FaultTally t =
+              FaultRun(spec, script, FaultMode::kRunsFull, rate, seed + j, at, min_size).Go();
+          EXPECT_EQ(t.failure, "");
+          total.Add(t);
+        }
+      }
     }
+    std::printf("%s: %llu allocation failures (%llu refused, %llu completed anyway, %llu "
+                "replays), %llu fully checked, %llu crash images (check rate %g, seed %llu)\n",
+                spec.name.c_str(), static_cast<unsigned long long>(total.points),
+                static_cast<unsigned long long>(total.refused),
+                static_cast<unsigned long long>(total.absorbed),
+                static_cast<unsigned long long>(total.replays),
+                static_cast<unsigned long long>(total.checked),
+                static_cast<unsigned long long>(total.images), rate,
+                static_cast<unsigned long long>(seed));
+    EXPECT_GT(total.refused, 0u) << "no allocation failure reached an operation";
+    EXPECT_GT(total.checked, 0u);
   }
-  std::printf("%s: %llu allocation failures (%llu refused, %llu completed anyway, %llu "
-              "replays), %llu fully checked, %llu crash images (check rate %g, seed %llu)\n",
-              spec.name.c_str(), static_cast<unsigned long long>(total.points),
-              static_cast<unsigned long long>(total.refused),
-              static_cast<unsigned long long>(total.absorbed),
-              static_cast<unsigned long long>(total.replays),
-              static_cast<unsigned long long>(total.checked),
-              static_cast<unsigned long long>(total.images), rate,
-              static_cast<unsigned long long>(seed));
-  EXPECT_GT(total.refused, 0u) << "no allocation failure reached an operation";
-  EXPECT_GT(total.checked, 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, AllocationFailure,

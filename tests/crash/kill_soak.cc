@@ -344,8 +344,7 @@ SoakResult RunKillSoak(const EngineSpec& spec, const std::string& dir, const Soa
   const auto start = Clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
   auto fail = [&](int round, const std::string& what) {
-    res.failure = "engine " + spec.name + ", seed " + std::to_string(config.seed) +
-                  " (PMHASH_SOAK_SEED), round " + std::to_string(round) + ": " + what;
+    res.failure = "engine " + spec.name + ", round " + std::to_string(round) + ": " + what;
   };
   auto uniform_ms = [&](double hi) {
     return std::chrono::microseconds(static_cast<int64_t>(
@@ -439,11 +438,6 @@ SoakResult RunKillSoak(const EngineSpec& spec, const std::string& dir, const Soa
 double SoakSeconds() {
   const char* s = std::getenv("PMHASH_SOAK_SECONDS");
   return s == nullptr ? 0 : std::max(0.0, std::atof(s));
-}
-
-uint64_t SoakSeed(uint64_t fallback) {
-  const char* s = std::getenv("PMHASH_SOAK_SEED");
-  return s == nullptr ? fallback : std::strtoull(s, nullptr, 10);
 }
 
 }  // namespace pmhash::testing

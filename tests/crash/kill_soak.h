@@ -122,7 +122,7 @@ struct SoakConfig {
   uint64_t keys_per_thread = 1500;
   int max_run_ms = 60;             // the worker is killed within this after it opened
   int deadline_s = 30;             // an open (and check) slower than this is a hang
-  uint64_t seed = 1;
+  uint64_t seed = 1;               // the op streams and every random choice
   uint64_t pool_size = 16ull << 20;
 };
 
@@ -135,7 +135,7 @@ struct SoakResult {
   uint64_t recovery_kills_in_open = 0;  // ... while their open was running
   uint64_t fresh_pools = 0;
   double seconds = 0;
-  std::string failure;  // "" if every check passed; else what, where, seed
+  std::string failure;  // "" if every check passed; else what and where
 };
 
 // Rounds of: a worker (opening the pool, recovering it, then running ops from
@@ -144,8 +144,7 @@ struct SoakResult {
 // not at random.
 SoakResult RunKillSoak(const EngineSpec& spec, const std::string& dir, const SoakConfig& config);
 
-// PMHASH_SOAK_SECONDS (0 if unset), PMHASH_SOAK_SEED (`fallback` if unset).
+// PMHASH_SOAK_SECONDS (0 if unset).
 double SoakSeconds();
-uint64_t SoakSeed(uint64_t fallback);
 
 }  // namespace pmhash::testing

@@ -35,47 +35,52 @@ class ProcessCrash : public ::testing::TestWithParam<std::string> {};
 // opening it (one round in 4) or 0-60 ms into its ops.
 TEST_P(ProcessCrash, AcknowledgedOpsSurviveSigkill) {
   const EngineSpec spec = FindSpec(GetParam());
-  const std::string dir = TempDir("kill");
-  SoakConfig config;
-  config.threads = 1;
-  config.rounds = static_cast<int>(6 * SoakFactor());
-  config.recovery_kill_rate = 0;
-  config.rounds_per_pool = config.rounds;
-  config.keys_per_thread = 300;
-  config.seed = SoakSeed(77);
-  const SoakResult r = RunKillSoak(spec, dir, config);
-  EXPECT_EQ(r.failure, "");
-  EXPECT_GT(r.acked, 0u);
-  fs::remove_all(dir);
+  for (const uint64_t seed : TestSeeds({77})) {
+    SCOPED_TRACE(SeedNote(seed));
+    const std::string dir = TempDir("kill");
+    SoakConfig config;
+    config.threads = 1;
+    config.rounds = static_cast<int>(6 * SoakFactor());
+    config.recovery_kill_rate = 0;
+    config.rounds_per_pool = config.rounds;
+    config.keys_per_thread = 300;
+    config.seed = seed;
+    const SoakResult r = RunKillSoak(spec, dir, config);
+    EXPECT_EQ(r.failure, "");
+    EXPECT_GT(r.acked, 0u);
+    fs::remove_all(dir);
+  }
 }
 
 // The kill -9 soak: four worker threads on a pool that grows from 16 keys (a fresh pool
 // every 3 rounds), killed at random moments, also while opening (recovering) the pool;
 // reopens killed in the middle of their recovery; checks in a child with a deadline (a
-// recovery that hangs fails). PMHASH_SOAK_SECONDS runs it that long (`make soak`),
-// PMHASH_SOAK_SEED replays a seed.
+// recovery that hangs fails). PMHASH_SOAK_SECONDS runs it that long (`make soak`); the
+// seed (TestSeeds) draws the op streams and every choice of the run.
 TEST_P(ProcessCrash, SoakWithThreadsAndKilledRecoveries) {
   const EngineSpec spec = FindSpec(GetParam());
-  const std::string dir = TempDir("soak");
-  SoakConfig config;
-  config.seconds = SoakSeconds();
-  config.seed = SoakSeed(1);
-  const SoakResult r = RunKillSoak(spec, dir, config);
-  EXPECT_EQ(r.failure, "");
-  std::printf("%s: %llu rounds in %.1f s (seed %llu), %llu acknowledged ops and %llu in flight "
-              "checked, %llu workers killed while opening, %llu of %llu reopens killed while "
-              "opening, %llu fresh pools\n",
-              spec.name.c_str(), static_cast<unsigned long long>(r.rounds), r.seconds,
-              static_cast<unsigned long long>(config.seed),
-              static_cast<unsigned long long>(r.acked),
-              static_cast<unsigned long long>(r.inflight),
-              static_cast<unsigned long long>(r.killed_opening),
-              static_cast<unsigned long long>(r.recovery_kills_in_open),
-              static_cast<unsigned long long>(r.recovery_kills),
-              static_cast<unsigned long long>(r.fresh_pools));
-  EXPECT_GT(r.acked, 0u);
-  EXPECT_GT(r.inflight, 0u) << "no kill caught an op in flight";
-  fs::remove_all(dir);
+  for (const uint64_t seed : TestSeeds({1})) {
+    SCOPED_TRACE(SeedNote(seed));
+    const std::string dir = TempDir("soak");
+    SoakConfig config;
+    config.seconds = SoakSeconds();
+    config.seed = seed;
+    const SoakResult r = RunKillSoak(spec, dir, config);
+    EXPECT_EQ(r.failure, "");
+    std::printf("%s: %llu rounds in %.1f s (seed %llu), %llu acknowledged ops and %llu in "
+                "flight checked, %llu workers killed while opening, %llu of %llu reopens "
+                "killed while opening, %llu fresh pools\n",
+                spec.name.c_str(), static_cast<unsigned long long>(r.rounds), r.seconds,
+                static_cast<unsigned long long>(seed), static_cast<unsigned long long>(r.acked),
+                static_cast<unsigned long long>(r.inflight),
+                static_cast<unsigned long long>(r.killed_opening),
+                static_cast<unsigned long long>(r.recovery_kills_in_open),
+                static_cast<unsigned long long>(r.recovery_kills),
+                static_cast<unsigned long long>(r.fresh_pools));
+    EXPECT_GT(r.acked, 0u);
+    EXPECT_GT(r.inflight, 0u) << "no kill caught an op in flight";
+    fs::remove_all(dir);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, ProcessCrash,

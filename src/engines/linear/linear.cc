@@ -275,7 +275,7 @@ Status LinearProbing::DoDelete(std::string_view key, uint64_t hash) {
     // Such runs come from a locally dense table (a 757-cell run at load 0.9 in a 4224-cell
     // table, with 16 KiB lanes); a doubled table has short runs, so double it and delete
     // there. Only with resizing off, or no room to double, is the delete refused.
-    if (!s.IsResourceExhausted() || !logged() || !resize_) return s;
+    if (!s.IsResourceExhausted() || !logged() || !resize_enabled()) return s;
     if (!Grow().ok()) return s;
   }
 }
