@@ -59,7 +59,7 @@ stress-test: build asan tsan
 # Long runs, not part of `make test` (docs/testing.md): the kill -9 soak for SOAK_SECONDS
 # per crash-consistent engine, the allocation-failure test with every failure point fully
 # checked, and the multi-thread crash tests ten times longer, all with one new seed
-# (PMHASH_SEED; replay with SOAK_SEED=N). About 8 minutes with the defaults.
+# (PMHASH_SEED; replay with SOAK_SEED=N). About 12 minutes with the defaults.
 .PHONY: soak
 SOAK_SECONDS ?= 60
 ifndef SOAK_SEED
