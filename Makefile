@@ -56,6 +56,24 @@ stress-test: build asan tsan
 	@scripts/install-deps.sh stress-ng
 	@scripts/stress-test.sh $(REPEAT) $(SEED)
 
+# Long runs, not part of `make test` (docs/testing.md): the kill -9 soak for SOAK_SECONDS
+# per crash-consistent engine, the allocation-failure test with every failure point fully
+# checked, and the multi-thread crash tests ten times longer, all with one new seed
+# (PMHASH_SEED; replay with SOAK_SEED=N). About 12 minutes with the defaults.
+.PHONY: soak
+SOAK_SECONDS ?= 60
+ifndef SOAK_SEED
+SOAK_SEED := $(shell date +%s)
+endif
+soak: build
+	@echo "make soak: seed $(SOAK_SEED) (replay: make soak SOAK_SEED=$(SOAK_SEED))"
+	@cd build/release && PMHASH_SEED=$(SOAK_SEED) PMHASH_SOAK_SECONDS=$(SOAK_SECONDS) \
+	  ./crash_tests --gtest_filter='*ProcessCrash.Soak*'
+	@cd build/release && PMHASH_SEED=$(SOAK_SEED) PMHASH_ALLOC_FAULTS=all ./conformance_tests \
+	  --gtest_filter='*AllocationFailure*'
+	@cd build/release && PMHASH_SEED=$(SOAK_SEED) PMHASH_CRASH_SOAK=10 ./crash_tests \
+	  --gtest_filter='*CrashThreads*'
+
 bench: build
 	@scripts/bench-scenarios.sh
 

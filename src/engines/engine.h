@@ -105,6 +105,13 @@ class Engine : public Index {
   // time). The pool is unmapped; the next open recovers.
   void Abandon();
 
+  // Tests' allocation-failure injection: every PM allocation of this open index (its
+  // operations, its background work) asks `faults` first (pm::AllocationFaults; null:
+  // none). Not owned; it must outlive its use. A reopened index starts without.
+  void SetAllocationFaults(pm::AllocationFaults* faults) {
+    if (allocator_ != nullptr) allocator_->SetFaults(faults);
+  }
+
   IndexStats Stats() const override;
 
   // Waits until the background work started so far (PAB refills, filter rebuilds) has

@@ -243,6 +243,10 @@ class HeapAllocator final : public Allocator {
                                      " bytes: larger than the heap (" +
                                      std::to_string(heap_size_) + " bytes)");
     }
+    if (InjectedFailure(size)) {
+      return Status::PoolFull("pool full: injected failure of a " + std::to_string(size) +
+                              "-byte allocation (AllocationFaults)");
+    }
     if (size <= kMaxSmall) return AllocateSmall(ClassOf(size));
     return AllocateRun((size + kChunkSize - 1) >> kChunkShift);
   }

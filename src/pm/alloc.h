@@ -25,11 +25,13 @@
 // blocks come from per-thread arenas (AllocatorOptions::arenas).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
 
+#include "pm/alloc_faults.h"
 #include "pm/persist.h"
 #include "pm/pool.h"
 #include "pm/regions.h"
@@ -95,6 +97,20 @@ class Allocator {
   // checked at every open; the saved state (its checksum and the bitmaps of small
   // chunks), checked only when this allocator was loaded from it (a clean open).
   virtual void DescribeLayout(const RegionVisitor& mark) const = 0;
+
+  // Tests: from now on every Allocate asks `faults` first (null: none). Not owned; it
+  // must outlive its use.
+  void SetFaults(AllocationFaults* faults) { faults_.store(faults, std::memory_order_release); }
+
+ protected:
+  // Whether the allocation of `size` bytes being made must fail (an injected failure).
+  bool InjectedFailure(size_t size) {
+    AllocationFaults* f = faults_.load(std::memory_order_acquire);
+    return f != nullptr && f->Fail(size);
+  }
+
+ private:
+  std::atomic<AllocationFaults*> faults_{nullptr};
 };
 
 }  // namespace pmhash::pm

@@ -284,6 +284,64 @@ TEST_F(AllocatorTest, PoolFullThenWorksAgainAfterFrees) {
   EXPECT_TRUE(allocator_->Allocate(200000).ok());
 }
 
+// The failure-injection seam: the armed allocation fails as a full pool would, changing
+// nothing (the same bytes in use); sticky fails every later one too, min_size only the
+// blocks that large; disarmed (or detached), allocations work again.
+TEST_F(AllocatorTest, InjectedFailuresFailTheArmedAllocationAndChangeNothing) {
+  AllocationFaults faults;
+  allocator_->SetFaults(&faults);
+  faults.Arm(3, /*sticky=*/false);
+  const uint64_t a = MustAllocate(100);
+  const uint64_t b = MustAllocate(200000);
+  const uint64_t in_use = allocator_->BytesInUse();
+  for (size_t size : {size_t{100}, size_t{200000}}) {
+    faults.Arm(1, /*sticky=*/false);
+    Result<uint64_t> r = allocator_->Allocate(size);
+    ASSERT_FALSE(r.ok());
+    EXPECT_TRUE(r.status().IsResourceExhausted() && r.status().IsPoolFull())
+        << r.status().ToString();
+    EXPECT_NE(r.status().message().find("injected"), std::string::npos) << r.status().ToString();
+    EXPECT_EQ(allocator_->BytesInUse(), in_use) << "a failed allocation took bytes";
+    EXPECT_EQ(faults.seen(), 1u);
+    EXPECT_EQ(faults.failed(), 1u);
+  }
+  // One-shot: the 2nd of four fails; the others get blocks.
+  faults.Arm(2, /*sticky=*/false);
+  std::vector<bool> ok;
+  std::vector<uint64_t> got;
+  for (int i = 0; i < 4; ++i) {
+    Result<uint64_t> r = allocator_->Allocate(48);
+    ok.push_back(r.ok());
+    if (r.ok()) got.push_back(*r);
+  }
+  EXPECT_EQ(ok, (std::vector<bool>{true, false, true, true}));
+  EXPECT_EQ(faults.seen(), 4u);
+  EXPECT_EQ(faults.failed(), 1u);
+  // Sticky: the 2nd and every one after it.
+  faults.Arm(2, /*sticky=*/true);
+  ok.clear();
+  for (int i = 0; i < 4; ++i) ok.push_back(allocator_->Allocate(48).ok());
+  EXPECT_EQ(ok, (std::vector<bool>{true, false, false, false}));
+  EXPECT_EQ(faults.failed(), 3u);
+  // Only blocks of at least min_size count and fail.
+  faults.Arm(1, /*sticky=*/true, /*min_size=*/256);
+  EXPECT_TRUE(allocator_->Allocate(255).ok());
+  EXPECT_FALSE(allocator_->Allocate(256).ok());
+  EXPECT_FALSE(allocator_->Allocate(200000).ok());
+  EXPECT_TRUE(allocator_->Allocate(16).ok());
+  EXPECT_EQ(faults.seen(), 2u);
+  EXPECT_EQ(faults.failed(), 2u);
+  // Disarmed, and detached: no failure, and a detached one is not asked.
+  faults.Arm(0, /*sticky=*/true);
+  EXPECT_TRUE(allocator_->Allocate(48).ok());
+  allocator_->SetFaults(nullptr);
+  faults.Arm(1, /*sticky=*/true);
+  EXPECT_TRUE(allocator_->Allocate(48).ok());
+  EXPECT_EQ(faults.seen(), 0u);
+  EXPECT_TRUE(allocator_->IsAllocated(a) && allocator_->IsAllocated(b));
+  for (uint64_t off : got) EXPECT_TRUE(allocator_->IsAllocated(off));
+}
+
 TEST_F(AllocatorTest, EmptyChunksKeptByAClassAreReclaimedWhenFull) {
   Make(8 << 20);
   std::vector<uint64_t> blocks;

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "crash/crash_sim_runner.h"
+#include "support/crash_sim_runner.h"
 
 namespace pmhash::testing {
 namespace {

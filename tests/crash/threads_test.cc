@@ -11,7 +11,7 @@
 #include <optional>
 #include <thread>
 
-#include "crash/crash_sim_runner.h"
+#include "support/crash_sim_runner.h"
 #include "pm/crashsim.h"
 
 // GCC 12 warns falsely on "literal" + std::string (GCC bug 105651).

@@ -64,6 +64,10 @@ void WaitForBackgroundWork(Index* index) {
   if (auto* e = dynamic_cast<engines::Engine*>(index)) e->WaitForBackgroundWork();
 }
 
+void SetAllocationFaults(Index* index, pm::AllocationFaults* faults) {
+  if (auto* e = dynamic_cast<engines::Engine*>(index)) e->SetAllocationFaults(faults);
+}
+
 std::string CheckInvariantsOf(Index* index) {
   auto* e = dynamic_cast<engines::Engine*>(index);
   if (e == nullptr) return "the index is not an engines::Engine";

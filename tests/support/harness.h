@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "pm/alloc.h"
 #include "pm/pool.h"
 #include "pmhash/index.h"
 #include "support/test_engines.h"
@@ -37,6 +38,9 @@ void Abandon(std::unique_ptr<Index>* index);
 // Engine::WaitForBackgroundWork: the engine's background threads (which store to PM,
 // and so reach a crash hook from their own thread) are idle when it returns.
 void WaitForBackgroundWork(Index* index);
+// Engine::SetAllocationFaults: every PM allocation of `index` asks `faults` first (null:
+// none).
+void SetAllocationFaults(Index* index, pm::AllocationFaults* faults);
 // Engine::CheckInvariants, the engine's own full check: "" or what is wrong.
 std::string CheckInvariantsOf(Index* index);
 

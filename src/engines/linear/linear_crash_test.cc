@@ -101,6 +101,30 @@ TEST_P(LinearCrashTest, LoggedInsertUpdateAndGrowAreAllOrNothing) {
   ExpectAllOrNothing(r, 3);
 }
 
+// A delete whose shift is longer than an undo-log lane doubles the table first (twice
+// here) and deletes there: the growths and the delete together are one op, so every
+// image recovers the key present or deleted, never a half-grown table.
+TEST_P(LinearCrashTest, LoggedDeleteThatDoublesTheTableFirstIsAllOrNothing) {
+  Options o = SmallTable("linear-log");
+  o.persist = GetParam();
+  o.engine_options = {{"cells", "1500"}};  // resizing on
+  std::string victim;
+  OpCrashOutcome r = CrashDuringOp(
+      o,
+      [&](Index* x, Model* m) {
+        // Two keys for each home 0..449: the first one's delete shifts all the others.
+        for (uint64_t h = 0; h < 450; ++h) {
+          for (const std::string& k : KeysWithHome(h, 1500, 2, h * 100000 + 1)) {
+            EXPECT_TRUE(x->Insert(k, k).ok());
+            (*m)[k] = k;
+            if (victim.empty()) victim = k;
+          }
+        }
+      },
+      [&](Index* x) { return x->Delete(victim); }, nullptr, /*store_rate=*/0.001);
+  ExpectAllOrNothing(r, 8);
+}
+
 // The baseline without logging: some crash image of the same multi-cell shift is
 // inconsistent (a key twice, or a key cut off from its home). This is what `linear`
 // being registered as not crash consistent means.

@@ -208,6 +208,39 @@ TEST_P(LinearTest, ShiftLongerThanALaneLeavesTheTableUnchanged) {
   ExpectEquals(model);
 }
 
+// Regression: linear-log refused (ResourceExhausted) a delete whose backward shift was
+// longer than one undo-log lane holds, at the default max_load (found by the kill soak:
+// a 757-cell run in a 4224-cell table). With resizing on, the delete doubles the table
+// until the shift fits, and succeeds.
+TEST_P(LinearTest, LongShiftDeleteGrowsTheTableInsteadOfFailing) {
+  Options o = BaseOptions();
+  o.pool_size = 4ull << 20;  // the smallest lanes (16 KiB, about 750 cells)
+  o.engine_options["cells"] = "1500";
+  OpenWith(o);
+  // Two keys for each home 0..449, inserted home by home: cell j holds a key of home
+  // j / 2, so deleting the key in cell 0 moves every one of the 899 after it.
+  std::vector<std::string> keys;
+  for (uint64_t h = 0; h < 450; ++h) {
+    for (const std::string& k : KeysWithHome(h, 1500, 2, h * 100000 + 1)) keys.push_back(k);
+  }
+  std::unordered_map<std::string, std::string> model;
+  for (const std::string& k : keys) {
+    ASSERT_TRUE(index_->Insert(k, k).ok());
+    model[k] = k;
+  }
+  const uint64_t resizes = Counter(index_.get(), "resizes");
+  const Status s = index_->Delete(keys[0]);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  model.erase(keys[0]);
+  if (GetParam() == "linear-log") {
+    EXPECT_GT(Counter(index_.get(), "resizes"), resizes) << "the table should have doubled";
+  } else {
+    EXPECT_EQ(Counter(index_.get(), "resizes"), resizes) << "linear logs nothing: no need";
+  }
+  ExpectInvariants();
+  ExpectEquals(model);
+}
+
 // Seeded random sequences against a model, in a small table at high load so that runs
 // are long, deletes land in the middle of runs, and runs wrap past the end.
 TEST_P(LinearTest, RandomOperationsMatchModel) {

@@ -1,4 +1,4 @@
-#include "crash/crash_sim_runner.h"
+#include "support/crash_sim_runner.h"
 
 #include <cstdio>
 #include <mutex>

@@ -1,5 +1,6 @@
 // Runs operation scripts against an engine under the crash simulator and checks every
-// crash image it builds (see docs/testing.md).
+// crash image it builds (see docs/testing.md). The crash suite (tests/crash) runs it; the
+// conformance suite's allocation-failure test runs the same scripts.
 #pragma once
 
 #include <cstdint>
