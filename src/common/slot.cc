@@ -117,27 +117,18 @@ const char* SlotCodec::RecordAt(uint64_t offset, RecordHeaderView* header) const
   return rec;
 }
 
-bool SlotCodec::KeyEquals(SlotForm form, const KvWords& words, std::string_view key,
-                          uint64_t key_hash) const {
-  switch (form) {
-    case SlotForm::kInline:
-      return key.size() == 8 && std::memcmp(&words.word0, key.data(), 8) == 0;
-    case SlotForm::kRecord: {
-      // The hash word lives in the slot: a mismatch rejects without touching the record.
-      if (words.word1 != key_hash) return false;
-      RecordHeaderView header;
-      const char* rec = RecordAt(words.word0, &header);
-      if (rec == nullptr) return false;
-      // The record is this codec's read, so it reports it (engines report their buckets).
-      const size_t compared = header.key_len == key.size() ? key.size() : 0;
-      persister_.NoteRead(rec, sizeof(RecordHeader) + compared);
-      return header.key_len == key.size() &&
-             (key.empty() || std::memcmp(rec + sizeof(RecordHeader), key.data(), key.size()) == 0);
-    }
-    case SlotForm::kEmpty:
-      return false;
-  }
-  return false;
+bool SlotCodec::RecordKeyEquals(const KvWords& words, std::string_view key,
+                                uint64_t key_hash) const {
+  // The hash word lives in the slot: a mismatch rejects without touching the record.
+  if (words.word1 != key_hash) return false;
+  RecordHeaderView header;
+  const char* rec = RecordAt(words.word0, &header);
+  if (rec == nullptr) return false;
+  // The record is this codec's read, so it reports it (engines report their buckets).
+  const size_t compared = header.key_len == key.size() ? key.size() : 0;
+  persister_.NoteRead(rec, sizeof(RecordHeader) + compared);
+  return header.key_len == key.size() &&
+         (key.empty() || std::memcmp(rec + sizeof(RecordHeader), key.data(), key.size()) == 0);
 }
 
 std::string_view SlotCodec::Key(SlotForm form, const KvWords& words) const {

@@ -258,6 +258,7 @@ GroupHash::Probe GroupHash::Find(std::string_view key, uint64_t hash, uint64_t h
   // The cell words a probe compares: a form byte of a key of this hash (with tags), or any
   // occupied one (without, as Alg. 2 reads every occupied cell).
   const auto candidate = [&](uint8_t f) { return f != 0 && (f & ~kFormMask) == tag; };
+  const SlotCodec::KeyMatcher matches(codec(), key, hash);
   const auto found = [&](uint8_t* f, KvWords* c) {
     p.form = f;
     p.cell = c;
@@ -270,7 +271,7 @@ GroupHash::Probe GroupHash::Find(std::string_view key, uint64_t hash, uint64_t h
     p.free_cell = &v.tab1[home];
   } else if (!tags_ || candidate(*f1)) {
     ps.NoteRead(&v.tab1[home], sizeof(KvWords));
-    if (codec().KeyEquals(FormOf(*f1), v.tab1[home], key, hash)) {
+    if (matches(FormOf(*f1), v.tab1[home])) {
       found(f1, &v.tab1[home]);
       return p;
     }
@@ -299,7 +300,7 @@ GroupHash::Probe GroupHash::Find(std::string_view key, uint64_t hash, uint64_t h
     for (; compare != 0; compare &= compare - 1) {
       const uint64_t j = i + static_cast<uint64_t>(__builtin_ctzll(compare));
       compared.Add(&cells[j], sizeof(KvWords));
-      if (codec().KeyEquals(FormOf(forms[j]), cells[j], key, hash)) {
+      if (matches(FormOf(forms[j]), cells[j])) {
         found(&forms[j], &cells[j]);
         return p;
       }
