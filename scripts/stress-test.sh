@@ -2,7 +2,8 @@
 # make stress-test: hunts flaky tests. Runs the suites of `make test` over and over while
 # the machine is loaded, so that a test whose outcome depends on scheduling or speed fails
 # here rather than in CI:
-#   1. release (every suite), ASan and TSan (unit + conformance), each repeated until it
+#   1. release (every suite), ASan and TSan (unit + conformance; TSan without the tests
+#      make test skips there, TSAN_GTEST_FILTER from the Makefile), each repeated until it
 #      fails or REPEAT runs pass, beside a CPU hog (stress-ng, one worker per core);
 #   2. the same once more confined to one core (taskset), where threads interleave coarsely.
 # Test order is shuffled with SEED (GTEST_SHUFFLE), and SEED is also the model seed of the
@@ -48,11 +49,11 @@ start_hog
 condition=loaded
 suite build/release "" "$repeat"
 suite build/asan 'unit|conformance' "$repeat"
-suite build/tsan 'unit|conformance' "$repeat"
+suite build/tsan 'unit|conformance' "$repeat" env GTEST_FILTER="${TSAN_GTEST_FILTER:-*}"
 stop_hog
 condition=one-core
 suite build/release "" 1 taskset -c 0
-suite build/tsan 'unit|conformance' 1 taskset -c 0
+suite build/tsan 'unit|conformance' 1 env GTEST_FILTER="${TSAN_GTEST_FILTER:-*}" taskset -c 0
 if [ "$failed" -ne 0 ]; then
   echo "stress-test: failures above (SEED=$seed); logs in $log_dir" >&2
   exit 1
