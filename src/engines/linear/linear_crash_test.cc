@@ -111,6 +111,28 @@ TEST_P(LinearCrashTest, UnloggedInsertUpdateAndGrowAreAllOrNothing) {
   InsertUpdateAndGrowAreAllOrNothing("linear", GetParam(), /*inline_to_record=*/false);
 }
 
+// A delete that frees the last record of an allocator chunk: the allocator gives the
+// chunk back (a durable table entry) when its class has room elsewhere, so the free must
+// follow the delete's commit, or a rolled-back delete points into a free chunk. Records
+// of 4016 bytes (16 to a 64 KiB chunk): the 17th is alone in the second chunk, and a
+// delete in the first leaves the class room there.
+TEST_P(LinearCrashTest, LoggedDeleteThatEmptiesARecordChunkIsAllOrNothing) {
+  Options o = SmallTable("linear-log");
+  o.persist = GetParam();
+  OpCrashOutcome r = CrashDuringOp(
+      o,
+      [](Index* x, Model* m) {
+        for (uint64_t k = 0; k < 17; ++k) {
+          EXPECT_TRUE(x->Insert(Key8(k), std::string(4000, static_cast<char>('a' + k))).ok());
+          (*m)[Key8(k)] = std::string(4000, static_cast<char>('a' + k));
+        }
+        EXPECT_TRUE(x->Delete(Key8(0)).ok());
+        m->erase(Key8(0));
+      },
+      [](Index* x) { return x->Delete(Key8(16)); }, nullptr, kStoreRate);
+  ExpectAllOrNothing(r, 3);
+}
+
 // A delete whose shift is longer than an undo-log lane doubles the table first (twice
 // here) and deletes there: the growths and the delete together are one op, so every
 // image recovers the key present or deleted, never a half-grown table.
