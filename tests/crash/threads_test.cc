@@ -366,7 +366,7 @@ TEST_P(CrashThreads, SharedArenaDeletesAndInsertsSurviveCrashes) {
   for (uint64_t seed : TestSeeds({12})) {
     SCOPED_TRACE(SeedNote(seed));
     WriterPlan plan;
-    plan.ops = static_cast<int>(300 * SoakFactor());
+    plan.ops = static_cast<int>(450 * SoakFactor());  // ~150 rounds of delete, insert, update
     plan.crash_one_in = 2;
     plan.shared_arena = true;
     plan.pause_rate = 0.25;
