@@ -84,6 +84,15 @@ soak: build
 bench: build
 	@scripts/bench-scenarios.sh
 
+# Not part of `make test`: a test of the tests. Each mutation of
+# tests/mutation/mutations.json (a dropped flush or fence, a commit before its data, a free
+# before its unlink, ...) is applied to a scratch copy (build/mutation/), built and run
+# against the suites it names; it must be caught, or be documented as harmless
+# (docs/reliability.md, "Mutation testing").
+.PHONY: mutation
+mutation: deps
+	@scripts/mutation.py --jobs $(JOBS)
+
 # The flip-fuzz test of damaged pools at length (make test runs it short): FLIPS damaged
 # bytes per region per pool, for every engine, clean and crashed; prints the by-region
 # figures recorded in docs/reliability.md.

@@ -10,11 +10,16 @@ mutation is a blind spot of the suites unless the list documents why it is harml
     scripts/mutation.py                  # every mutation; table on stdout and in
                                          # build/mutation/report.md
     scripts/mutation.py --only ID[,ID]   # some
+    scripts/mutation.py --jobs 1         # build with one job (default: every core)
     scripts/mutation.py --list           # the list, checked (each edit applies once)
 
+Each build makes only the binaries the mutation's tests name, and the `pmhash` tool
+(PMHASH_TOOL, which the CLI and flip-fuzz tests run).
+
 Exit status: 0 when every mutation is caught or documented as harmless, 1 when one stays
-green unexplained (or a harmless one is caught: its reason is then wrong), 2 on a bad list
-or a baseline that fails before any mutation.
+green unexplained, a harmless one is caught (its reason is then wrong) or one does not
+compile (an error in the list, not a catch), 2 on a bad list or a baseline that fails
+before any mutation.
 
 A mutation: {"id", "class", "file", "find", "replace", "what", "tests": [[binary,
 gtest_filter], ...] (default: crash_tests, every test), "harmless": "why" (optional)}.
@@ -85,11 +90,13 @@ def sync_tree():
             shutil.copy2(src, dst)
 
 
-def build(log):
+def build(tests, jobs, log):
+    """Builds the binaries `tests` run, and the tool; False if that fails."""
     if not os.path.exists(os.path.join(BUILD, "build.ninja")):
         subprocess.run(["cmake", "-S", TREE, "-B", BUILD, "-G", "Ninja", "-Wno-dev",
                         "-DCMAKE_BUILD_TYPE=Release"], check=True, stdout=log, stderr=log)
-    r = subprocess.run(["cmake", "--build", BUILD, "-j", str(os.cpu_count() or 2)],
+    targets = sorted({binary for binary, _ in tests} | {"pmhash"})
+    r = subprocess.run(["cmake", "--build", BUILD, "-j", str(jobs), "--target", *targets],
                        stdout=log, stderr=log)
     return r.returncode == 0
 
@@ -112,7 +119,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--only", help="comma-separated mutation ids")
     ap.add_argument("--list", action="store_true", help="list and check the mutations")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2,
+                    help="parallel build jobs (default: every core)")
     args = ap.parse_args()
+    if args.jobs < 1:
+        sys.exit("mutation: --jobs must be at least 1")
     items = load(LIST)
     if args.only:
         wanted = args.only.split(",")
@@ -122,24 +133,28 @@ def main():
         items = [m for m in items if m["id"] in wanted]
     stale = [(m["id"], err) for m in items if (err := check_applies(m, ROOT))]
     if args.list or stale:
+        width = max(len(m["id"]) for m in items)
         for m in items:
             err = dict(stale).get(m["id"], "")
-            print(f"{m['id']:<28} {m['class']:<20} {m['file']}{'  STALE: ' + err if err else ''}")
+            print(f"{m['id']:<{width}}  {m['class']:<20} {m['file']}"
+                  f"{'  STALE: ' + err if err else ''}")
         if stale:
             print(f"mutation: {len(stale)} mutation(s) no longer apply", file=sys.stderr)
             return 2
         return 0
 
+    started = time.time()
     os.makedirs(WORK, exist_ok=True)
     sync_tree()
     log_path = os.path.join(WORK, "log.txt")
     with open(log_path, "w") as log:
         print("baseline: building and running the suites unmutated ...", flush=True)
-        all_tests = sorted({tuple(t) for m in items for t in m.get("tests", DEFAULT_TESTS)})
-        if not build(log):
+        all_tests = [list(t) for t in
+                     sorted({tuple(t) for m in items for t in m.get("tests", DEFAULT_TESTS)})]
+        if not build(all_tests, args.jobs, log):
             print(f"mutation: the unmutated tree does not build (see {log_path})", file=sys.stderr)
             return 2
-        failed = run_tests([list(t) for t in all_tests], log)
+        failed = run_tests(all_tests, log)
         if failed:
             print(f"mutation: the unmutated tree fails: {failed} (see {log_path})",
                   file=sys.stderr)
@@ -152,12 +167,13 @@ def main():
             print(f"[{i}/{len(items)}] {m['id']}: {m['what']}", flush=True)
             log.write(f"\n==== {m['id']}\n")
             log.flush()
+            tests = m.get("tests", DEFAULT_TESTS)
             try:
                 open(path, "w").write(original.replace(m["find"], m["replace"], 1))
-                if not build(log):
-                    verdict, detail = "caught", "does not compile"
+                if not build(tests, args.jobs, log):
+                    verdict, detail = "error", "does not compile"
                 else:
-                    failed = run_tests(m.get("tests", DEFAULT_TESTS), log)
+                    failed = run_tests(tests, log)
                     verdict, detail = ("caught", failed) if failed else ("green", "")
             finally:
                 open(path, "w").write(original)
@@ -166,20 +182,25 @@ def main():
             rows.append((m, verdict, detail, ok, time.time() - t0))
             print(f"    {verdict}{' (' + detail + ')' if detail else ''}"
                   f"{'' if ok else '  <-- UNEXPECTED'}", flush=True)
-        build(log)  # leave the scratch build unmutated
+        build(all_tests, args.jobs, log)  # leave the scratch build unmutated
 
-    lines = ["| mutation | class | file | what | result |", "|---|---|---|---|---|"]
+    lines = ["| mutation | class | file | what | result | s |", "|---|---|---|---|---|---|"]
     for m, verdict, detail, ok, secs in rows:
-        result = f"caught: {detail}" if verdict == "caught" else "green"
+        result = f"{verdict}: {detail}" if detail else verdict
         if m.get("harmless"):
             result += f" (documented harmless: {m['harmless']})"
         if not ok:
             result = "**" + result + " (unexpected)**"
-        lines.append(f"| {m['id']} | {m['class']} | `{m['file']}` | {m['what']} | {result} |")
+        lines.append(f"| {m['id']} | {m['class']} | `{m['file']}` | {m['what']} | {result} "
+                     f"| {secs:.0f} |")
     caught = sum(1 for r in rows if r[1] == "caught")
+    harmless = sum(1 for r in rows if r[1] == "green" and r[3])
     lines.append("")
-    lines.append(f"{caught} of {len(rows)} caught; "
-                 f"{sum(1 for r in rows if not r[3])} unexpected.")
+    lines.append(f"{caught} of {len(rows)} caught, {harmless} green as documented, "
+                 f"{sum(1 for r in rows if not r[3])} unexpected. "
+                 f"`{' '.join(['scripts/mutation.py'] + sys.argv[1:])}`, "
+                 f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(started))}, "
+                 f"{(time.time() - started) / 60:.0f} minutes.")
     report = "\n".join(lines) + "\n"
     open(os.path.join(WORK, "report.md"), "w").write(report)
     print("\n" + report)

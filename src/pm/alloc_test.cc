@@ -672,9 +672,8 @@ TEST(AllocatorCrashTest, RebuildFindsExactlyTheLinkedBlocksAtEveryCrashPoint) {
   CrashSim sim(pool->base(), pool->size(), PersistMode::kAdr);
   PersistConfig config;
   config.observer = &sim;
-  std::unique_ptr<Persister> p, plain;
+  std::unique_ptr<Persister> p;
   ASSERT_TRUE(Persister::Make(config, &p).ok());
-  ASSERT_TRUE(Persister::Make(PersistConfig{}, &plain).ok());
   std::unique_ptr<Allocator> allocator;
   ASSERT_TRUE(Allocator::Format(*pool, *p, &allocator).ok());
 
@@ -693,15 +692,23 @@ TEST(AllocatorCrashTest, RebuildFindsExactlyTheLinkedBlocksAtEveryCrashPoint) {
           for (int i = 0; i < kSlots; ++i) {
             if (linked[i] != 0) live.insert(linked[i]);
           }
+          // The image's own simulator: Rebuild's repairs of the chunk table must be durable
+          // when it returns (a clean Close later hashes the table as memory holds it).
+          CrashSim after(img->base(), img->size(), PersistMode::kAdr);
+          PersistConfig watched;
+          watched.observer = &after;
+          std::unique_ptr<Persister> rp;
+          ASSERT_TRUE(Persister::Make(watched, &rp).ok());
           std::unique_ptr<Allocator> rebuilt;
           Status st = Allocator::Rebuild(
-              *img, *plain,
+              *img, *rp,
               [&](const Allocator::LiveBlockVisitor& visit) {
                 for (uint64_t off : live) visit(off);
                 return Status::OK();
               },
               &rebuilt);
           ASSERT_TRUE(st.ok()) << st.ToString();
+          ASSERT_EQ(after.PendingUnits(), 0u) << "Rebuild left chunk table repairs not durable";
           uint64_t bytes = 0;
           for (uint64_t off : live) {
             ASSERT_TRUE(rebuilt->IsAllocated(off));
@@ -734,6 +741,41 @@ TEST(AllocatorCrashTest, RebuildFindsExactlyTheLinkedBlocksAtEveryCrashPoint) {
   sim.SetHook(nullptr, 0, 0);
   EXPECT_GT(images, 50);
   EXPECT_TRUE(sim.FindBypass().ok());
+}
+
+// Close is PersistState then the clean state word: every chunk table change before it
+// (chunks taken and given back, runs, frees) must be durable by then, since the state
+// checksum covers the table as memory holds it and a clean open trusts it. Churn, then
+// every block freed (chunks given back to the heap while their class has other room,
+// runs freed), then PersistState: nothing may be pending.
+TEST(AllocatorCrashTest, NothingIsPendingAfterPersistState) {
+  std::unique_ptr<Pool> pool;
+  ASSERT_TRUE(Pool::CreateDram("test", 4 << 20, &pool).ok());
+  CrashSim sim(pool->base(), pool->size(), PersistMode::kAdr);
+  PersistConfig config;
+  config.observer = &sim;
+  std::unique_ptr<Persister> p;
+  ASSERT_TRUE(Persister::Make(config, &p).ok());
+  std::unique_ptr<Allocator> allocator;
+  ASSERT_TRUE(Allocator::Format(*pool, *p, &allocator).ok());
+  std::mt19937_64 rng(5);
+  std::vector<uint64_t> live;
+  for (int op = 0; op < 2000; ++op) {
+    if (live.empty() || rng() % 5 < 3) {
+      const size_t size = rng() % 50 == 0 ? 70000 + rng() % 60000 : 2048 + rng() % 2048;
+      Result<uint64_t> r = allocator->Allocate(size);
+      if (r.ok()) live.push_back(r.value());
+    } else {
+      const size_t i = rng() % live.size();
+      allocator->Free(live[i]);
+      live[i] = live.back();
+      live.pop_back();
+    }
+  }
+  for (uint64_t off : live) allocator->Free(off);  // the last changes: chunks given back
+  ASSERT_TRUE(allocator->PersistState().ok());
+  EXPECT_EQ(sim.PendingUnits(), 0u) << "chunk table changes not durable at Close, first line "
+                                    << (sim.PendingLines() == 0 ? 0 : sim.PendingLineOffsets(1)[0]);
 }
 
 }  // namespace

@@ -95,9 +95,10 @@ struct WriterPlan {
   double pause_rate = 0;
   int pause_us = 0;
   // Every thread in one allocator arena (alloc_arenas=1) and ops that free and reuse
-  // blocks: each thread alternates deleting its oldest key and inserting a new one, keys
-  // and values out of line and of one size (one record size class), so a block one
-  // thread frees is the next another allocates. Else random ops over 40 keys a thread.
+  // blocks: each thread deletes its oldest key, inserts a new one and updates a live one
+  // in turn, keys and values out of line and of one size (one record size class), so a
+  // block one thread frees (a deleted record, an updated key's old record) is the next
+  // another allocates. Else random ops over 40 keys a thread.
   bool shared_arena = false;
 };
 
@@ -167,9 +168,12 @@ ThreadRun DisjointWriters(const EngineSpec& spec, uint64_t seed, const WriterPla
             std::string(r() % 3 ? 8 : 50, static_cast<char>('a' + i % 26))};
       if (plan.shared_arena) {
         const std::string value(40, static_cast<char>('a' + (i + t) % 26));
-        op = i < kLive       ? Op{Op::kInsert, reuse_key(i), value}
-             : i % 2 == 0    ? Op{Op::kDelete, reuse_key((i - kLive) / 2), ""}
-                             : Op{Op::kInsert, reuse_key(kLive + (i - kLive) / 2), value};
+        // Round k deletes key k, inserts key kLive + k and updates key k + 1 (live).
+        const int k = (i - kLive) / 3;
+        op = i < kLive                 ? Op{Op::kInsert, reuse_key(i), value}
+             : (i - kLive) % 3 == 0    ? Op{Op::kDelete, reuse_key(k), ""}
+             : (i - kLive) % 3 == 1    ? Op{Op::kInsert, reuse_key(kLive + k), value}
+                                       : Op{Op::kUpdate, reuse_key(k + 1), value};
       }
       {
         std::lock_guard<std::mutex> l(states[t].mu);
@@ -362,7 +366,7 @@ TEST_P(CrashThreads, SharedArenaDeletesAndInsertsSurviveCrashes) {
   for (uint64_t seed : TestSeeds({12})) {
     SCOPED_TRACE(SeedNote(seed));
     WriterPlan plan;
-    plan.ops = static_cast<int>(300 * SoakFactor());
+    plan.ops = static_cast<int>(450 * SoakFactor());  // ~150 rounds of delete, insert, update
     plan.crash_one_in = 2;
     plan.shared_arena = true;
     plan.pause_rate = 0.25;
