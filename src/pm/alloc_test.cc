@@ -663,19 +663,30 @@ TEST_F(AllocatorTest, UnformattedHeapIsCorruption) {
   EXPECT_TRUE(Allocator::Load(*raw, *persister_, &a).IsCorruption());
 }
 
+// A 4 MiB DRAM pool and a formatted allocator whose persister reports to a crash
+// simulator: the setup of the tests that crash the allocator.
+class AllocatorCrashTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(Pool::CreateDram("test", 4 << 20, &pool).ok());
+    sim_ = std::make_unique<CrashSim>(pool->base(), pool->size(), PersistMode::kAdr);
+    PersistConfig config;
+    config.observer = sim_.get();
+    ASSERT_TRUE(Persister::Make(config, &p).ok());
+    ASSERT_TRUE(Allocator::Format(*pool, *p, &allocator).ok());
+  }
+
+  std::unique_ptr<Pool> pool;
+  std::unique_ptr<CrashSim> sim_;  // before the persister that reports to it
+  std::unique_ptr<Persister> p;
+  std::unique_ptr<Allocator> allocator;
+};
+
 // Power failures at every fence of an engine-like workload: blocks are linked from the
 // root (pointer persisted after Allocate) and unlinked durably before Free. Every crash
 // image must rebuild to exactly the linked blocks, and stay usable.
-TEST(AllocatorCrashTest, RebuildFindsExactlyTheLinkedBlocksAtEveryCrashPoint) {
-  std::unique_ptr<Pool> pool;
-  ASSERT_TRUE(Pool::CreateDram("test", 4 << 20, &pool).ok());
-  CrashSim sim(pool->base(), pool->size(), PersistMode::kAdr);
-  PersistConfig config;
-  config.observer = &sim;
-  std::unique_ptr<Persister> p;
-  ASSERT_TRUE(Persister::Make(config, &p).ok());
-  std::unique_ptr<Allocator> allocator;
-  ASSERT_TRUE(Allocator::Format(*pool, *p, &allocator).ok());
+TEST_F(AllocatorCrashTest, RebuildFindsExactlyTheLinkedBlocksAtEveryCrashPoint) {
+  CrashSim& sim = *sim_;
 
   constexpr int kSlots = 48;
   auto* slots = static_cast<uint64_t*>(pool->root());
@@ -748,16 +759,8 @@ TEST(AllocatorCrashTest, RebuildFindsExactlyTheLinkedBlocksAtEveryCrashPoint) {
 // checksum covers the table as memory holds it and a clean open trusts it. Churn, then
 // every block freed (chunks given back to the heap while their class has other room,
 // runs freed), then PersistState: nothing may be pending.
-TEST(AllocatorCrashTest, NothingIsPendingAfterPersistState) {
-  std::unique_ptr<Pool> pool;
-  ASSERT_TRUE(Pool::CreateDram("test", 4 << 20, &pool).ok());
-  CrashSim sim(pool->base(), pool->size(), PersistMode::kAdr);
-  PersistConfig config;
-  config.observer = &sim;
-  std::unique_ptr<Persister> p;
-  ASSERT_TRUE(Persister::Make(config, &p).ok());
-  std::unique_ptr<Allocator> allocator;
-  ASSERT_TRUE(Allocator::Format(*pool, *p, &allocator).ok());
+TEST_F(AllocatorCrashTest, NothingIsPendingAfterPersistState) {
+  CrashSim& sim = *sim_;
   std::mt19937_64 rng(5);
   std::vector<uint64_t> live;
   for (int op = 0; op < 2000; ++op) {
