@@ -272,6 +272,7 @@ class GroupHash : public Engine {
   bool group_size_given_ = false;
   bool tags_ = false;  // the pool's, once created or opened
   bool tags_given_ = false;
+  bool prefetch_ = true;  // option prefetch
   bool persist_count_ = false;
   uint64_t initial_cells_ = 0;  // total cells asked for with `cells` (0: from capacity)
 

@@ -423,6 +423,28 @@ TEST(GroupHashTest, TagsCompareOnlyTheCellsWhoseTagMatches) {
   EXPECT_LT(lines["on"] * 2, lines["off"]) << lines["on"] << " vs " << lines["off"];
 }
 
+TEST(GroupHashTest, PrefetchChangesNeitherResultsNorCountedReads) {
+  // prefetch=on asks for the level-1 cell, the form bytes and the compared cells early:
+  // every probe answers the same and counts the same lines (Alg. 2's) as prefetch=off.
+  std::map<std::string, uint64_t> lines;
+  for (const char* prefetch : {"off", "on"}) {
+    SCOPED_TRACE(std::string("prefetch=") + prefetch);
+    auto index = OpenOrDie(
+        GroupOptions({{"cells", "512"}, {"resize", "off"}, {"prefetch", prefetch}}));
+    for (uint64_t i = 0; i < 300; ++i) ASSERT_TRUE(index->Insert(Key8(i), Key8(i)).ok());
+    const uint64_t before = index->Stats().persist.lines_read;
+    std::string v;
+    for (uint64_t i = 0; i < 300; ++i) {
+      ASSERT_TRUE(index->Get(Key8(i), &v).ok());
+      ASSERT_EQ(v, Key8(i));
+    }
+    for (uint64_t i = 1000; i < 1100; ++i) ASSERT_TRUE(index->Get(Key8(i), &v).IsNotFound());
+    lines[prefetch] = index->Stats().persist.lines_read - before;
+  }
+  EXPECT_GT(lines["off"], 400u * 2);  // every probe reads its level-1 line and form bytes
+  EXPECT_EQ(lines["on"], lines["off"]);
+}
+
 // Builds a file pool holding keys 0..n-1 (inline), damages it with `damage`, drops it
 // unclean and reopens it.
 Status DamageAndReopen(const std::string& path, uint64_t n,
