@@ -275,8 +275,9 @@ GroupHash::Probe GroupHash::Find(std::string_view key, uint64_t hash, uint64_t h
   // (the level-1 form byte and cell, the level-2 group's first kPrefetchedFormLines of
   // form bytes), so their misses overlap instead of following one another. The reads
   // counted stay Alg. 2's; a prefetched line a level-1 hit does not need costs bandwidth.
+  uint8_t* f1 = &v.form1[home];
   if (prefetch_) {
-    ps.Prefetch(&v.form1[home]);
+    ps.Prefetch(f1);
     ps.Prefetch(&v.tab1[home]);
     for (uint64_t i = 0; i < std::min(g, kPrefetchedFormLines * pm::kCacheLine);
          i += pm::kCacheLine) {
@@ -284,7 +285,6 @@ GroupHash::Probe GroupHash::Find(std::string_view key, uint64_t hash, uint64_t h
     }
   }
   // Alg. 2 line 3: the level-1 cell, bitmap and key.
-  uint8_t* f1 = &v.form1[home];
   ps.NoteRead(f1, 1);
   if (*f1 == 0) {
     p.free_form = f1;  // Alg. 1 line 3: the level-1 cell is empty
