@@ -105,6 +105,7 @@ Persister::Persister(const PersistConfig& config)
   if (config_.read_latency_ns > 0) {
     read_latency_cycles_ = static_cast<uint64_t>(config_.read_latency_ns * TscCyclesPerNs());
   }
+  tracks_ops_ = config_.count || read_latency_cycles_ != 0 || config_.observer != nullptr;
   // Without counting or latency nothing would read the models: skip them (the counters-off
   // baseline of the micro-benchmark).
   if (config_.mode != PersistMode::kNone && config_.media_model &&

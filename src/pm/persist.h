@@ -228,6 +228,7 @@ class Persister {
   // counting rules above. Overlapping operations of one thread (a pipelined batch) call
   // BeginOp / EndOp for each and pass their own OpReads to NoteRead.
   void BeginOp() {
+    if (!tracks_ops_) return;
     if (CounterSlot* s = counters_.Local()) {
       ++s->noted.op_seq;  // batched reads (counting only)
       if (read_latency_cycles_ != 0) s->op_reads.Reset();  // reads counted at once
@@ -235,6 +236,7 @@ class Persister {
     if (config_.observer != nullptr) config_.observer->OnOpBegin();
   }
   void EndOp(uint64_t user_bytes) {
+    if (!tracks_ops_) return;
     if (CounterSlot* s = Slot()) {
       CounterSlot::Add(s->ops, 1);
       CounterSlot::Add(s->user_bytes, user_bytes);
@@ -351,6 +353,10 @@ class Persister {
   void (*write_back_line_)(const void*) = nullptr;  // eadr WriteBack's instruction, or null
   uint64_t write_latency_cycles_ = 0;  // TSC cycles per media write
   uint64_t read_latency_cycles_ = 0;   // TSC cycles per media read
+  // Whether BeginOp / EndOp have anything to do (counting, read latency or an observer).
+  // Without, they return at once: touching the thread's counter slot on every operation
+  // had made linear's 10M-key negative search 0.76x as fast (BENCHMARKS.md, issue 12).
+  bool tracks_ops_ = false;
   std::unique_ptr<MediaModel> media_;  // null: no device model
   std::unique_ptr<CacheModel> cache_;  // eadr with media_ and cache_bytes > 0
   bool cache_lines_ = false;           // eadr with media_: stores feed the models
