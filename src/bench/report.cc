@@ -12,6 +12,7 @@
 
 #include "bench/tables.h"
 #include "pm/persist.h"
+#include "pmhash_commit.h"  // generated at build time: PMHASH_COMMIT
 
 namespace pmhash::bench {
 
