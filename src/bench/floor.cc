@@ -143,11 +143,11 @@ Status MeasureFloor(const BenchConfig& config, const BenchEnv& env, int threads,
   r.create_ms = MsSince(t0);
   r.mapping = pm::MappingName(pool->mapping());
   r.pool_kind = PoolKind(config, r.mapping);
-  // The engines' persistence settings (latency, media model), counting on whatever
-  // --counters says: its flushes per op are reported (its loops note no reads, so that
-  // costs it nothing measurable: BENCHMARKS.md, the persist micro-benchmark).
-  pm::PersistConfig pc = engines::PersistConfigOf(BaseOptions(config, "floor"));
-  pc.count = true;
+  // The engines' persistence settings (latency, media model, counting) exactly: with
+  // --counters off the engines run without the media model, and so must the loops they
+  // are read against.
+  const pm::PersistConfig pc = engines::PersistConfigOf(BaseOptions(config, "floor"));
+  r.counted = pc.count;
   std::unique_ptr<pm::Persister> persister;
   PMHASH_RETURN_IF_ERROR(pm::Persister::Make(pc, &persister));
 

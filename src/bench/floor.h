@@ -53,6 +53,7 @@ struct FloorResult {
   double create_ms = 0, populate_ms = 0;
   std::array<double, kFloorKinds> seconds{};
   std::array<PersistCounters, kFloorKinds> persist{};  // counters over each loop
+  bool counted = false;  // --counters on: `persist` was measured (else all zero, unknown)
   std::vector<int> pinned_cpus;
   uint64_t checksum = 0;      // of the words read (no loop can be optimised away)
 

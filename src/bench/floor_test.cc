@@ -2,6 +2,7 @@
 // Persister's counters and the words it reads), on the pool kind and persistence mode of
 // the run. Nothing here is timed.
 #include "bench/floor.h"
+#include "bench/summary.h"
 
 #include <dirent.h>
 #include <sys/stat.h>
@@ -64,6 +65,32 @@ TEST(Floor, UsesThePersistenceModeOfTheRun) {
   EXPECT_EQ(Counters(r, FloorKind::kInsert).flushes, 0u);
   EXPECT_EQ(Counters(r, FloorKind::kInsert).fences, 0u);
   EXPECT_EQ(Counters(r, FloorKind::kInsert).bytes_stored, 16u * 3000);
+}
+
+// --counters off: the engines run without counting and without the media model, so the
+// loops they are read against must too, and their persistence figures are unknown (null),
+// never zero.
+TEST(Floor, FollowsCountersOffAndReportsItsFiguresAsUnknown) {
+  BenchConfig config = TinyConfig();
+  config.count_stats = false;
+  FloorResult r;
+  ASSERT_TRUE(MeasureFloor(config, BenchEnv{}, 1, &r).ok());
+  EXPECT_FALSE(r.counted);
+  EXPECT_EQ(Counters(r, FloorKind::kInsert).flushes, 0u);
+  EXPECT_GT(r.mops(FloorKind::kInsert), 0);
+  FloorSummary s;
+  s.rounds.push_back(r);
+  const Json j = s.ToJson();
+  const Json* insert = j.Find("loops")->Find("insert");
+  ASSERT_NE(insert, nullptr);
+  EXPECT_TRUE(insert->Find("flushes_per_op")->is_null());
+  EXPECT_TRUE(insert->Find("pm_bytes_written_per_op")->is_null());
+
+  config.count_stats = true;
+  ASSERT_TRUE(MeasureFloor(config, BenchEnv{}, 1, &r).ok());
+  EXPECT_TRUE(r.counted);
+  s.rounds = {r};
+  EXPECT_EQ(s.ToJson().Find("loops")->Find("insert")->Find("flushes_per_op")->number(), 1.0);
 }
 
 TEST(Floor, FilePoolIsOfTheRunsKindAndRemoved) {

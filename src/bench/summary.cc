@@ -100,9 +100,9 @@ Json FloorSummary::ToJson() const {
     l.Set("mops", mops[k].median);
     l.Set("mops_range", mops[k].ToJson());
     l.Set("stable", !unstable[k]);
-    l.Set("flushes_per_op", c.flushes / n);
-    l.Set("fences_per_op", c.fences / n);
-    l.Set("pm_bytes_written_per_op", c.bytes_stored / n);
+    l.Set("flushes_per_op", NumberOrNull(first.counted, c.flushes / n));
+    l.Set("fences_per_op", NumberOrNull(first.counted, c.fences / n));
+    l.Set("pm_bytes_written_per_op", NumberOrNull(first.counted, c.bytes_stored / n));
     loops.Set(FloorKindName(kind), l);
   }
   j.Set("loops", loops);
