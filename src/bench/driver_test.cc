@@ -959,6 +959,36 @@ TEST(BenchDriver, UnreportedFiguresAreNaInTables) {
   }
 }
 
+// --counters off: the persistence rows give way to one line saying they were not
+// measured (not a row of n/a per figure); the other rows stay.
+TEST(BenchDriver, CountersOffNamesTheUnmeasuredFiguresOnce) {
+  Captured cap;
+  int code = -1;
+  RunJson({"--engine", "bench-test", "--records", "200", "--phases", "load,search", "--pool",
+           "dram", "--pool-size", "8M", "--counters", "off"},
+          &cap, &code);
+  ASSERT_EQ(code, 0) << cap.err;
+  for (const char* row : {"flushes/op", "fences/op", "PM bytes/op", "media writes/op",
+                          "PM lines read/op"}) {
+    EXPECT_EQ(cap.out.find(row), std::string::npos) << row << "\n" << cap.out;
+  }
+  size_t lines = 0;
+  for (size_t at = cap.out.find("not measured (--counters off)"); at != std::string::npos;
+       at = cap.out.find("not measured (--counters off)", at + 1)) {
+    ++lines;
+  }
+  EXPECT_EQ(lines, 2u) << "one per phase table\n" << cap.out;
+  EXPECT_NE(cap.out.find("load factor"), std::string::npos) << cap.out;
+
+  Captured counted;
+  RunJson({"--engine", "bench-test", "--records", "200", "--phases", "load", "--pool", "dram",
+           "--pool-size", "8M"},
+          &counted, &code);
+  ASSERT_EQ(code, 0) << counted.err;
+  EXPECT_NE(counted.out.find("flushes/op"), std::string::npos) << counted.out;
+  EXPECT_EQ(counted.out.find("--counters off"), std::string::npos) << counted.out;
+}
+
 // --redundancy: the crash simulator counts a flush of a line with nothing pending and a
 // fence with nothing flushed; without it the figures are null.
 TEST(BenchDriver, RedundancyCountsRedundantFlushesAndFences) {

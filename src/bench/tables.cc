@@ -54,7 +54,15 @@ struct Metric {
   bool ratio = true;      // show the ratio to the first engine
   bool optional = false;  // hide the row when no engine has a value
   bool hide_zero = false;  // hide it too when every value is 0 (a figure few engines use)
+  bool counted = false;    // measured only with --counters on
 };
+
+// A persistence figure: with --counters off in every column its row gives way to one
+// line saying so, instead of a row of n/a per figure.
+Metric Counted(Metric m) {
+  m.counted = true;
+  return m;
+}
 
 constexpr const char* kThroughput = "Mops/s";
 
@@ -77,31 +85,33 @@ std::vector<Metric> Metrics() {
       {"p99 ns", [](R r) { return Latency(r, r.p99); }, "%.0f"},
       {"p99.9 ns", [](R r) { return Latency(r, r.p999); }, "%.0f"},
       {"p99.99 ns", [](R r) { return Latency(r, r.p9999); }, "%.0f"},
-      {"flushes/op", [](R r) { return PerOp(r, r.delta.flushes, r.counters_known); }, "%.2f"},
-      {"fences/op", [](R r) { return PerOp(r, r.delta.fences, r.counters_known); }, "%.2f"},
-      {"PM bytes/op", [](R r) { return PerOp(r, r.delta.bytes_stored, r.counters_known); },
-       "%.1f"},
-      {"PM lines written/op",
-       [](R r) { return PerOp(r, r.delta.lines_written, r.media_known); }, "%.2f"},
-      {"media writes/op", [](R r) { return PerOp(r, r.delta.media_writes, r.media_known); },
-       "%.2f"},
-      {"media write amp", [](R r) { return r.MediaWriteAmp(); }, "%.2f"},
-      {"media B/stored B", [](R r) { return r.MediaWriteAmpStored(); }, "%.2f"},
-      {"media RMW reads/op",
-       [](R r) { return PerOp(r, r.delta.media_rmw_reads, r.media_known); }, "%.3f"},
-      {"write-backs/op", [](R r) { return PerOp(r, r.delta.write_backs, r.counters_known); },
-       "%.2f", true,
-       true, true},
-      {"PM lines read/op", [](R r) { return PerOp(r, r.delta.lines_read, r.lines_read_known); },
-       "%.2f"},
-      {"media reads/op", [](R r) { return PerOp(r, r.delta.media_reads, r.lines_read_known); },
-       "%.2f"},
-      {"redundant flushes/op",
-       [](R r) { return PerOp(r, r.delta.redundant_flushes, r.redundancy_known); }, "%.3f",
-       true, true},
-      {"redundant fences/op",
-       [](R r) { return PerOp(r, r.delta.redundant_fences, r.redundancy_known); }, "%.3f",
-       true, true},
+      Counted({"flushes/op", [](R r) { return PerOp(r, r.delta.flushes, r.counters_known); },
+               "%.2f"}),
+      Counted({"fences/op", [](R r) { return PerOp(r, r.delta.fences, r.counters_known); },
+               "%.2f"}),
+      Counted({"PM bytes/op",
+               [](R r) { return PerOp(r, r.delta.bytes_stored, r.counters_known); }, "%.1f"}),
+      Counted({"PM lines written/op",
+               [](R r) { return PerOp(r, r.delta.lines_written, r.media_known); }, "%.2f"}),
+      Counted({"media writes/op",
+               [](R r) { return PerOp(r, r.delta.media_writes, r.media_known); }, "%.2f"}),
+      Counted({"media write amp", [](R r) { return r.MediaWriteAmp(); }, "%.2f"}),
+      Counted({"media B/stored B", [](R r) { return r.MediaWriteAmpStored(); }, "%.2f"}),
+      Counted({"media RMW reads/op",
+               [](R r) { return PerOp(r, r.delta.media_rmw_reads, r.media_known); }, "%.3f"}),
+      Counted({"write-backs/op",
+               [](R r) { return PerOp(r, r.delta.write_backs, r.counters_known); }, "%.2f",
+               true, true, true}),
+      Counted({"PM lines read/op",
+               [](R r) { return PerOp(r, r.delta.lines_read, r.lines_read_known); }, "%.2f"}),
+      Counted({"media reads/op",
+               [](R r) { return PerOp(r, r.delta.media_reads, r.lines_read_known); }, "%.2f"}),
+      Counted({"redundant flushes/op",
+               [](R r) { return PerOp(r, r.delta.redundant_flushes, r.redundancy_known); },
+               "%.3f", true, true}),
+      Counted({"redundant fences/op",
+               [](R r) { return PerOp(r, r.delta.redundant_fences, r.redundancy_known); },
+               "%.3f", true, true}),
       {"load factor", [](R r) {
          return r.load_factor_known ? std::optional<double>(r.load_factor) : std::nullopt; },
        "%.3f"},
@@ -173,7 +183,11 @@ std::string PhaseTables(const RunSummary& run, const std::vector<std::string>& e
     cells.emplace_back();
     cells[0].push_back("");
     for (const RowSummary* c : cols) cells[0].push_back(c->median.engine);
+    const bool counted = std::any_of(cols.begin(), cols.end(), [](const RowSummary* c) {
+      return c->median.counters_known;
+    });
     for (const Metric& metric : metrics) {
+      if (metric.counted && !counted) continue;
       bool any = false;
       for (const RowSummary* c : cols) {
         const std::optional<double> v = metric.value(c->median);
@@ -217,6 +231,10 @@ std::string PhaseTables(const RunSummary& run, const std::vector<std::string>& e
       }
     }
     out += Grid(cells);
+    if (!counted) {
+      out += "  flushes, fences, PM bytes, media traffic and reads per op: not measured "
+             "(--counters off)\n";
+    }
     // Notes, each once with the engines it applies to (a note shared by every column,
     // such as --redundancy's, is not repeated per engine).
     std::vector<std::pair<std::string, std::string>> notes;  // note -> engines
