@@ -310,6 +310,14 @@ class Persister {
     }
     return counters_.Sum();
   }
+  // The calling thread's media writes so far (0 when not counting). In adr a flush's
+  // media writes are counted on the thread that issues it, as it issues it, so an engine
+  // can attribute them to its structures (log, segments, directory) by the difference
+  // around its flushes; in eadr they happen at evictions, so the difference means little.
+  uint64_t ThreadMediaWrites() {
+    CounterSlot* s = Slot();
+    return s == nullptr ? 0 : s->media_writes.load(std::memory_order_relaxed);
+  }
   PersistMode mode() const { return config_.mode; }
   // The instruction actually used (kAuto resolved).
   FlushInstruction flush_instruction() const { return config_.flush; }

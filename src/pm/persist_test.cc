@@ -461,6 +461,29 @@ TEST(PersisterMedia, AdrFlushesFeedTheDeviceAndPartialLinesCostReadModifyWrites)
   EXPECT_EQ(p->Totals().media_rmw_reads, 65u) << "the full entries left at the drain: no reads";
 }
 
+TEST(PersisterMedia, ThreadMediaWritesAreTheCallingThreadsAlone) {
+  PersistConfig c = Media(PersistMode::kAdr);
+  c.media.dimms = 1;
+  auto p = MakeOrDie(c);
+  Region r(1 << 20);
+  EXPECT_EQ(p->ThreadMediaWrites(), 0u);
+  p->Flush(r.bytes, 8);                    // a new media line: one media write
+  p->Flush(r.bytes + kCacheLine, 8);       // the same media line: merged, free
+  p->Flush(r.bytes + 4 * kMediaLine, 8);  // another: one more
+  EXPECT_EQ(p->ThreadMediaWrites(), 2u);
+  std::thread([&] {
+    EXPECT_EQ(p->ThreadMediaWrites(), 0u) << "another thread starts from its own zero";
+    p->Flush(r.bytes + 8 * kMediaLine, 8);
+    EXPECT_EQ(p->ThreadMediaWrites(), 1u);
+  }).join();
+  EXPECT_EQ(p->ThreadMediaWrites(), 2u) << "the other thread's write is not this one's";
+  EXPECT_EQ(p->Totals().media_writes, 3u);
+  c.count = false;
+  auto quiet = MakeOrDie(c);
+  quiet->Flush(r.bytes + 12 * kMediaLine, 8);
+  EXPECT_EQ(quiet->ThreadMediaWrites(), 0u) << "nothing is counted without counting";
+}
+
 TEST(PersisterMedia, AdrWriteBackIsAFlush) {
   auto p = MakeOrDie(Media(PersistMode::kAdr));
   Lines buf;
