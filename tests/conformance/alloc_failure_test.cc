@@ -251,8 +251,10 @@ class FaultRun {
   void SweepClose() {
     for (k_ = 1; tally_.failure.empty(); ++k_) {
       if (index_ == nullptr && !Rebuild(script_.ops.size())) return;
-      const uint64_t failed_before = faults_.failed();
+      // After Arm, which resets the count: a Close whose k-th allocation fails (k > 1)
+      // would otherwise look as if nothing had fired.
       if (mode_ != FaultMode::kRunsFull) faults_.Arm(k_, mode_ == FaultMode::kSticky);
+      const uint64_t failed_before = faults_.failed();
       const Status s = index_->Close();
       const bool fired = faults_.failed() > failed_before;
       index_.reset();
