@@ -1,0 +1,95 @@
+// The `cceh` engine: the CCEH core (cceh_core.h) with every write in place.
+#include "engines/cceh/cceh.h"
+
+#include <string>
+#include <unordered_set>
+#include <utility>
+
+namespace pmhash::engines {
+namespace {
+
+constexpr RootLayout kRootLayout{kCcehRootMagic, kCcehVersion, sizeof(CcehRoot),
+                                 sizeof(CcehRoot) - sizeof(EngineRoot)};
+
+}  // namespace
+
+Status Cceh::Configure(EngineOptions& options, const Options& /*index_options*/) {
+  return ConfigureCore(options, kRootLayout);
+}
+
+Status Cceh::Create() { return CreateCore(kRootLayout); }
+
+Status Cceh::Recover(bool clean) {
+  uint64_t count = 0;
+  return RecoverCore(kRootLayout, clean, &count);
+}
+
+Status Cceh::EnumerateBlocks(const pm::Allocator::LiveBlockVisitor& visit) const {
+  return EnumerateCore(kRootLayout, visit);
+}
+
+Status Cceh::DoGet(std::string_view key, uint64_t hash, std::string* value) {
+  return GetFromSegments(key, hash, value);
+}
+
+Status Cceh::DoWrite(std::string_view key, std::string_view value, uint64_t hash,
+                     WriteMode mode) {
+  bool diverted = false;  // never: no cceh segment has an attachment
+  return WriteInPlace(key, value, hash, mode, &diverted);
+}
+
+Status Cceh::DoDelete(std::string_view key, uint64_t hash) {
+  bool diverted = false;
+  return DeleteInPlace(key, hash, &diverted);
+}
+
+void Cceh::Prefetch(uint64_t hash) const {
+  // With no lock, as FindOptimistic reads them: a stale segment is a harmless prefetch.
+  PrefetchKey(hash);
+}
+
+uint64_t Cceh::Count() const { return SegmentKeys(); }
+
+Status Cceh::ForEach(const Visitor& fn) const {
+  return Iterate(fn, [this](uint64_t* cursor, bool* done, Entries* batch) {
+    CollectStep(cursor, done, batch);
+  });
+}
+
+Status Cceh::CheckInvariants() const {
+  std::unordered_set<std::string> keys;
+  uint64_t live = 0;
+  PMHASH_RETURN_IF_ERROR(CheckCore(kRootLayout, &keys, &live));
+  if (live != Count()) {
+    return Status::Corruption("cceh: Count() is " + std::to_string(Count()) + " but " +
+                              std::to_string(live) + " slots are live");
+  }
+  return Status::OK();
+}
+
+void Cceh::FillStats(IndexStats* stats) const {
+  FillCoreStats(stats);
+  stats->count = Count();
+}
+
+void Cceh::DescribeEngineLayout(const pm::RegionVisitor& mark) const { DescribeCore(mark); }
+
+void RegisterEngines_cceh(EngineRegistry& registry) {
+  EngineInfo info;
+  info.options = CcehCore::CcehOptions();
+  info.capabilities = {.resize_switch = true,
+                       .resize_when = "a segment splits (and the directory doubles) when a "
+                                      "probe window is full",
+                       .refuses_when_full = true,
+                       .pipelined_multiget = true};
+  // 1 KiB segments (16 buckets): splits and doublings within a few dozen keys.
+  info.test = {.crash_options = {{"segment_bytes", "1024"}},
+               .growth_counters = {"splits", "doublings"}};
+  info.description = {"cceh",
+                      "CCEH: directory by MSB, 16 KiB segments of 4-slot buckets, 16-slot "
+                      "linear probing, in-place splits with lazy deletion, directory doubling",
+                      "001 (CCEH, Section II-C)", /*crash_consistent=*/true};
+  registry.Add<Cceh>(std::move(info));
+}
+
+}  // namespace pmhash::engines

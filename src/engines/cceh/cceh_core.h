@@ -1,0 +1,505 @@
+// CCEH, Cacheline-Conscious Extendible Hashing (Nam et al., FAST '19; described in paper
+// 001, Section II-C), as the base of two engines: `cceh` (engines/cceh/cceh.h) and `bht`
+// (engines/bht/bht.h), which puts a DRAM write buffer in front of each segment. This
+// header is the explicit interface BHT reuses (DESIGN.md: an engine never includes another
+// engine's internals otherwise): the on-media layout, the slot encoding, the directory and
+// its DRAM side table, segment probes, in-place writes and splits, out-of-place segment
+// replacement, recovery, iteration and checks. Design notes, persist orders, deviations
+// and figures: docs/engines/cceh.md.
+//
+// ---- On-media layout ------------------------------------------------------------------
+//
+//   root area (Engine::root):
+//   struct CcehRoot {
+//     EngineRoot header;      // engines/root.h: magic, version, check, table = the
+//                             // directory block (sealed), count (sealed)
+//     uint64 segment_bytes;   // fixed: bytes per segment (256 .. 64 KiB, a power of two)
+//     uint64 probe_slots;     // fixed: slots a probe covers (16, the original's 4 lines)
+//     ... the engine's own fields (bht: the write-ahead log); zero to 4 KiB
+//   };
+//
+//   directory block (allocator; root.table): 2^G entries
+//   struct CcehDirectory {
+//     uint64 magic;           // kCcehDirMagic (TableHeader::magic)
+//     uint64 entries;         // 2^G (TableHeader::size)
+//     uint64 global_depth;    // G
+//     uint8  pad[32];         // zero
+//     uint64 check;           // Engine::MetadataCheck of the 56 bytes above (written once)
+//     uint64 entry[2^G];      // sealed words (util/hash.h, salt = the entry's pool offset):
+//                             // payload = segment offset | local depth L (segments are
+//                             // 256-byte aligned, so the low 8 bits are free); entry i
+//                             // serves the keys whose hash has i as its top G bits
+//   };
+//
+//   segment (allocator block of exactly segment_bytes, no header): buckets of 64 bytes
+//   struct CcehBucket { KvWords slot[4]; };   // 16 KiB = 256 buckets x 4 slots x 16 B
+//
+//   A slot is 16 bytes, word0 then word1 (no per-slot metadata: the original's bucket
+//   is four pairs). Its form comes from word0 (the shared slot encoding, common/slot.h,
+//   with the form folded into word0, since there is no byte to keep it in):
+//     word0 == kCcehEmpty (all ones)              empty (a new segment is all ones, as
+//                                                 the original's INVALID key)
+//     word0 >> 48 == 0xffff (and not all ones)    record: word0 = kCcehRecordTag | pool
+//                                                 offset of the record, word1 = HashKey
+//     anything else                               inline: word0 = the key's 8 bytes,
+//                                                 word1 = the value's 8 bytes
+//   An 8-byte key whose top two bytes are 0xff 0xff (1 key in 65,536) would read as a
+//   record word, so it is stored in record form whatever its value (EscapesInline).
+//
+// ---- Addressing ------------------------------------------------------------------------
+//
+//   hash = HashKey(key). Directory entry: the top G bits of the hash. Segment of local
+//   depth L and pattern p (the top L bits of every hash it serves: a range of 2^(G-L)
+//   entries starting at p << (G-L)). Start bucket: the low bits of the hash (hash mod
+//   buckets); a probe covers probe_slots slots from the start bucket's first slot,
+//   wrapping within the segment (the original's linear probing over 4 lines).
+//   A slot is live when it is not empty and its key's hash has the segment's pattern;
+//   otherwise it is free (empty, or left behind by a split: lazy deletion).
+//
+// ---- Invariants (when no mutation is in flight) ---------------------------------------
+//
+//  1. The directory is 2^G entries; the entries of a segment of depth L form one aligned
+//     range of 2^(G-L) entries, all equal (after recovery's repair, below).
+//  2. A live slot of a segment lies within the probe window of its key's start bucket.
+//  3. No key is live twice; a key is live only in the segment its hash's top bits pick.
+//  4. A live record slot owns its record. A record slot left behind by a split (stale)
+//     shares its record with the live copy in the sibling: it is never read, freed or
+//     reported (its hash word already tells that it is stale).
+//  5. Count() equals the number of live slots (plus, in bht, what its buffers add).
+//
+// ---- Persist order ---------------------------------------------------------------------
+//
+//  insert: a record (if any) flushed, fence; into a slot a split left behind, word0 =
+//    empty first (else its old word0 beside the new word1 could read as live: a stale
+//    record's hash word is its liveness); word1 stored, word0 stored (one line: they
+//    persist in program order, so word0 never persists without word1), persist: the
+//    word0 store is the commit point (the original CASes a SENTINEL into the key first,
+//    which a crash can leave behind as a slot no one frees; we have none).
+//  delete (not in the original): word0 = empty, persist: committed; then the record
+//    (if any) is freed.
+//  update: inline value: one 8-byte store of word1, persist. Record: new record flushed,
+//    word0 published (fence, store, persist), old record freed. Inline -> record: an
+//    UndoLog transaction saving the 16 bytes, both words stored, persist, commit.
+//  split (in place, the original's): the entries of segment S (depth L) whose next hash
+//    bit is 1 are copied into a new segment S1 (same slot positions), flushed while
+//    unreachable; [doubling, if L == G]; then the directory range
+//    R of S (2^(G-L) entries starting at a): every entry but R's first stored ((S1, L+1)
+//    in the right half, (S, L+1) in the left half), flushed, fence; then entry a =
+//    (S, L+1) published (fence, store, persist): the split's commit point (the old
+//    segment's local depth, stored last). The first fence of the switch is what makes S1
+//    durable before any entry that points to it. S keeps the moved entries (lazy deletion).
+//    The original persists S's local depth before the directory; a crash then leaves
+//    a range whose depth disagrees with its entries, which its recovery cannot repair.
+//  doubling: a new directory of 2^(G+1) entries (entry i copied to 2i and 2i+1),
+//    persisted while unreachable; root.table published (Engine::PublishRootTable): the
+//    commit; then the old directory is freed.
+//  replacement (bht's flip, not in the original): new segments flushed out of place;
+//    the range's entries stored as for a split (every entry but the first, fence, the
+//    first entry published last); then the old segment is freed.
+//  recovery: walk the directory range by range, each range's size taken from its first
+//    entry's depth: an entry that differs from its range's first entry is the trace of
+//    a split or replacement whose commit did not persist, and is set back to the first
+//    entry (at most one range can hold one: directory updates are serialized); segments
+//    so unlinked were never reached by a write and are reclaimed by Allocator::Rebuild,
+//    whose EnumerateBlocks follows the same rule. Idempotent: a crash during recovery
+//    repeats it. After a clean shutdown any such difference is Corruption.
+//
+// ---- Concurrency ----------------------------------------------------------------------
+//
+// Every operation reads the directory in PM, as the original does (the entry's top 48
+// bits are its payload: a shift, no check, on this path; the checks ran at open). The
+// DRAM side table, rebuilt at every open (the directory cannot hold DRAM pointers, and
+// 2^(G-L) entries share one segment), holds per segment (CcehSeg, found from the
+// entry's offset by arithmetic) its lock (VersionedRwLock: the original's per-segment
+// reader/writer lock, in DRAM, so a killed process leaves no lock word to hang the
+// reopen), depth, pattern, key delta and the derived engine's attachment (bht's
+// buffer). Writers lock the segment exclusively, check that it still serves their hash
+// (a split may have moved it) and release only after their change is durable. Searches
+// take no lock: they validate by the segment's version that it served their hash and no
+// writer came in (kit: SearchOptimistically); records are read under the shared lock.
+// Splits, doublings and replacements change the directory under dir_mu_ (the directory
+// lock), always after the segment lock (lock order: bht's buffer lock, segment lock,
+// dir_mu_, a new segment's lock). A new segment's state comes up only after the
+// directory change that links it is durable, so no write reaches it before its split or
+// replacement committed. A doubling frees the old directory at once: a search still
+// reading it reads pool memory, and whatever entry it finds leads it to a segment that
+// does not serve its hash (it retries) or to the one that does.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_set>
+#include <vector>
+
+#include "common/locks.h"
+#include "common/slot.h"
+#include "engines/engine.h"
+#include "engines/striping.h"
+
+namespace pmhash::engines {
+
+inline constexpr uint64_t kCcehDirMagic = 0x3152494448'4543ull;  // "CEHDIR1"
+inline constexpr uint64_t kCcehEmpty = ~uint64_t{0};
+inline constexpr uint64_t kCcehRecordTag = uint64_t{0xffff} << 48;
+inline constexpr uint64_t kCcehOffsetMask = (uint64_t{1} << 48) - 1;
+inline constexpr size_t kCcehBucketSlots = 4;
+inline constexpr size_t kCcehBucketBytes = kCcehBucketSlots * sizeof(KvWords);
+inline constexpr uint64_t kCcehDefaultSegmentBytes = 16384;  // 256 buckets
+inline constexpr uint64_t kCcehMinSegmentBytes = 256;
+inline constexpr uint64_t kCcehMaxSegmentBytes = 65536;
+inline constexpr uint64_t kCcehProbeSlots = 16;  // the original's 4 pairs x 4 lines
+inline constexpr uint32_t kCcehMaxDepth = 40;    // past this, keys share a hash prefix
+inline constexpr uint64_t kCcehDefaultSegments = 64;
+static_assert(kCcehBucketBytes == pm::kCacheLine, "a bucket is one cache line of 4 slots");
+static_assert(kCcehMaxDepth < 256, "a local depth sits in the low 8 bits of an entry");
+static_assert(pm::kMaxPoolSize <= kCcehOffsetMask + 1,
+              "a pool offset fits the 48 bits below the record tag");
+
+struct CcehRoot {
+  EngineRoot header;
+  uint64_t segment_bytes;
+  uint64_t probe_slots;
+};
+static_assert(offsetof(CcehRoot, segment_bytes) == sizeof(EngineRoot) &&
+                  offsetof(CcehRoot, probe_slots) == sizeof(EngineRoot) + 8 &&
+                  sizeof(CcehRoot) == sizeof(EngineRoot) + 16,
+              "the geometry follows the kit's root header (fixed fields, under its check)");
+
+struct alignas(64) CcehDirHeader {
+  uint64_t magic;
+  uint64_t entries;
+  uint64_t global_depth;
+  uint8_t pad[32];
+  uint64_t check;
+};
+static_assert(sizeof(CcehDirHeader) == pm::kCacheLine &&
+                  offsetof(CcehDirHeader, magic) == offsetof(TableHeader, magic) &&
+                  offsetof(CcehDirHeader, entries) == offsetof(TableHeader, size) &&
+                  offsetof(CcehDirHeader, check) == 56,
+              "the directory header is one line opening with the kit's TableHeader");
+
+// ---- The slot encoding ------------------------------------------------------------------
+
+// The form a slot's word0 says it has.
+inline SlotForm CcehForm(uint64_t word0) {
+  if (word0 == kCcehEmpty) return SlotForm::kEmpty;
+  return (word0 & kCcehRecordTag) == kCcehRecordTag ? SlotForm::kRecord : SlotForm::kInline;
+}
+// The words as the slot codec takes them (a record's word0 without its tag).
+inline KvWords CcehCodecWords(const KvWords& w) {
+  if ((w.word0 & kCcehRecordTag) == kCcehRecordTag) return {w.word0 & kCcehOffsetMask, w.word1};
+  return w;
+}
+// An 8-byte key that would read as a record word (or as empty) if stored inline.
+inline bool CcehEscapesInline(uint64_t key_word) {
+  return (key_word & kCcehRecordTag) == kCcehRecordTag;
+}
+// A directory entry's payload.
+inline uint64_t CcehEntry(uint64_t segment, uint32_t depth) { return segment | depth; }
+
+// ---- The DRAM side table ----------------------------------------------------------------
+
+inline constexpr uint32_t kCcehNoSegment = ~0u;  // CcehSeg::depth of a slot serving nothing
+
+// One segment's DRAM state, in a table indexed by the segment's pool offset divided by
+// the segment size (distinct blocks of that size land in distinct slots), so a search
+// finds it by arithmetic on the directory entry and loads it while the segment's bucket
+// lines load (perf: a pointer chased first was 40% of a search's time). A slot outlives
+// its segment: bht's flips retire one segment and bring up another elsewhere, and a
+// freed block's slot is taken again when the allocator hands the block out again; its
+// version only ever grows, so a search holding a stale slot always fails to validate.
+struct alignas(64) CcehSeg {
+  VersionedRwLock mu;
+  // Below: changed only with mu held exclusively, read by searches under its version.
+  std::atomic<uint32_t> depth{kCcehNoSegment};  // local depth L, or kCcehNoSegment
+  std::atomic<uint64_t> pattern{0};             // the top L bits of every hash it serves
+  std::atomic<uint64_t> offset{0};              // the segment block
+  // Keys this segment gained (inserts) less those it lost (deletes) since it came up, by
+  // the holder of its write lock; splits move keys without changing any total.
+  std::atomic<int64_t> delta{0};
+  std::atomic<void*> attachment{nullptr};  // the derived engine's (bht: the buffer)
+  size_t list_index = 0;                   // in CcehCore's list of live segments
+
+  bool Serves(uint64_t hash) const {
+    const uint32_t d = depth.load(std::memory_order_acquire);
+    if (d == kCcehNoSegment) return false;
+    return d == 0 || (hash >> (64 - d)) == pattern.load(std::memory_order_acquire);
+  }
+};
+
+// A segment built in DRAM (a split's new half, bht's merge), then written out whole.
+class CcehImage {
+ public:
+  explicit CcehImage(size_t slots) : slots_(slots, KvWords{kCcehEmpty, kCcehEmpty}) {}
+  KvWords& operator[](size_t i) { return slots_[i]; }
+  const KvWords* data() const { return slots_.data(); }
+  size_t size() const { return slots_.size(); }
+
+ private:
+  std::vector<KvWords> slots_;
+};
+
+// ---- The base of `cceh` and `bht` -------------------------------------------------------
+
+class CcehCore : public Engine {
+ public:
+  uint64_t segments() const;
+  uint32_t global_depth() const { return DirDepth(dir_word_.load(std::memory_order_acquire)); }
+  uint64_t splits() const { return splits_.load(std::memory_order_relaxed); }
+  uint64_t doublings() const { return doublings_.load(std::memory_order_relaxed); }
+  uint64_t slots_per_segment() const { return slots_; }
+
+  // Live keys in the segments (bht adds what its buffers hold).
+  uint64_t SegmentKeys() const;
+
+  // The options the core reads (ConfigureCore), for the derived engine's registration.
+  static std::vector<OptionSpec> CcehOptions();
+
+ protected:
+  CcehCore() = default;
+
+  // Where a key is in a segment, or where it could go.
+  struct Probe {
+    int found = -1;  // slot index of the key (live), or -1
+    int free = -1;   // first free slot of the window (empty or stale), or -1
+  };
+  // A live entry of a segment: its key's hash and its words as stored.
+  struct LiveSlot {
+    uint64_t hash;
+    KvWords words;
+  };
+
+  // ---- Configuration and lifecycle (the derived engine's Configure, Create, Recover) ----
+  // Reads segment_bytes and segments (the options CcehOptions declares). An existing
+  // pool whose root has `layout`'s magic and another segment size than the one given is
+  // InvalidArgument here, before the pool is marked in use.
+  Status ConfigureCore(EngineOptions& options, const RootLayout& layout);
+  // Builds the directory and its segments and stores the geometry into the root (the
+  // derived engine stores its own fields after them first), then CreateRoot(layout).
+  Status CreateCore(const RootLayout& layout);
+  // Opens the root and the directory, repairs an unfinished split or replacement after a
+  // crash (clean: refuses one), builds the side table and, after a crash, counts and
+  // validates every live slot. *stored_count: the count Count() starts from.
+  Status RecoverCore(const RootLayout& layout, bool clean, uint64_t* stored_count);
+  // Every block reachable from the root, each once (EnumerateBlocks): the directory, the
+  // segments and the live slots' records.
+  Status EnumerateCore(const RootLayout& layout, const pm::Allocator::LiveBlockVisitor& visit)
+      const;
+  // The directory, the segments' slots and the live records (DescribeEngineLayout).
+  void DescribeCore(const pm::RegionVisitor& mark) const;
+  // Invariants 1-4 by a full scan, the side table against the directory; every live key
+  // goes into *keys (Corruption if twice); *live gets their number.
+  Status CheckCore(const RootLayout& layout, std::unordered_set<std::string>* keys,
+                   uint64_t* live) const;
+  void FillCoreStats(IndexStats* stats) const;
+
+  // ---- Segments ---------------------------------------------------------------------
+  // The segment serving `hash`, its mu held in `mode`.
+  CcehSeg* LockSegment(uint64_t hash, LockMode mode) const;
+  // The segment the directory names for `hash` now (no lock: a hint; it may not serve
+  // the hash by the time it is used, or be no live segment at all).
+  CcehSeg* SegmentOf(uint64_t hash) const;
+  KvWords* SlotsOf(const CcehSeg* s) const {
+    return pool().At<KvWords>(s->offset.load(std::memory_order_acquire));
+  }
+  // Starts loading the probe window of `hash` in the segment at `offset` (each of its
+  // lines: a negative search reads them all).
+  void PrefetchWindow(uint64_t offset, uint64_t hash) const;
+  // The same in the segment the directory names for `hash` (pipelined MultiGet).
+  void PrefetchKey(uint64_t hash) const { PrefetchWindow(EntryOffset(hash), hash); }
+  // First slot of the probe window of `hash`.
+  size_t StartSlot(uint64_t hash) const { return (hash & bucket_mask_) * kCcehBucketSlots; }
+  size_t probe_slots() const { return probe_; }
+  size_t SlotAt(size_t start, size_t i) const { return (start + i) & (slots_ - 1); }
+  // The hash of a non-empty slot's key.
+  uint64_t SlotHash(const KvWords& w) const;
+  // Whether a non-empty slot is live in a segment of depth `depth` and `pattern`.
+  static bool LiveIn(uint64_t hash, uint32_t depth, uint64_t pattern) {
+    return depth == 0 || (hash >> (64 - depth)) == pattern;
+  }
+
+  // The probe of `key` in segment s (its lock held, any mode).
+  Probe Find(const CcehSeg* s, std::string_view key, uint64_t hash) const;
+  // The lock-free search: kFound / kAbsent when the segment's version held still and it
+  // served the hash, kRetry, or kLocked for a record. Made of the two steps below.
+  Optimistic FindOptimistic(uint64_t hash, OptimisticRead* read) const;
+  // Step one: the segment the directory names for `hash`, its version begun in *read,
+  // its window's lines prefetched and *slots set; nullptr when it does not serve the
+  // hash (retry). The caller validates with read->Valid(seg->mu) after its reads, inside
+  // an OptimisticReadScope.
+  const CcehSeg* BeginRead(uint64_t hash, OptimisticRead* read, const KvWords** slots) const;
+  // Step two: the probe of the window with acquire loads (no validation): kFound (an
+  // inline key; read->value_word set), kLocked (a record with the key's hash), kAbsent.
+  Optimistic SearchWindow(const KvWords* slots, uint64_t hash, OptimisticRead* read) const;
+  // Get: FindOptimistic, then the shared lock for records and after failed tries.
+  Status GetFromSegments(std::string_view key, uint64_t hash, std::string* value);
+
+  // ---- In-place writes (segment held exclusively) --------------------------------------
+  // Stores `words` (encoded, records flushed) into free slot `slot` and persists it;
+  // counts the key.
+  void StoreNew(CcehSeg* s, size_t slot, const KvWords& words, bool record);
+  // Updates the live slot `slot` with a new value (its key is `key`), durable on return.
+  Status UpdateAt(CcehSeg* s, size_t slot, std::string_view key, std::string_view value,
+                  uint64_t hash);
+  // Empties the live slot `slot`, durably, then frees its record; uncounts the key.
+  void EraseAt(CcehSeg* s, size_t slot);
+  // Encodes key and value as a slot's words (a record, allocated and flushed, for
+  // anything that is not an inline-able 8-byte key and value). *record: whether it is.
+  Status Encode(std::string_view key, std::string_view value, uint64_t hash, KvWords* words,
+                bool* record);
+  // Frees the record of words Encode made but nobody linked.
+  void Discard(const KvWords& words);
+  // The write of the `cceh` engine (and of bht's unbuffered segments): lock, probe,
+  // insert / update, splitting as needed. As DoWrite's contract. A segment with an
+  // attachment (bht's buffered one) is left alone: *diverted, OK, nothing done.
+  Status WriteInPlace(std::string_view key, std::string_view value, uint64_t hash,
+                      WriteMode mode, bool* diverted);
+  Status DeleteInPlace(std::string_view key, uint64_t hash, bool* diverted);
+
+  // Splits s (held exclusively) in place: the original's split, doubling first if its
+  // depth is G. TableFull (resizing off, or kCcehMaxDepth reached), PoolFull. On success
+  // s serves the left half (still held); the right half's new segment is up, unlocked.
+  Status SplitInPlace(CcehSeg* s);
+
+  // ---- Out-of-place replacement (bht's flip) ------------------------------------------
+  // A segment image and the depth and pattern it serves.
+  struct Replacement {
+    CcehImage image;
+    uint32_t depth;
+    uint64_t pattern;
+  };
+  // Builds the images that replace a segment of `depth` and `pattern` holding `entries`:
+  // one if every entry finds a free slot in its window, else the range split
+  // (recursively) by the next hash bit, as CCEH splits. TableFull with resizing off or
+  // past kCcehMaxDepth.
+  Status BuildImages(uint32_t depth, uint64_t pattern, const std::vector<LiveSlot>& entries,
+                     std::vector<Replacement>* out) const;
+  // Replaces segment s by `images` (BuildImages of s's range): each written to a new
+  // block and persisted, the directory range switched (persist order above), then the
+  // old block freed. The caller excludes s's other writers by its own lock; s->mu is
+  // taken here only around the switch, so searches go on meanwhile. Each new segment's
+  // state comes up with `attach(k, seg)` called first (under its lock, before anyone can
+  // reach it); image 0 takes over the range's first entry. s is retired (serves nothing).
+  // *up gets the new segments. PoolFull (or TableFull) with nothing changed.
+  Status ReplaceSegment(CcehSeg* s, std::vector<Replacement>* images,
+                        const std::function<void(size_t k, CcehSeg* seg)>& attach,
+                        std::vector<CcehSeg*>* up);
+
+  // The live slots of s (its lock held, or s immutable).
+  void CollectLive(const CcehSeg* s, std::vector<LiveSlot>* out) const;
+  // Every live segment (stats, checks, bht's Close): fn(seg) with dir_mu_ held, so no
+  // split or replacement runs meanwhile.
+  template <typename Fn>
+  void ForEachSegment(Fn&& fn) const {
+    std::lock_guard<std::mutex> g(dir_mu_);
+    for (CcehSeg* s : live_) fn(s);
+  }
+  // Calls for each segment that comes up by a split, before it serves anything (bht: a
+  // buffer, while the budget lasts). Not for replacements (their `attach` does it).
+  virtual void OnNewSegment(CcehSeg* /*seg*/) {}
+
+  // ---- Iteration ----------------------------------------------------------------------
+  // A pass in hash order is a series of steps: each collects into *batch the entries of
+  // the segment serving *cursor whose hash is >= *cursor and moves *cursor to the end of
+  // that segment's range (*done past the last). Each key is collected once per pass
+  // however the table splits meanwhile, since ranges only split.
+  using Step = std::function<void(uint64_t* cursor, bool* done, Entries* batch)>;
+  // The `cceh` step: the segment's live entries, under its shared lock.
+  void CollectStep(uint64_t* cursor, bool* done, Entries* batch) const;
+  // Runs steps from hash 0 to the end, calling fn for each entry with no lock held.
+  static Status Iterate(const Index::Visitor& fn, const Step& step);
+  // The live entries of `live` (a segment's, CollectLive) whose hash is >= from, as
+  // keys and values.
+  void AddEntries(const std::vector<LiveSlot>& live, uint64_t from, Entries* batch) const;
+  // The first hash past the range of a segment of `depth` and `pattern` (0: the range
+  // ends the hash space).
+  static uint64_t RangeEnd(uint32_t depth, uint64_t pattern);
+
+  // ---- Media writes by structure (engine counters) -------------------------------------
+  // The media writes the calling thread's persists caused while it lives (adr: counted
+  // where the flush is issued), added to the kind's counter.
+  enum MediaKind : int { kMediaSlots, kMediaSegments, kMediaDirectory, kMediaLog, kMediaKinds };
+  class MediaTally {
+   public:
+    MediaTally(const CcehCore& core, MediaKind kind);
+    ~MediaTally();
+    MediaTally(const MediaTally&) = delete;
+    MediaTally& operator=(const MediaTally&) = delete;
+
+   private:
+    const CcehCore& core_;
+    MediaKind kind_;
+    uint64_t start_;
+  };
+  uint64_t media_writes(MediaKind kind) const {
+    return media_[kind].load(std::memory_order_relaxed);
+  }
+
+ private:
+  static uint32_t DirDepth(uint64_t word) { return static_cast<uint32_t>(word & 63); }
+  static uint64_t DirOffset(uint64_t word) { return word & ~uint64_t{63}; }
+  static uint64_t* DirEntriesAt(char* dir) {
+    return reinterpret_cast<uint64_t*>(dir + sizeof(CcehDirHeader));
+  }
+  uint64_t* DirEntries(uint64_t dir) const { return DirEntriesAt(pool().At<char>(dir)); }
+  // The segment offset the live directory names for `hash` (read with no lock: garbage
+  // while a doubling frees the directory it read, so callers check it: InTable).
+  uint64_t EntryOffset(uint64_t hash) const;
+  bool InTable(uint64_t offset) const { return offset / segment_bytes_ < table_size_; }
+  CcehSeg* SegAt(uint64_t offset) const { return &table_[offset / segment_bytes_]; }
+
+  Status ValidateDirectory(uint64_t dir, uint32_t* depth) const;
+  // Walks the directory at `dir` (depth G) range by range: fn(first index, entries,
+  // segment offset, local depth) for each; `mismatch(j)` for an entry j that differs
+  // from its range's first. Corruption for an entry that fails its seal, a depth above
+  // G or a range that does not start aligned.
+  Status WalkDirectory(uint64_t dir, uint32_t depth,
+                       const std::function<Status(uint64_t, uint64_t, uint64_t, uint32_t)>& fn,
+                       const std::function<Status(uint64_t)>& mismatch) const;
+  Status NewDirectory(uint32_t depth, uint64_t* offset);
+  Status NewSegment(const CcehImage& image, uint64_t* offset);
+  // Brings up the state of a segment at `offset` (under its lock, or before anyone can
+  // reach it) and lists it (dir_mu_ held).
+  CcehSeg* BringUp(uint64_t offset, uint32_t depth, uint64_t pattern);
+  // Retires s (its lock held, dir_mu_ held): it serves nothing; its delta moves to the
+  // base count.
+  void Retire(CcehSeg* s);
+  // Under dir_mu_: doubles the directory.
+  Status DoubleDirectory();
+  // Under dir_mu_: stores the entries of the range starting at `first` (payloads, in
+  // order), the first entry last (persist order above).
+  void SwitchRange(uint64_t first, const std::vector<uint64_t>& entries);
+  // Places `w` (hash `hash`) into the first empty slot of its window in `image`.
+  bool Place(CcehImage* image, const KvWords& w, uint64_t hash) const;
+  std::string Where(const void* p) const;
+
+  // Geometry.
+  uint64_t segment_bytes_ = kCcehDefaultSegmentBytes;
+  uint64_t slots_ = 0;
+  uint64_t bucket_mask_ = 0;
+  size_t probe_ = kCcehProbeSlots;
+  uint64_t initial_segments_ = 0;  // 0: auto
+  bool segment_bytes_given_ = false;
+
+  // The live directory: its pool offset | G (directories are 64-byte aligned), stored
+  // after the root links it.
+  std::atomic<uint64_t> dir_word_{0};
+  mutable std::mutex dir_mu_;        // the directory lock; guards live_, base_count_
+  std::unique_ptr<CcehSeg[]> table_;  // the side table: pool size / segment size slots
+  uint64_t table_size_ = 0;
+  std::vector<CcehSeg*> live_;  // every live segment's state
+  int64_t base_count_ = 0;      // keys at open, plus the deltas of retired segments
+
+  std::atomic<uint64_t> splits_{0}, doublings_{0}, replacements_{0}, undo_txs_{0};
+  uint64_t repaired_entries_ = 0;  // by the last recovery
+  mutable std::atomic<uint64_t> media_[kMediaKinds] = {};
+};
+
+}  // namespace pmhash::engines

@@ -1,0 +1,166 @@
+// Crashes inside single operations of `cceh` under the power-failure simulator
+// (src/pm/crashsim.h): at every fence and after every store, crash images are recovered
+// and must hold exactly the state before or after the operation, with the engine's
+// invariants intact. Covers the slot encoding's seven operations, an insert into a slot
+// a split left behind, a split that doubles the directory, a split that does not (a
+// range of two entries: the half-switched range recovery sets back), and the directory
+// doubling alone.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engines/cceh/cceh.h"
+#include "support/engine_tests.h"
+#include "support/op_crash.h"
+#include "util/hash.h"
+
+namespace pmhash::engines {
+namespace {
+
+// The engine tests' helpers (tests/support/engine_tests.h, op_crash.h).
+using namespace testing;  // NOLINT(build/namespaces): pmhash::testing
+
+// 1 KiB segments (16 buckets; one window is 4 of them), one segment to start with.
+Options Small(PersistMode mode) {
+  Options o;
+  o.engine = "cceh";
+  o.pool_size = 4ull << 20;
+  o.persist = mode;
+  o.engine_options = {{"segment_bytes", "1024"}, {"segments", "1"}};
+  return o;
+}
+
+// n 8-byte keys whose hash has start bucket `bucket` of 16 and `top` as its top `bits`
+// bits, from Key8(from) on.
+std::vector<std::string> KeysAt(uint64_t bucket, uint64_t top, unsigned bits, size_t n,
+                                uint64_t from = 0) {
+  std::vector<std::string> out;
+  for (uint64_t i = from; out.size() < n; ++i) {
+    const std::string k = Key8(i);
+    const uint64_t h = HashKey(k);
+    if ((h & 15) == bucket && (bits == 0 || h >> (64 - bits) == top)) out.push_back(k);
+  }
+  return out;
+}
+
+void InsertAll(Index* x, Model* m, const std::vector<std::string>& keys, size_t records) {
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const std::string v = i < records ? "record value " + std::to_string(i) : Key8(i * 13);
+    ASSERT_TRUE(x->Insert(keys[i], v).ok());
+    (*m)[keys[i]] = v;
+  }
+}
+
+// A recovered image keeps working: a new key goes in and comes back.
+std::string CheckRecovered(Index* index) {
+  if (!index->Insert("after recovery", "yes").ok()) return "insert after recovery failed";
+  std::string v;
+  if (!index->Get("after recovery", &v).ok() || v != "yes") return "lost a post-recovery insert";
+  if (std::string why = CheckInvariantsOf(index); !why.empty()) return "after an insert: " + why;
+  return "";
+}
+
+class CcehCrashTest : public ::testing::TestWithParam<PersistMode> {};
+
+TEST_P(CcehCrashTest, SlotOperationsAreAllOrNothing) {
+  const std::vector<std::string> keys = KeysAt(5, 0, 0, 8);
+  // Seven keys in one window, the first two with record values.
+  ExpectEachAllOrNothing(Small(GetParam()),
+                         [&](Index* x, Model* m) {
+                           InsertAll(x, m, {keys.begin(), keys.begin() + 7}, 2);
+                           ASSERT_TRUE(x->Insert("a record key", "v").ok());
+                           (*m)["a record key"] = "v";
+                         },
+                         SlotEncodingOps({.absent_inline = keys[7],
+                                          .absent_record = "another record key",
+                                          .inline_key = keys[3],
+                                          .inline_key2 = keys[4],
+                                          .record_key = "a record key"}),
+                         1, CheckRecovered);
+}
+
+TEST_P(CcehCrashTest, SplitThatDoublesIsAllOrNothing) {
+  // 16 keys fill the only window, half of them with the top hash bit set (they move);
+  // the 17th makes the segment split and, at global depth 0, the directory double.
+  const std::vector<std::string> left = KeysAt(3, 0, 1, 9), right = KeysAt(3, 1, 1, 8);
+  ExpectGrowthAllOrNothing(
+      Small(GetParam()),
+      [&](Index* x, Model* m) {
+        std::vector<std::string> keys;
+        for (size_t i = 0; i < 8; ++i) {
+          keys.push_back(left[i]);
+          keys.push_back(right[i]);
+        }
+        InsertAll(x, m, keys, 3);
+      },
+      left[8], "doublings", 6, CheckRecovered);
+}
+
+TEST_P(CcehCrashTest, InsertIntoASlotASplitLeftBehindIsAllOrNothing) {
+  // After the split above, the left segment's window holds 8 stale copies of the moved
+  // keys (3 of them records): the next left key takes one (word0 emptied first).
+  const std::vector<std::string> left = KeysAt(3, 0, 1, 10), right = KeysAt(3, 1, 1, 8);
+  for (const bool record : {false, true}) {
+    SCOPED_TRACE(record ? "record" : "inline");
+    const OpCrashOutcome r = CrashDuringOp(
+        Small(GetParam()),
+        [&](Index* x, Model* m) {
+          std::vector<std::string> keys;
+          for (size_t i = 0; i < 8; ++i) {
+            keys.push_back(right[i]);
+            keys.push_back(left[i]);
+          }
+          keys.push_back(left[8]);
+          InsertAll(x, m, keys, 6);
+          ASSERT_EQ(Counter(x, "splits"), 1u);
+        },
+        [&](Index* x) { return x->Insert(left[9], record ? "a record value" : "8 bytes!"); },
+        CheckRecovered);
+    ExpectAllOrNothing(r, 1);
+  }
+}
+
+TEST_P(CcehCrashTest, SplitOfARangeOfTwoEntriesIsAllOrNothing) {
+  // Setup: a split of the only segment (G = 1), then a split of the left one (G = 2),
+  // which leaves the right segment at depth 1: a range of two directory entries. Its
+  // window (start bucket 9) is then filled; the op splits it without a doubling, and a
+  // crash between the two entries' stores leaves a range recovery must set back.
+  const std::vector<std::string> l0 = KeysAt(3, 0, 1, 17);
+  const std::string l00 = KeysAt(3, 0, 2, 1, 1000000)[0];
+  const std::vector<std::string> r1 = KeysAt(9, 1, 1, 17, 2000000);
+  uint64_t repaired_images = 0;
+  const OpCrashOutcome r = CrashDuringOp(
+      Small(GetParam()),
+      [&](Index* x, Model* m) {
+        InsertAll(x, m, {l0.begin(), l0.begin() + 16}, 4);
+        ASSERT_TRUE(x->Insert(KeysAt(3, 1, 1, 1)[0], "x").ok());  // the first split
+        (*m)[KeysAt(3, 1, 1, 1)[0]] = "x";
+        // The left one's window is full again: the second split (and doubling).
+        ASSERT_TRUE(x->Insert(l00, "a record value").ok());
+        (*m)[l00] = "a record value";
+        ASSERT_EQ(Counter(x, "global_depth"), 2u);
+        InsertAll(x, m, {r1.begin(), r1.begin() + 16}, 4);
+        ASSERT_EQ(Counter(x, "segments"), 3u) << "the setup split more than planned";
+      },
+      [&](Index* x) {
+        const uint64_t splits = Counter(x, "splits"), doublings = Counter(x, "doublings");
+        const Status s = x->Insert(r1[16], "8 bytes!");
+        EXPECT_EQ(Counter(x, "splits"), splits + 1);
+        EXPECT_EQ(Counter(x, "doublings"), doublings) << "no doubling was needed";
+        return s;
+      },
+      [&](Index* x) {
+        if (Counter(x, "recovery_repaired_entries") != 0) ++repaired_images;
+        return CheckRecovered(x);
+      });
+  ExpectAllOrNothing(r, 4);
+  EXPECT_GT(repaired_images, 0u) << "no image held a half-switched range";
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, CcehCrashTest, testing::PersistModes(),
+                         testing::PersistModeTestName);
+
+}  // namespace
+}  // namespace pmhash::engines

@@ -1,0 +1,357 @@
+#include "engines/cceh/cceh.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/engine_tests.h"
+#include "util/hash.h"
+
+namespace pmhash::engines {
+namespace {
+
+// The engine tests' helpers (tests/support/engine_tests.h).
+using namespace testing;  // NOLINT(build/namespaces): pmhash::testing
+
+Options CcehOptions(std::map<std::string, std::string> engine_options = {}) {
+  return testing::OptionsFor("cceh", std::move(engine_options), 64ull << 20);
+}
+
+// 1 KiB segments: 16 buckets, one probe window of 16 slots = 4 buckets.
+std::map<std::string, std::string> Small(uint64_t segments = 1) {
+  return {{"segment_bytes", "1024"}, {"segments", std::to_string(segments)}};
+}
+
+// n 8-byte keys (Key8(from), Key8(from + 1), ...) whose hash has start bucket `bucket`
+// of 16 and `top` as its top `bits` bits.
+std::vector<std::string> KeysAt(uint64_t bucket, uint64_t top, unsigned bits, size_t n,
+                                uint64_t from = 0) {
+  std::vector<std::string> out;
+  for (uint64_t i = from; out.size() < n; ++i) {
+    const std::string k = Key8(i);
+    const uint64_t h = HashKey(k);
+    if ((h & 15) == bucket && (bits == 0 || h >> (64 - bits) == top)) out.push_back(k);
+  }
+  return out;
+}
+
+uint64_t KeyWord(const std::string& k) {
+  uint64_t w = 0;
+  std::memcpy(&w, k.data(), 8);
+  return w;
+}
+
+TEST(CcehTest, BadOptionsAreInvalidArgument) {
+  std::unique_ptr<Index> index;
+  Status s = Open(CcehOptions({{"segment_bytes", "3000"}}), &index);
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_NE(s.message().find("segment_bytes"), std::string::npos) << s.message();
+  s = Open(CcehOptions({{"segment_bytes", "128"}}), &index);
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  s = Open(CcehOptions({{"segments", "6"}}), &index);
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_NE(s.message().find("segments"), std::string::npos) << s.message();
+  s = Open(CcehOptions({{"buckets", "4"}}), &index);
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_NE(s.message().find("segment_bytes"), std::string::npos) << s.message();
+}
+
+TEST(CcehTest, OperationSemanticsAndStatuses) {
+  auto index = OpenOrDie(CcehOptions());
+  const std::string k = Key8(1), v1 = Key8(100), v2 = Key8(200);
+  EXPECT_TRUE(index->Insert(k, v1).ok());
+  EXPECT_TRUE(index->Insert(k, v2).IsAlreadyExists()) << "the original has no duplicate check";
+  std::string got;
+  ASSERT_TRUE(index->Get(k, &got).ok());
+  EXPECT_EQ(got, v1);
+  EXPECT_TRUE(index->Update(k, v2).ok());
+  EXPECT_TRUE(index->Update(Key8(2), v1).IsNotFound());
+  EXPECT_TRUE(index->Put(Key8(2), v1).ok());
+  EXPECT_TRUE(index->Put(Key8(2), v2).ok());
+  got = "unchanged";
+  EXPECT_TRUE(index->Get(Key8(3), &got).IsNotFound());
+  EXPECT_EQ(got, "unchanged");
+  EXPECT_TRUE(index->Delete(k).ok()) << "the original has no delete";
+  EXPECT_TRUE(index->Delete(k).IsNotFound());
+  ExpectMatches(index.get(), {{Key8(2), v2}});
+  EXPECT_TRUE(index->Insert(k, v1).ok());
+  ExpectMatches(index.get(), {{Key8(2), v2}, {k, v1}});
+}
+
+TEST(CcehTest, TheOriginalsGeometryByDefault) {
+  auto index = OpenOrDie(CcehOptions());
+  const IndexStats st = index->Stats();
+  EXPECT_EQ(st.engine_counters.at("segments"), 64u) << "no initial_capacity: 64 segments";
+  EXPECT_EQ(st.engine_counters.at("global_depth"), 6u);
+  EXPECT_EQ(st.key_slots, 64u * 1024) << "16 KiB segments = 256 buckets x 4 slots";
+  Options o = CcehOptions();
+  o.initial_capacity = 100000;  // at half their 1,024 slots: 196 segments, rounded up
+  auto sized = OpenOrDie(o);
+  EXPECT_EQ(sized->Stats().engine_counters.at("segments"), 256u);
+}
+
+TEST(CcehTest, AFullWindowSplitsTheSegmentAndDoublesTheDirectory) {
+  auto index = OpenOrDie(CcehOptions(Small()));
+  // Start bucket 3, alternating top bits: 16 keys fill the only window.
+  std::vector<std::string> keys;
+  const std::vector<std::string> left = KeysAt(3, 0, 1, 12), right = KeysAt(3, 1, 1, 12);
+  for (size_t i = 0; i < 8; ++i) {
+    keys.push_back(left[i]);
+    keys.push_back(right[i]);
+  }
+  Model model;
+  for (const std::string& k : keys) {
+    ASSERT_TRUE(index->Insert(k, k).ok());
+    model[k] = k;
+  }
+  EXPECT_EQ(Counter(index.get(), "splits"), 0u);
+  // The 17th: no free slot in the window, so the segment splits (G was 0: the directory
+  // doubles first); the 8 right keys move to the new segment and leave free slots.
+  ASSERT_TRUE(index->Insert(left[8], "x").ok());
+  model[left[8]] = "x";
+  EXPECT_EQ(Counter(index.get(), "splits"), 1u);
+  EXPECT_EQ(Counter(index.get(), "doublings"), 1u);
+  EXPECT_EQ(Counter(index.get(), "global_depth"), 1u);
+  EXPECT_EQ(Counter(index.get(), "segments"), 2u);
+  ExpectMatches(index.get(), model);
+  // Lazy deletion: the moved keys' old slots are free for the left half, so three more
+  // left keys fit without another split.
+  for (size_t i = 9; i < 12; ++i) {
+    ASSERT_TRUE(index->Insert(left[i], "y").ok());
+    model[left[i]] = "y";
+  }
+  EXPECT_EQ(Counter(index.get(), "splits"), 1u) << "stale slots were not reused";
+  // A moved key is found once, where it lives now; inserting it again is a duplicate.
+  EXPECT_TRUE(index->Insert(right[0], "dup").IsAlreadyExists());
+  ASSERT_TRUE(index->Delete(right[0]).ok());
+  model.erase(right[0]);
+  ExpectMatches(index.get(), model);
+}
+
+TEST(CcehTest, ResizeOffRefusesAFullWindow) {
+  std::map<std::string, std::string> o = Small();
+  o["resize"] = "off";
+  auto index = OpenOrDie(CcehOptions(o));
+  const std::vector<std::string> keys = KeysAt(7, 0, 0, 17);
+  for (size_t i = 0; i < 16; ++i) ASSERT_TRUE(index->Insert(keys[i], keys[i]).ok());
+  const Status s = index->Insert(keys[16], "no room");
+  EXPECT_TRUE(s.IsTableFull()) << s.ToString();
+  EXPECT_EQ(index->Count(), 16u);
+  std::string v;
+  EXPECT_TRUE(index->Get(keys[16], &v).IsNotFound());
+}
+
+TEST(CcehTest, KeysThatWouldReadAsRecordWordsAreStoredOutOfLine) {
+  auto index = OpenOrDie(CcehOptions(Small()));
+  // Top two bytes 0xff 0xff: inline, word0 would carry the record tag (or read empty).
+  std::string all_ones(8, '\xff');
+  std::string tagged = Key8(0x1234);
+  tagged[6] = tagged[7] = '\xff';
+  ASSERT_TRUE(CcehEscapesInline(KeyWord(all_ones)) && CcehEscapesInline(KeyWord(tagged)));
+  const uint64_t pm_before = index->Stats().pm_bytes;
+  ASSERT_TRUE(index->Insert(all_ones, "ones0000").ok());
+  ASSERT_TRUE(index->Insert(tagged, "tagged00").ok());
+  EXPECT_GT(index->Stats().pm_bytes, pm_before) << "both keys took a record";
+  Model model{{all_ones, "ones0000"}, {tagged, "tagged00"}};
+  // A key whose low 48 bits equal a record's offset must not match it inline.
+  for (uint64_t i = 0; i < 200; ++i) {
+    ASSERT_TRUE(index->Insert(Key8(i), Key8(i * 7)).ok());
+    model[Key8(i)] = Key8(i * 7);
+  }
+  ASSERT_TRUE(index->Update(tagged, "newvalue").ok());
+  model[tagged] = "newvalue";
+  ExpectMatches(index.get(), model);
+  ASSERT_TRUE(index->Delete(all_ones).ok());
+  model.erase(all_ones);
+  ExpectMatches(index.get(), model);
+}
+
+TEST(CcehTest, PersistSequences) {
+  auto index = OpenOrDie(CcehOptions(Small(4)));
+  // A first record takes the allocator's chunk for its size class (a persist of its own).
+  ASSERT_TRUE(index->Insert("warm-up key", "v").ok());
+  auto step = [&](const std::function<Status()>& op, uint64_t flushes, uint64_t fences) {
+    const PersistCounters before = index->Stats().persist;
+    ASSERT_TRUE(op().ok());
+    const PersistCounters after = index->Stats().persist;
+    EXPECT_EQ(after.flushes - before.flushes, flushes);
+    EXPECT_EQ(after.fences - before.fences, fences);
+  };
+  // An inline insert: both words in one line, one persist (the original's clflush).
+  step([&] { return index->Insert(Key8(1), Key8(2)); }, 1, 1);
+  // An inline value update: one 8-byte store, one persist.
+  step([&] { return index->Update(Key8(1), Key8(3)); }, 1, 1);
+  // A delete: word0 emptied, one persist.
+  step([&] { return index->Delete(Key8(1)); }, 1, 1);
+  // A record insert: the record flushed and fenced before the slot's persist.
+  step([&] { return index->Insert("a longer key", "v"); }, 2, 2);
+}
+
+TEST(CcehTest, SegmentSizeIsFixedAtCreation) {
+  TempDir dir("cceh");
+  Options o = CcehOptions(Small(2));
+  o.path = dir.File("geometry.pool");
+  o.create_if_missing = true;
+  {
+    auto index = OpenOrDie(o);
+    for (uint64_t i = 0; i < 500; ++i) ASSERT_TRUE(index->Insert(Key8(i), Key8(i)).ok());
+    ASSERT_TRUE(index->Close().ok());
+  }
+  o.engine_options = {{"segment_bytes", "4096"}};
+  std::unique_ptr<Index> index;
+  Status s = Open(o, &index);
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_NE(s.message().find("1024"), std::string::npos) << s.message();
+  o.engine_options = {};
+  index = OpenOrDie(o);
+  EXPECT_FALSE(index->Stats().recovered);
+  EXPECT_EQ(index->Count(), 500u);
+  EXPECT_EQ(index->Stats().key_slots % 64, 0u);
+  std::string v;
+  ASSERT_TRUE(index->Get(Key8(321), &v).ok());
+  EXPECT_EQ(v, Key8(321));
+}
+
+TEST(CcehTest, ReopenAfterAbandonRecountsAndKeepsWorking) {
+  TempDir dir("cceh");
+  Options o = CcehOptions(Small(1));
+  o.path = dir.File("crashed.pool");
+  o.create_if_missing = true;
+  Model model;
+  {
+    auto index = OpenOrDie(o);
+    for (uint64_t i = 0; i < 3000; ++i) {
+      const std::string k = i % 5 == 0 ? Bytes(i, 20, 'k') : Key8(i);
+      ASSERT_TRUE(index->Insert(k, Key8(i * 3)).ok());
+      model[k] = Key8(i * 3);
+    }
+    for (uint64_t i = 0; i < 3000; i += 7) {
+      const std::string k = i % 5 == 0 ? Bytes(i, 20, 'k') : Key8(i);
+      ASSERT_TRUE(index->Delete(k).ok());
+      model.erase(k);
+    }
+    dynamic_cast<Engine*>(index.get())->Abandon();
+  }
+  auto index = OpenOrDie(o);
+  EXPECT_TRUE(index->Stats().recovered);
+  ExpectMatches(index.get(), model);
+  for (uint64_t i = 3000; i < 6000; ++i) {
+    ASSERT_TRUE(index->Insert(Key8(i), Key8(i)).ok());
+    model[Key8(i)] = Key8(i);
+  }
+  ExpectMatches(index.get(), model);
+}
+
+TEST(CcehTest, DamagedDirectoryEntryIsCorruption) {
+  TempDir dir("cceh");
+  Options o = CcehOptions(Small(4));
+  o.path = dir.File("damaged.pool");
+  o.create_if_missing = true;
+  {
+    auto index = OpenOrDie(o);
+    for (uint64_t i = 0; i < 100; ++i) ASSERT_TRUE(index->Insert(Key8(i), Key8(i)).ok());
+    ASSERT_TRUE(index->Close().ok());
+  }
+  std::FILE* f = std::fopen(o.path.c_str(), "r+b");
+  ASSERT_NE(f, nullptr);
+  uint64_t table = 0;
+  ASSERT_EQ(std::fseek(f, pm::kRootOffset + offsetof(EngineRoot, table), SEEK_SET), 0);
+  ASSERT_EQ(std::fread(&table, 8, 1, f), 1u);
+  ASSERT_TRUE(UnsealWord(table, pm::kRootOffset + offsetof(EngineRoot, table), &table));
+  // Entry 2's segment offset, one byte of its payload.
+  const long at = static_cast<long>(table + sizeof(CcehDirHeader) + 2 * 8 + 3);
+  uint8_t b = 0;
+  ASSERT_EQ(std::fseek(f, at, SEEK_SET), 0);
+  ASSERT_EQ(std::fread(&b, 1, 1, f), 1u);
+  b ^= 0x10;
+  ASSERT_EQ(std::fseek(f, at, SEEK_SET), 0);
+  ASSERT_EQ(std::fwrite(&b, 1, 1, f), 1u);
+  std::fclose(f);
+  std::unique_ptr<Index> index;
+  const Status s = Open(o, &index);
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(s.message().find("directory entry"), std::string::npos) << s.message();
+}
+
+TEST(CcehTest, MediaWritesAreCountedBySlotsSegmentsAndDirectory) {
+  // About a thousand 1 KiB segments: more than the device's write-combining buffers hold,
+  // so slot writes reach the media too.
+  Options o = CcehOptions(Small(1));
+  auto index = OpenOrDie(o);
+  for (uint64_t i = 0; i < 20000; ++i) ASSERT_TRUE(index->Insert(Key8(i), Key8(i)).ok());
+  const IndexStats st = index->Stats();
+  const uint64_t slots = st.engine_counters.at("media_writes_slots");
+  const uint64_t segs = st.engine_counters.at("media_writes_segments");
+  const uint64_t dir = st.engine_counters.at("media_writes_directory");
+  EXPECT_GT(slots, 0u);
+  EXPECT_GT(segs, 0u) << "splits write new segments";
+  EXPECT_GT(dir, 0u) << "splits switch directory entries";
+  EXPECT_LE(slots + segs + dir, st.persist.media_writes);
+}
+
+TEST(CcehTest, FourThreadsWithSplitsAndDoublings) {
+  auto index = OpenOrDie(CcehOptions(Small(1)));
+  constexpr int kThreads = 4;
+  constexpr uint64_t kPerThread = 3000;
+  std::atomic<int> failures{0};
+  std::vector<Model> models(kThreads);
+  auto work = [&](int t) {
+    std::mt19937_64 rng(t);
+    Model& m = models[t];
+    for (uint64_t i = 0; i < kPerThread; ++i) {
+      const uint64_t id = t * 1000000 + i;
+      const std::string k = i % 3 == 0 ? Bytes(id, 16, 't') : Key8(id);
+      const std::string v = Key8(rng());
+      if (!index->Insert(k, v).ok()) ++failures;
+      m[k] = v;
+      std::string got;
+      const uint64_t other = ((t + 1) % kThreads) * 1000000 + rng() % (i + 1);
+      Status s = index->Get(Key8(other), &got);
+      if (!s.ok() && !s.IsNotFound()) ++failures;
+      if (i % 10 == 5) {
+        const std::string d = i % 3 == 0 ? Bytes(id - 5, 16, 't') : Key8(id - 5);
+        if (m.count(d) != 0) {
+          if (!index->Delete(d).ok()) ++failures;
+          m.erase(d);
+        }
+      }
+      if (!index->Get(k, &got).ok() || got != v) ++failures;
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) threads.emplace_back(work, t);
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  Model all;
+  for (const Model& m : models) all.insert(m.begin(), m.end());
+  ExpectMatches(index.get(), all);
+  EXPECT_GT(Counter(index.get(), "doublings"), 5u);
+}
+
+TEST(CcehTest, ForEachVisitorMayWrite) {
+  auto index = OpenOrDie(CcehOptions(Small(1)));
+  for (uint64_t i = 0; i < 300; ++i) ASSERT_TRUE(index->Insert(Key8(i), Key8(i)).ok());
+  uint64_t seen = 0;
+  ASSERT_TRUE(index
+                  ->ForEach([&](std::string_view, std::string_view) {
+                    // Each visit inserts a fresh key: splits happen while iterating.
+                    EXPECT_TRUE(index->Insert(Key8(100000 + seen), "z").ok());
+                    ++seen;
+                    return true;
+                  })
+                  .ok());
+  EXPECT_GE(seen, 300u) << "keys present for the whole pass are each seen once";
+  EXPECT_EQ(index->Count(), 300u + seen);
+  EXPECT_EQ(CheckInvariantsOf(index.get()), "");
+}
+
+}  // namespace
+}  // namespace pmhash::engines
