@@ -1,0 +1,334 @@
+#include "engines/bht/bht.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engines/cceh/cceh.h"
+#include "support/engine_tests.h"
+#include "util/hash.h"
+
+namespace pmhash::engines {
+namespace {
+
+// The engine tests' helpers (tests/support/engine_tests.h).
+using namespace testing;  // NOLINT(build/namespaces): pmhash::testing
+
+Options BhtOptions(std::map<std::string, std::string> engine_options = {}) {
+  return testing::OptionsFor("bht", std::move(engine_options), 64ull << 20);
+}
+
+// One 1 KiB segment whose buffer is one bucket of 13 slots.
+std::map<std::string, std::string> OneBucket() {
+  return {{"segment_bytes", "1024"}, {"segments", "1"}, {"buffer_size", "256"}};
+}
+
+TEST(BhtTest, BadOptionsAreInvalidArgument) {
+  std::unique_ptr<Index> index;
+  Status s = Open(BhtOptions({{"buffer_size", "3000"}}), &index);
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_NE(s.message().find("buffer_size"), std::string::npos) << s.message();
+  s = Open(BhtOptions({{"buffer_ratio", "1.5"}}), &index);
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  s = Open(BhtOptions({{"log_size", "1000"}}), &index);
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+}
+
+TEST(BhtTest, OperationSemanticsAndStatuses) {
+  auto index = OpenOrDie(BhtOptions(OneBucket()));
+  const std::string k = Key8(1), v1 = Key8(100), v2 = Key8(200);
+  EXPECT_TRUE(index->Insert(k, v1).ok());
+  EXPECT_TRUE(index->Insert(k, v2).IsAlreadyExists());
+  std::string got;
+  ASSERT_TRUE(index->Get(k, &got).ok());
+  EXPECT_EQ(got, v1);
+  EXPECT_TRUE(index->Update(k, v2).ok());
+  EXPECT_TRUE(index->Update(Key8(2), v1).IsNotFound());
+  EXPECT_TRUE(index->Put(Key8(2), v1).ok());
+  EXPECT_TRUE(index->Put(Key8(2), v2).ok());
+  EXPECT_EQ(index->Count(), 2u) << "a put of a buffered key overwrites it in the buffer";
+  got = "unchanged";
+  EXPECT_TRUE(index->Get(Key8(3), &got).IsNotFound());
+  EXPECT_EQ(got, "unchanged");
+  EXPECT_TRUE(index->Delete(k).ok());
+  EXPECT_TRUE(index->Delete(k).IsNotFound()) << "the tombstone answers";
+  EXPECT_TRUE(index->Get(k, &got).IsNotFound());
+  ExpectMatches(index.get(), {{Key8(2), v2}});
+  EXPECT_TRUE(index->Insert(k, v1).ok()) << "an insert over a tombstone";
+  ExpectMatches(index.get(), {{Key8(2), v2}, {k, v1}});
+}
+
+TEST(BhtTest, PutIsBlindAndTheOtherWritesReadTheSegmentOnlyWhenTheBufferCannotAnswer) {
+  auto index = OpenOrDie(BhtOptions(OneBucket()));
+  Model model;
+  for (uint64_t i = 0; i < 12; ++i) {
+    ASSERT_TRUE(index->Put(Key8(i), Key8(i)).ok());
+    model[Key8(i)] = Key8(i);
+  }
+  EXPECT_EQ(Counter(index.get(), "extra_lookups"), 0u);
+  // A put reads the directory entry and nothing of the segment.
+  const PersistCounters before = index->Stats().persist;
+  ASSERT_TRUE(index->Put(Key8(99), "v").ok());
+  model[Key8(99)] = "v";
+  EXPECT_EQ(index->Stats().persist.lines_read - before.lines_read, 1u) << "the directory entry";
+  // Buffered keys: the buffer answers.
+  EXPECT_TRUE(index->Insert(Key8(3), "x").IsAlreadyExists());
+  ASSERT_TRUE(index->Update(Key8(4), "y").ok());
+  model[Key8(4)] = "y";
+  ASSERT_TRUE(index->Delete(Key8(5)).ok());
+  model.erase(Key8(5));
+  EXPECT_EQ(Counter(index.get(), "extra_lookups"), 0u);
+  // Keys the buffer does not hold: the segment is read.
+  EXPECT_TRUE(index->Update(Key8(500), "z").IsNotFound());
+  EXPECT_TRUE(index->Delete(Key8(501)).IsNotFound());
+  EXPECT_EQ(Counter(index.get(), "extra_lookups"), 2u);
+  ExpectMatches(index.get(), model);
+}
+
+TEST(BhtTest, AFullBucketFlipsTheBufferIntoANewSegment) {
+  auto index = OpenOrDie(BhtOptions(OneBucket()));
+  Model model;
+  for (uint64_t i = 0; i < 13; ++i) {
+    ASSERT_TRUE(index->Insert(Key8(i), Key8(i)).ok());
+    model[Key8(i)] = Key8(i);
+  }
+  EXPECT_EQ(Counter(index.get(), "flips"), 0u);
+  const uint64_t pm = index->Stats().pm_bytes;
+  // The 14th finds its (only) bucket full: the buffer and the segment are merged into a
+  // new segment, written out of place; the old one is freed.
+  ASSERT_TRUE(index->Insert(Key8(13), Key8(13)).ok());
+  model[Key8(13)] = Key8(13);
+  EXPECT_EQ(Counter(index.get(), "flips"), 1u);
+  EXPECT_EQ(Counter(index.get(), "flips_full"), 1u);
+  EXPECT_EQ(Counter(index.get(), "flip_entries"), 13u) << "the occupancy at the flip";
+  EXPECT_EQ(Counter(index.get(), "replacements"), 1u);
+  EXPECT_EQ(index->Stats().pm_bytes, pm) << "one segment freed, one made";
+  ExpectMatches(index.get(), model);
+  // Updates and deletes of flipped keys go to the buffer as entries and tombstones.
+  ASSERT_TRUE(index->Update(Key8(2), "new2new2").ok());
+  model[Key8(2)] = "new2new2";
+  ASSERT_TRUE(index->Delete(Key8(3)).ok());
+  model.erase(Key8(3));
+  ExpectMatches(index.get(), model);
+  for (uint64_t i = 14; i < 400; ++i) {  // many flips, some of them splitting
+    ASSERT_TRUE(index->Insert(Key8(i), Key8(i)).ok());
+    model[Key8(i)] = Key8(i);
+  }
+  EXPECT_GT(Counter(index.get(), "splits"), 0u);
+  EXPECT_EQ(Counter(index.get(), "buffers"), Counter(index.get(), "segments"))
+      << "both halves of a buffered segment are buffered";
+  ExpectMatches(index.get(), model);
+}
+
+TEST(BhtTest, ReadMissesFlipTheBuffer) {
+  auto index = OpenOrDie(BhtOptions(OneBucket()));
+  for (uint64_t i = 0; i < 14; ++i) ASSERT_TRUE(index->Insert(Key8(i), Key8(i)).ok());
+  ASSERT_EQ(Counter(index.get(), "flips"), 1u);  // Key8(13) is buffered, the rest flipped
+  std::string v;
+  // Each search of a flipped key searches the non-empty buffer and misses.
+  for (int i = 0; i < 255; ++i) ASSERT_TRUE(index->Get(Key8(i % 13), &v).ok());
+  EXPECT_EQ(Counter(index.get(), "flips_read_misses"), 0u);
+  ASSERT_TRUE(index->Get(Key8(0), &v).ok());  // the 256th wraps the 1-byte counter
+  EXPECT_EQ(Counter(index.get(), "flips_read_misses"), 1u);
+  EXPECT_EQ(Counter(index.get(), "read_misses"), 256u);
+  // An empty buffer is not searched: no more misses counted.
+  ASSERT_TRUE(index->Get(Key8(1), &v).ok());
+  EXPECT_EQ(Counter(index.get(), "read_misses"), 256u);
+  ExpectMatches(index.get(), [] {
+    Model m;
+    for (uint64_t i = 0; i < 14; ++i) m[Key8(i)] = Key8(i);
+    return m;
+  }());
+}
+
+TEST(BhtTest, TheOldestBufferIsFlippedByForceSoTheLogIsReclaimed) {
+  // 64 buffers of 8 KiB (416 slots each), a 64 KiB log (2,048 slots of 32 bytes): the log
+  // fills long before a buffer does.
+  auto index = OpenOrDie(BhtOptions({{"segments", "64"}, {"log_size", "65536"}}));
+  Model model;
+  for (uint64_t i = 0; i < 20000; ++i) {
+    ASSERT_TRUE(index->Put(Key8(i), Key8(i)).ok());
+    model[Key8(i)] = Key8(i);
+  }
+  EXPECT_GT(Counter(index.get(), "flips_log"), 0u);
+  EXPECT_GT(Counter(index.get(), "log_head_persists"), 0u);
+  EXPECT_GT(Counter(index.get(), "log_slots_written"), 2048u) << "the ring wrapped";
+  ExpectMatches(index.get(), model);
+}
+
+TEST(BhtTest, BufferRatioGivesAShareOfTheSegmentsABufferAndKeepsIt) {
+  for (const char* ratio : {"0", "0.5", "1"}) {
+    SCOPED_TRACE(ratio);
+    auto index = OpenOrDie(BhtOptions(
+        {{"segment_bytes", "1024"}, {"segments", "8"}, {"buffer_ratio", ratio}}));
+    EXPECT_EQ(Counter(index.get(), "buffers"), static_cast<uint64_t>(8 * std::stod(ratio)));
+    Model model;
+    for (uint64_t i = 0; i < 3000; ++i) {
+      ASSERT_TRUE(index->Insert(Key8(i), Key8(i)).ok());
+      model[Key8(i)] = Key8(i);
+    }
+    const double share = static_cast<double>(Counter(index.get(), "buffers")) /
+                         static_cast<double>(Counter(index.get(), "segments"));
+    EXPECT_NEAR(share, std::stod(ratio), 0.15);
+    if (std::string(ratio) == "0") {
+      EXPECT_EQ(Counter(index.get(), "log_records"), 0u) << "without buffers, it is CCEH";
+      EXPECT_EQ(Counter(index.get(), "flips"), 0u);
+    }
+    ExpectMatches(index.get(), model);
+  }
+}
+
+TEST(BhtTest, RecoveryReplaysTheLogAndCleanCloseNeedsNone) {
+  TempDir dir("bht");
+  Options o = BhtOptions({{"segment_bytes", "1024"}, {"segments", "4"}});
+  o.path = dir.File("bht.pool");
+  o.create_if_missing = true;
+  Model model;
+  {
+    auto index = OpenOrDie(o);
+    for (uint64_t i = 0; i < 2000; ++i) {
+      const std::string k = i % 7 == 0 ? Bytes(i, 24, 'k') : Key8(i);
+      const std::string v = i % 5 == 0 ? std::string(40, 'v') : Key8(i * 3);
+      ASSERT_TRUE(index->Put(k, v).ok());
+      model[k] = v;
+    }
+    for (uint64_t i = 0; i < 2000; i += 9) {
+      const std::string k = i % 7 == 0 ? Bytes(i, 24, 'k') : Key8(i);
+      ASSERT_TRUE(index->Delete(k).ok());
+      model.erase(k);
+    }
+    dynamic_cast<Engine*>(index.get())->Abandon();
+  }
+  {
+    auto index = OpenOrDie(o);
+    EXPECT_TRUE(index->Stats().recovered);
+    EXPECT_GT(Counter(index.get(), "recovery_replayed"), 0u);
+    EXPECT_GT(Counter(index.get(), "flips_recovery"), 0u) << "recovery empties the buffers";
+    ExpectMatches(index.get(), model);
+    for (uint64_t i = 5000; i < 5100; ++i) {
+      ASSERT_TRUE(index->Put(Key8(i), "after!!!").ok());
+      model[Key8(i)] = "after!!!";
+    }
+    ASSERT_TRUE(index->Close().ok());
+  }
+  auto index = OpenOrDie(o);
+  EXPECT_FALSE(index->Stats().recovered);
+  EXPECT_EQ(Counter(index.get(), "recovery_replayed"), 0u) << "Close flipped every buffer";
+  ExpectMatches(index.get(), model);
+}
+
+TEST(BhtTest, ADamagedLogRecordBeforeValidOnesIsCorruption) {
+  TempDir dir("bht");
+  Options o = BhtOptions(OneBucket());
+  o.path = dir.File("damaged.pool");
+  o.create_if_missing = true;
+  {
+    auto index = OpenOrDie(o);
+    for (uint64_t i = 0; i < 8; ++i) ASSERT_TRUE(index->Put(Key8(i), Key8(i)).ok());
+    dynamic_cast<Engine*>(index.get())->Abandon();
+  }
+  std::FILE* f = std::fopen(o.path.c_str(), "r+b");
+  ASSERT_NE(f, nullptr);
+  BhtRoot r;
+  ASSERT_EQ(std::fseek(f, pm::kRootOffset, SEEK_SET), 0);
+  ASSERT_EQ(std::fread(&r, sizeof(r), 1, f), 1u);
+  // The third record's key byte: its check fails, and the five after it are valid.
+  const long at = static_cast<long>(r.log_offset + 2 * kBhtLogSlot + sizeof(BhtLogHeader));
+  uint8_t b = 0;
+  ASSERT_EQ(std::fseek(f, at, SEEK_SET), 0);
+  ASSERT_EQ(std::fread(&b, 1, 1, f), 1u);
+  b ^= 1;
+  ASSERT_EQ(std::fseek(f, at, SEEK_SET), 0);
+  ASSERT_EQ(std::fwrite(&b, 1, 1, f), 1u);
+  std::fclose(f);
+  std::unique_ptr<Index> index;
+  const Status s = Open(o, &index);
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(s.message().find("log record"), std::string::npos) << s.message();
+}
+
+TEST(BhtTest, FullBuffersWriteAtMostHalfTheMediaBytesOfCcehPerInsert) {
+  // The paper's claim on this machine's media model, adr: 16 KiB segments, 8 KiB buffers,
+  // every segment buffered; 200,000 random 8-byte inserts from 64 segments.
+  auto media_per_insert = [](const std::string& engine) {
+    Options o = testing::OptionsFor(engine, {{"segments", "64"}}, 256ull << 20);
+    auto index = OpenOrDie(o);
+    std::mt19937_64 rng(7);
+    for (uint64_t i = 0; i < 200000; ++i) {
+      EXPECT_TRUE(index->Put(Key8(rng()), Key8(i)).ok());
+    }
+    dynamic_cast<Engine*>(index.get())->persister().DrainMedia();
+    return static_cast<double>(index->Stats().persist.media_writes) * 256 / 200000;
+  };
+  const double cceh = media_per_insert("cceh"), bht = media_per_insert("bht");
+  EXPECT_LE(bht, cceh / 2) << "bht " << bht << " B, cceh " << cceh << " B per insert";
+}
+
+TEST(BhtTest, FourThreadsWithFlipsSplitsAndDoublings) {
+  auto index = OpenOrDie(BhtOptions({{"segment_bytes", "1024"},
+                                     {"segments", "1"},
+                                     {"buffer_size", "512"},
+                                     {"log_size", "131072"}}));
+  constexpr int kThreads = 4;
+  constexpr uint64_t kPerThread = 3000;
+  std::atomic<int> failures{0};
+  std::vector<Model> models(kThreads);
+  auto work = [&](int t) {
+    std::mt19937_64 rng(t);
+    Model& m = models[t];
+    for (uint64_t i = 0; i < kPerThread; ++i) {
+      const uint64_t id = t * 1000000 + i;
+      const std::string k = i % 3 == 0 ? Bytes(id, 16, 't') : Key8(id);
+      const std::string v = Key8(rng());
+      if (!(i % 2 == 0 ? index->Put(k, v) : index->Insert(k, v)).ok()) ++failures;
+      m[k] = v;
+      std::string got;
+      const uint64_t other = ((t + 1) % kThreads) * 1000000 + rng() % (i + 1);
+      Status s = index->Get(Key8(other), &got);
+      if (!s.ok() && !s.IsNotFound()) ++failures;
+      if (i % 10 == 5) {
+        const std::string d = i % 3 == 0 ? Bytes(id - 5, 16, 't') : Key8(id - 5);
+        if (m.count(d) != 0) {
+          if (!index->Delete(d).ok()) ++failures;
+          m.erase(d);
+        }
+      }
+      if (!index->Get(k, &got).ok() || got != v) ++failures;
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) threads.emplace_back(work, t);
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  Model all;
+  for (const Model& m : models) all.insert(m.begin(), m.end());
+  ExpectMatches(index.get(), all);
+  EXPECT_GT(Counter(index.get(), "flips"), 100u);
+  EXPECT_GT(Counter(index.get(), "doublings"), 3u);
+}
+
+TEST(BhtTest, ForEachSeesTheBufferOverTheSegment) {
+  auto index = OpenOrDie(BhtOptions(OneBucket()));
+  Model model;
+  for (uint64_t i = 0; i < 40; ++i) {  // flipped several times
+    ASSERT_TRUE(index->Insert(Key8(i), Key8(i)).ok());
+    model[Key8(i)] = Key8(i);
+  }
+  // Buffered over flipped keys: an update and a tombstone.
+  ASSERT_TRUE(index->Update(Key8(1), "updated!").ok());
+  model[Key8(1)] = "updated!";
+  ASSERT_TRUE(index->Delete(Key8(2)).ok());
+  model.erase(Key8(2));
+  ExpectMatches(index.get(), model);  // ForEach against the model, no key twice
+}
+
+}  // namespace
+}  // namespace pmhash::engines
