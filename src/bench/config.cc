@@ -123,6 +123,7 @@ Json BenchConfig::ToJson() const {
   j.Set("latency", write_latency_ns > 0 || read_latency_ns > 0 ? Json("emulated") : Json());
   j.Set("media_model", media_model);
   j.Set("counters", count_stats);
+  j.Set("inserts", put_inserts ? "put" : "insert");
   Json m = Json::Object();
   m.Set("dimms", static_cast<uint64_t>(media.dimms));
   m.Set("interleave_bytes", static_cast<uint64_t>(media.interleave_bytes));
@@ -214,7 +215,7 @@ Status ParseBenchArgs(const std::vector<std::string>& args, BenchConfig* config,
   std::vector<std::string> opts;
   std::string recovery, seed, key_size, write_latency, sampling, batch;
   std::string read_latency, media_model, media_dimms, media_interleave, media_buffer;
-  std::string eadr_cache, eadr_write_back, counters;
+  std::string eadr_cache, eadr_write_back, counters, inserts;
   bool redundancy = config->redundancy;
   bool pin = config->pin;
   bool floor = config->floor;
@@ -273,6 +274,10 @@ Status ParseBenchArgs(const std::vector<std::string>& args, BenchConfig* config,
                       "operation; off: every persistence figure is n/a and the engines' hot "
                       "paths count nothing, for throughput without the counters' cost "
                       "(default on)"));
+  last(app.add_option("--inserts", inserts,
+                      "insert | put: how new keys are written (load, fill, the mixed phase's "
+                      "inserts): Index::Insert, or Index::Put, an upsert that need not look "
+                      "for the key first (bht's blind write) (default insert)"));
   last(app.add_option("--media-model", media_model,
                       "on | off: run the media model (media writes, reads of read-modify-"
                       "writes, PM lines written; off: those figures are n/a and no write "
@@ -439,6 +444,10 @@ Status ParseBenchArgs(const std::vector<std::string>& args, BenchConfig* config,
   PMHASH_RETURN_IF_ERROR(bytes("--eadr-cache", eadr_cache, &config->media.cache_bytes));
   PMHASH_RETURN_IF_ERROR(on_off("--media-model", media_model, &config->media_model));
   PMHASH_RETURN_IF_ERROR(on_off("--counters", counters, &config->count_stats));
+  if (!inserts.empty() && inserts != "insert" && inserts != "put") {
+    return Status::InvalidArgument("--inserts must be insert or put, not '" + inserts + "'");
+  }
+  config->put_inserts = inserts == "put";
   PMHASH_RETURN_IF_ERROR(
       on_off("--eadr-write-back", eadr_write_back, &config->eadr_write_back_instruction));
   if (!sampling.empty()) {

@@ -55,6 +55,10 @@ struct BenchConfig {
   // Options::count_stats: off, no persistence figure is measured (all null / n/a) and the
   // engines' hot paths count nothing (throughput without the counters' cost).
   bool count_stats = true;
+  // New keys (load, fill, the mixed phase's inserts) written with Index::Put instead of
+  // Insert: the contract's insert reports AlreadyExists and may read what a blind upsert
+  // need not (bht's Insert reads the segment; its Put is the paper's blind write).
+  bool put_inserts = false;
   bool eadr_write_back_instruction = true;
   uint64_t seed = 42;
   bool recovery = true;               // reopen after an unclean close (file pools)

@@ -65,6 +65,7 @@ class TestEngine : public engines::Engine {
  protected:
   Status DoWrite(std::string_view key, std::string_view value, uint64_t /*hash*/,
                  engines::WriteMode mode) override {
+    if (mode == engines::WriteMode::kPut) puts_.fetch_add(1, std::memory_order_relaxed);
     if (mode != engines::WriteMode::kInsert) {
       Status s = UpdateValue(key, value);
       if (mode == engines::WriteMode::kUpdate || !s.IsNotFound()) return s;
@@ -177,6 +178,7 @@ class TestEngine : public engines::Engine {
     stats->key_slots = mode_.grows ? slots_ / 2 + count_ : slots_;
     stats->dram_bytes = 0;
     stats->engine_counters["prefetched_keys"] = prefetched_keys_;
+    stats->engine_counters["puts"] = puts_.load(std::memory_order_relaxed);
     if (mode_.filter) {
       stats->engine_counters["filter_negatives"] = negatives_;
       stats->engine_counters["filter_false_positives"] = false_positives_;
@@ -235,6 +237,7 @@ class TestEngine : public engines::Engine {
   uint64_t pending_ = 0;
   uint64_t negatives_ = 0, false_positives_ = 0;
   mutable uint64_t prefetched_keys_ = 0;
+  std::atomic<uint64_t> puts_{0};
 };
 
 // The registry data of the test engine in `mode`: it declares resize=on|off if it
@@ -386,6 +389,7 @@ TEST(BenchArgs, RejectsBadFlagsWithOneLineNamingTheFlag) {
       {{"--eadr-cache", "lots"}, "--eadr-cache 'lots'"},
       {{"--eadr-write-back", "sometimes"}, "--eadr-write-back 'sometimes'"},
       {{"--counters", "maybe"}, "--counters 'maybe'"},
+      {{"--inserts", "upsert"}, "--inserts must be insert or put"},
       {{"--counters", "off", "--redundancy"}, "--counters off"},
       {{"--floor", "--read-latency-ns", "100"}, "--floor cannot be combined with --read-latency-ns"},
       {{"--records", "10", "--ops", "20", "--phases", "load,delete"}, "delete"},
@@ -504,6 +508,23 @@ TEST(BenchJson, OpsEqualWhatWasAskedAndFiguresAreConsistent) {
   // Lookups read values, and the checksum says so.
   EXPECT_NE(Result(doc, "bench-test", "search")->Find("checksum")->number(), 0);
   EXPECT_EQ(Result(doc, "bench-test", "negative")->Find("checksum")->number(), 0);
+}
+
+TEST(BenchJson, InsertsPutWritesNewKeysWithPut) {
+  for (const bool put : {false, true}) {
+    Captured cap;
+    int code = -1;
+    std::vector<std::string> args = {"--engine", "bench-test", "--records", "500", "--ops",
+                                     "100", "--phases", "load", "--pool", "dram",
+                                     "--pool-size", "8M"};
+    if (put) args.insert(args.end(), {"--inserts", "put"});
+    Json doc = RunJson(args, &cap, &code);
+    ASSERT_EQ(code, 0) << cap.err;
+    EXPECT_EQ(doc.Find("config")->Find("inserts")->string(), put ? "put" : "insert");
+    const Json* load = Result(doc, "bench-test", "load");
+    EXPECT_EQ(load->Find("count")->number(), 500);
+    EXPECT_EQ(load->Find("engine_counters")->Find("puts")->number(), put ? 500 : 0);
+  }
 }
 
 TEST(BenchJson, PersistNoneCostsNoFlushOrFence) {

@@ -52,6 +52,7 @@ struct WorkerContext {
   std::atomic<bool>* stop;
   double ticks_per_ns;
   uint32_t sample_every;  // time 1 operation in this many (1: all)
+  bool put_inserts;       // new keys through Index::Put (--inserts put)
 };
 
 // A lookup's outcome: folds a found value into the checksum; true when the status is
@@ -136,7 +137,9 @@ void Worker(const WorkerContext& ctx, const ThreadPlan& plan, ThreadOutcome* out
       case OpKind::kUpdate: {
         const std::string_view v(ctx.values->data() + plan.voff[i],
                                  fixed ? ctx.fixed_value : plan.vsize[i]);
-        s = kind == OpKind::kInsert ? ctx.index->Insert(key, v) : ctx.index->Update(key, v);
+        s = kind == OpKind::kUpdate  ? ctx.index->Update(key, v)
+            : ctx.put_inserts        ? ctx.index->Put(key, v)
+                                     : ctx.index->Insert(key, v);
         ok = s.ok();
         break;
       }
@@ -197,7 +200,8 @@ Measured RunWorkers(Index* index, const ValuePool& values, const BenchConfig& co
                     stop_on_refusal,
                     &stop,
                     TicksPerNs(),
-                    every};
+                    every,
+                    config.put_inserts};
   // A fixed value size of 0 bytes would read as "varies": keep the sizes array then.
   if (config.value_size.fixed() && config.value_size.min == 0) ctx.fixed_value = 0;
   // Progress until every thread has finished (or a refusal stopped them).
