@@ -972,6 +972,7 @@ void RegisterEngines_bht(EngineRegistry& registry) {
   info.test = {.crash_options = {{"segment_bytes", "1024"},
                                  {"buffer_size", "256"},
                                  {"log_size", "65536"}},
+               .thread_crash_options = {{"segments", "16"}},
                .growth_counters = {"flips", "splits"}};
   info.description = {"bht",
                       "BHT: CCEH with per-segment DRAM write buffers (256-B buckets of 13 "

@@ -82,8 +82,10 @@ void RegisterEngines_cceh(EngineRegistry& registry) {
                                       "probe window is full",
                        .refuses_when_full = true,
                        .pipelined_multiget = true};
-  // 1 KiB segments (16 buckets): splits and doublings within a few dozen keys.
+  // 1 KiB segments (16 buckets): splits and doublings within a few dozen keys. Threads
+  // start from 16 segments, so that they seldom wait on one segment's lock.
   info.test = {.crash_options = {{"segment_bytes", "1024"}},
+               .thread_crash_options = {{"segments", "16"}},
                .growth_counters = {"splits", "doublings"}};
   info.description = {"cceh",
                       "CCEH: directory by MSB, 16 KiB segments of 4-slot buckets, 16-slot "

@@ -682,7 +682,7 @@ Status CcehCore::WriteInPlace(std::string_view key, std::string_view value, uint
       return Status::OK();
     }
     // No free slot in the window: split, then try again (the original's retry).
-    if (Status st = SplitInPlace(s); !st.ok()) {
+    if (Status st = SplitInPlace(s, hash); !st.ok()) {
       Discard(words);
       return st;
     }
@@ -704,16 +704,22 @@ Status CcehCore::DeleteInPlace(std::string_view key, uint64_t hash, bool* divert
 
 // ---- Splits, doublings, replacements --------------------------------------------------------
 
-Status CcehCore::SplitInPlace(CcehSeg* s) {
+Status CcehCore::SplitInPlace(CcehSeg* s, uint64_t hash) {
   const uint32_t depth = s->depth.load(std::memory_order_relaxed);
   const uint64_t pattern = s->pattern.load(std::memory_order_relaxed);
   if (!resize_enabled()) {
     return Status::TableFull(name() + ": a probe window of " + std::to_string(probe_) +
                              " slots is full and resizing is off");
   }
-  if (depth >= kCcehMaxDepth) {
+  // No split within the depth limit separates keys whose hashes share that many top
+  // bits: refuse now rather than double the directory until the pool is full.
+  uint64_t differ = 0;
+  for (size_t i = 0; i < probe_; ++i) {
+    differ |= SlotHash(SlotsOf(s)[SlotAt(StartSlot(hash), i)]) ^ hash;
+  }
+  if (depth >= kCcehMaxDepth || differ >> (63 - kCcehMaxDepth) == 0) {
     return Status::TableFull(name() + ": more keys than a probe window holds share a hash "
-                             "prefix of " + std::to_string(kCcehMaxDepth) + " bits");
+                             "prefix of " + std::to_string(kCcehMaxDepth + 1) + " bits");
   }
   // The right half: live entries whose next hash bit is 1, at the same slots (so each
   // stays in its window). They stay in s too, to be overwritten later (lazy deletion).
@@ -843,9 +849,11 @@ Status CcehCore::BuildImages(uint32_t depth, uint64_t pattern,
     return Status::TableFull(name() + ": a probe window of " + std::to_string(probe_) +
                              " slots is full and resizing is off");
   }
-  if (depth >= kCcehMaxDepth) {
+  uint64_t differ = 0;
+  for (const LiveSlot& e : entries) differ |= e.hash ^ entries.front().hash;
+  if (depth >= kCcehMaxDepth || differ >> (63 - kCcehMaxDepth) == 0) {
     return Status::TableFull(name() + ": more keys than a probe window holds share a hash "
-                             "prefix of " + std::to_string(kCcehMaxDepth) + " bits");
+                             "prefix of " + std::to_string(kCcehMaxDepth + 1) + " bits");
   }
   std::vector<LiveSlot> halves[2];
   for (const LiveSlot& e : entries) halves[(e.hash >> (63 - depth)) & 1].push_back(e);

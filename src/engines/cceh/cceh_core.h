@@ -155,7 +155,7 @@ inline constexpr uint64_t kCcehDefaultSegmentBytes = 16384;  // 256 buckets
 inline constexpr uint64_t kCcehMinSegmentBytes = 256;
 inline constexpr uint64_t kCcehMaxSegmentBytes = 65536;
 inline constexpr uint64_t kCcehProbeSlots = 16;  // the original's 4 pairs x 4 lines
-inline constexpr uint32_t kCcehMaxDepth = 40;    // past this, keys share a hash prefix
+inline constexpr uint32_t kCcehMaxDepth = 40;  // deepest split: 2^40 entries never fit a pool
 inline constexpr uint64_t kCcehDefaultSegments = 64;
 static_assert(kCcehBucketBytes == pm::kCacheLine, "a bucket is one cache line of 4 slots");
 static_assert(kCcehMaxDepth < 256, "a local depth sits in the low 8 bits of an entry");
@@ -363,10 +363,12 @@ class CcehCore : public Engine {
                       WriteMode mode, bool* diverted);
   Status DeleteInPlace(std::string_view key, uint64_t hash, bool* diverted);
 
-  // Splits s (held exclusively) in place: the original's split, doubling first if its
-  // depth is G. TableFull (resizing off, or kCcehMaxDepth reached), PoolFull. On success
-  // s serves the left half (still held); the right half's new segment is up, unlocked.
-  Status SplitInPlace(CcehSeg* s);
+  // Splits s (held exclusively) in place because the window of `hash` is full: the
+  // original's split, doubling first if its depth is G. TableFull (resizing off, or the
+  // window's keys and `hash` share kCcehMaxDepth + 1 top bits, so no split separates
+  // them), PoolFull. On success s serves the left half (still held); the right half's
+  // new segment is up, unlocked.
+  Status SplitInPlace(CcehSeg* s, uint64_t hash);
 
   // ---- Out-of-place replacement (bht's flip) ------------------------------------------
   // A segment image and the depth and pattern it serves.
@@ -377,8 +379,8 @@ class CcehCore : public Engine {
   };
   // Builds the images that replace a segment of `depth` and `pattern` holding `entries`:
   // one if every entry finds a free slot in its window, else the range split
-  // (recursively) by the next hash bit, as CCEH splits. TableFull with resizing off or
-  // past kCcehMaxDepth.
+  // (recursively) by the next hash bit, as CCEH splits. TableFull with resizing off, or
+  // when keys that do not fit share kCcehMaxDepth + 1 top bits.
   Status BuildImages(uint32_t depth, uint64_t pattern, const std::vector<LiveSlot>& entries,
                      std::vector<Replacement>* out) const;
   // Replaces segment s by `images` (BuildImages of s's range): each written to a new

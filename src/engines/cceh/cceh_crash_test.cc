@@ -2,9 +2,9 @@
 // (src/pm/crashsim.h): at every fence and after every store, crash images are recovered
 // and must hold exactly the state before or after the operation, with the engine's
 // invariants intact. Covers the slot encoding's seven operations, an insert into a slot
-// a split left behind, a split that doubles the directory, a split that does not (a
-// range of two entries: the half-switched range recovery sets back), and the directory
-// doubling alone.
+// a split left behind, a split that doubles the directory, and splits that do not: a
+// range of two entries and one of sixteen (over two lines of the directory), whose
+// half-switched states recovery sets back.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -149,6 +149,39 @@ TEST_P(CcehCrashTest, SplitOfARangeOfTwoEntriesIsAllOrNothing) {
         const Status s = x->Insert(r1[16], "8 bytes!");
         EXPECT_EQ(Counter(x, "splits"), splits + 1);
         EXPECT_EQ(Counter(x, "doublings"), doublings) << "no doubling was needed";
+        return s;
+      },
+      [&](Index* x) {
+        if (Counter(x, "recovery_repaired_entries") != 0) ++repaired_images;
+        return CheckRecovered(x);
+      });
+  ExpectAllOrNothing(r, 4);
+  EXPECT_GT(repaired_images, 0u) << "no image held a half-switched range";
+}
+
+TEST_P(CcehCrashTest, SplitOfARangeOfSixteenEntriesIsAllOrNothing) {
+  // Setup: 16 keys with top bits 00000 fill the window of start bucket 3; a 17th with top
+  // bits 00001 splits the left segment five times (the directory doubles to 32 entries)
+  // and leaves the segment of top bit 1 at depth 1: a range of 16 entries, two cache
+  // lines of the directory. Its window (start bucket 9) is then filled; the op splits it,
+  // storing 15 entries over both lines before the commit.
+  const std::vector<std::string> deep = KeysAt(3, 0, 5, 16), one = KeysAt(3, 1, 5, 1);
+  const std::vector<std::string> right = KeysAt(9, 1, 1, 17, 3000000);
+  uint64_t repaired_images = 0;
+  const OpCrashOutcome r = CrashDuringOp(
+      Small(GetParam()),
+      [&](Index* x, Model* m) {
+        InsertAll(x, m, deep, 4);
+        InsertAll(x, m, one, 0);
+        ASSERT_EQ(Counter(x, "global_depth"), 5u);
+        InsertAll(x, m, {right.begin(), right.begin() + 16}, 3);
+        ASSERT_EQ(Counter(x, "segments"), 6u) << "the setup split more than planned";
+      },
+      [&](Index* x) {
+        const uint64_t splits = Counter(x, "splits");
+        const Status s = x->Insert(right[16], "8 bytes!");
+        EXPECT_EQ(Counter(x, "splits"), splits + 1);
+        EXPECT_EQ(Counter(x, "global_depth"), 5u) << "no doubling was needed";
         return s;
       },
       [&](Index* x) {
