@@ -301,6 +301,15 @@ Status Bht::WriteBuffered(BhtBuffer* b, std::string_view key, std::string_view v
   }
   // The log first: a search never sees a value that is not durable.
   uint64_t seq = replay_seq;
+  if (seq == kBhtNoRecord &&
+      RecordSlots(key.size(), tomb ? 0 : value.size()) > log_slots_ / 2) {
+    // Room for it could never be made: a write that finds the log full flips buffers
+    // until half of it is free.
+    return Status::InvalidArgument(
+        "bht: a key and value of " + std::to_string(key.size() + value.size()) +
+        " bytes do not fit half the write-ahead log (" +
+        std::to_string(log_slots_ * kBhtLogSlot) + " bytes; log_size at creation)");
+  }
   if (seq == kBhtNoRecord) {
     if (!Append(b, tomb ? LogKind::kTomb : LogKind::kPut, key, tomb ? "" : value, &seq)) {
       *next = Next::kLogFull;

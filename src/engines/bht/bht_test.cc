@@ -42,6 +42,18 @@ TEST(BhtTest, BadOptionsAreInvalidArgument) {
   EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
 }
 
+TEST(BhtTest, ARecordLargerThanHalfTheLogIsRefusedNotLoopedOn) {
+  auto index = OpenOrDie(BhtOptions({{"log_size", "65536"}}));
+  const Status s = index->Put(Key8(1), std::string(40000, 'v'));
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_NE(s.message().find("log"), std::string::npos) << s.message();
+  EXPECT_EQ(index->Count(), 0u);
+  ASSERT_TRUE(index->Put(Key8(1), std::string(30000, 'v')).ok()) << "under half: it fits";
+  std::string v;
+  ASSERT_TRUE(index->Get(Key8(1), &v).ok());
+  EXPECT_EQ(v.size(), 30000u);
+}
+
 TEST(BhtTest, OperationSemanticsAndStatuses) {
   auto index = OpenOrDie(BhtOptions(OneBucket()));
   const std::string k = Key8(1), v1 = Key8(100), v2 = Key8(200);
