@@ -130,8 +130,9 @@ Status Bht::Recover(bool clean) {
     }
     return Status::OK();
   }
-  PMHASH_RETURN_IF_ERROR(Replay(head));
-  return FlipAll(FlipReason::kRecovery);
+  // The buffers are those of the crashed session (the directory's marks), so the
+  // records go back where they were; nothing is flipped and the head stays.
+  return Replay(head);
 }
 
 Status Bht::Replay(uint64_t head) {
@@ -205,14 +206,15 @@ BhtBuffer* Bht::NewBuffer(CcehSeg* seg) {
   return raw;
 }
 
-void Bht::AssignBuffers() {
+bool Bht::InitialMark(uint64_t i, uint64_t /*n*/) const {
   // Spread evenly: segment i gets one when floor((i + 1) r) > floor(i r).
-  uint64_t i = 0;
+  return std::floor(static_cast<double>(i + 1) * buffer_ratio_) >
+         std::floor(static_cast<double>(i) * buffer_ratio_);
+}
+
+void Bht::AssignBuffers() {
   ForEachSegment([&](CcehSeg* s) {
-    const auto before = static_cast<uint64_t>(std::floor(i * buffer_ratio_));
-    const auto after = static_cast<uint64_t>(std::floor((i + 1) * buffer_ratio_));
-    if (after > before) NewBuffer(s);
-    ++i;
+    if (s->marked) NewBuffer(s);
   });
 }
 
@@ -229,6 +231,11 @@ std::string_view Bht::BufferedKey(const BhtBucket& bk, int i) const {
   std::string_view k, v;
   uint64_t slots = 0;
   return ReadRecord(bk.slot[i].word0, &kind, &k, &v, &slots) ? k : std::string_view();
+}
+
+std::string_view Bht::ValueAt(const CcehSeg* s, int slot) const {
+  const KvWords& w = SlotsOf(s)[slot];
+  return codec().Value(CcehForm(w.word0), CcehCodecWords(w));
 }
 
 std::string_view Bht::BufferedValue(const BhtBucket& bk, int i) const {
@@ -274,6 +281,15 @@ Status Bht::WriteBuffered(BhtBuffer* b, std::string_view key, std::string_view v
   int i = FindInBucket(*bk, key, hash);
   const bool was_tomb = i >= 0 && (bk->tomb >> i & 1) != 0;
   bool known = false, present = false;
+  if (replay_seq != kBhtNoRecord && i < 0) {
+    // Replay: a record whose effect the segment already shows was flipped before the
+    // crash (the head had not passed it): leave it out, so recovery rebuilds only what
+    // the buffer held. The key's last record decides either way (last writer wins).
+    const Probe p = Find(s, key, hash);
+    present = p.found >= 0;
+    known = true;
+    if (tomb ? !present : present && ValueAt(s, p.found) == value) return Status::OK();
+  }
   if (replay_seq == kBhtNoRecord && mode != WriteMode::kPut) {
     // What the contract asks beyond the paper: the buffer answers if it holds the key;
     // else the segment is read (an extra lookup, counted).
@@ -293,7 +309,8 @@ Status Bht::WriteBuffered(BhtBuffer* b, std::string_view key, std::string_view v
   if (i < 0 && (bk->valid & kAllSlots) == kAllSlots) {
     // The first full bucket: the buffer is full (bht.h). The key was not buffered, so its
     // presence in the merged segment is what it was.
-    PMHASH_RETURN_IF_ERROR(Flip(b, FlipReason::kFull));
+    PMHASH_RETURN_IF_ERROR(
+        Flip(b, replay_seq == kBhtNoRecord ? FlipReason::kFull : FlipReason::kRecovery));
     if (!b->seg.load(std::memory_order_relaxed)->Serves(hash)) {
       *next = Next::kRetry;  // the flip split the range: the key's half moved on
       return Status::OK();
@@ -478,7 +495,8 @@ Status Bht::Flip(BhtBuffer* b, FlipReason reason) {
   }
   std::vector<Replacement> images;
   if (Status st = BuildImages(s->depth.load(std::memory_order_relaxed),
-                              s->pattern.load(std::memory_order_relaxed), merged, &images);
+                              s->pattern.load(std::memory_order_relaxed), /*marked=*/true,
+                              merged, &images);
       !st.ok()) {
     discard_made();
     return st;

@@ -47,10 +47,11 @@
 // ---- Invariants (when no mutation is in flight) ---------------------------------------
 //
 //  1. CCEH's invariants (cceh_core.h) hold for the segments.
-//  2. A buffered segment is never changed in place: its writes go to its buffer, and a
-//     flip replaces it out of place. An unbuffered segment never gets a buffer, and a
-//     buffered one's halves are both buffered: so a key's log records since the head all
-//     belong to its segment's buffer (none to an unbuffered segment).
+//  2. A segment has a buffer iff its directory entries carry the mark (CCEH's entry bit
+//     7). A buffered segment is never changed in place: its writes go to its buffer, and
+//     a flip replaces it out of place. An unbuffered segment's halves are unbuffered, a
+//     buffered one's both buffered: so a key's log records since the head all belong to
+//     its segment's buffer (none to an unbuffered segment).
 //  3. Each buffered entry has a log record at or after the head (its latest is the one
 //     the buffer shows); a buffer's oldest record is its `oldest`; the head is at most the
 //     oldest of all buffers. A buffer's entries lie in its segment's range, once each.
@@ -70,8 +71,8 @@
 //    head advanced to the oldest of all buffers: stored (sealed), persisted (reclamation).
 //  recovery: CCEH's; then the log replayed from the head (each record valid and in
 //    sequence; a valid record after an invalid one is Corruption: only the last can be
-//    torn) into buffers (or in place, into unbuffered segments); then every buffer is
-//    flipped and the head set to the tail, so a reopened index starts with an empty log.
+//    torn) into the buffers the directory's marks give (the crashed session's), leaving
+//    out what the segment already shows; the head stays.
 //  Close: every buffer flipped, head = tail.
 //
 // ---- Concurrency ----------------------------------------------------------------------
@@ -189,7 +190,10 @@ class Bht : public CcehCore {
     return static_cast<BhtBuffer*>(s->attachment.load(std::memory_order_acquire));
   }
   BhtBuffer* NewBuffer(CcehSeg* seg);
-  // Gives buffers to a buffer_ratio share of the live segments, spread evenly.
+  // The directory's mark says which segments have a buffer: a buffer_ratio share of
+  // the first ones, spread evenly; a split's halves keep their segment's mark.
+  bool InitialMark(uint64_t i, uint64_t n) const override;
+  // A buffer for every marked segment (creation, every open).
   void AssignBuffers();
   size_t BucketOf(uint64_t hash) const { return (hash >> 8) & (buckets_ - 1); }
   static uint8_t TagOf(uint64_t hash) { return static_cast<uint8_t>(hash >> 16); }
@@ -197,6 +201,8 @@ class Bht : public CcehCore {
   int FindInBucket(const BhtBucket& bk, std::string_view key, uint64_t hash) const;
   std::string_view BufferedKey(const BhtBucket& bk, int i) const;
   std::string_view BufferedValue(const BhtBucket& bk, int i) const;
+  // The value of segment s's live slot `slot`.
+  std::string_view ValueAt(const CcehSeg* s, int slot) const;
 
   // Insert / update / put (tomb false) or delete (tomb true), as DoWrite's and DoDelete's
   // contracts: to the key's buffer, or in place for an unbuffered segment.

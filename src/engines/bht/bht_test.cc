@@ -220,10 +220,18 @@ TEST(BhtTest, RecoveryReplaysTheLogAndCleanCloseNeedsNone) {
     dynamic_cast<Engine*>(index.get())->Abandon();
   }
   {
+    // Recovery replays the log into the buffers of the crashed session; a crash right
+    // after it replays the same log again.
     auto index = OpenOrDie(o);
     EXPECT_TRUE(index->Stats().recovered);
     EXPECT_GT(Counter(index.get(), "recovery_replayed"), 0u);
-    EXPECT_GT(Counter(index.get(), "flips_recovery"), 0u) << "recovery empties the buffers";
+    ExpectMatches(index.get(), model);
+    dynamic_cast<Engine*>(index.get())->Abandon();
+  }
+  {
+    auto index = OpenOrDie(o);
+    EXPECT_TRUE(index->Stats().recovered);
+    EXPECT_GT(Counter(index.get(), "recovery_replayed"), 0u);
     ExpectMatches(index.get(), model);
     for (uint64_t i = 5000; i < 5100; ++i) {
       ASSERT_TRUE(index->Put(Key8(i), "after!!!").ok());

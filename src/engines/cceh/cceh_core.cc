@@ -16,7 +16,7 @@ namespace {
 
 constexpr size_t kDirHeaderBytes = sizeof(CcehDirHeader);
 constexpr size_t kDirCheckedBytes = offsetof(CcehDirHeader, check);
-constexpr uint64_t kDepthMask = 0xff;
+constexpr uint64_t kDepthMask = 0xff;  // the entry's depth and mark: below the offset
 
 uint64_t DirBytes(uint64_t entries) { return kDirHeaderBytes + entries * sizeof(uint64_t); }
 bool IsPowerOfTwo(uint64_t x) { return x != 0 && (x & (x - 1)) == 0; }
@@ -95,8 +95,9 @@ Status CcehCore::NewSegment(const CcehImage& image, uint64_t* offset) {
   return Status::OK();
 }
 
-CcehSeg* CcehCore::BringUp(uint64_t offset, uint32_t depth, uint64_t pattern) {
+CcehSeg* CcehCore::BringUp(uint64_t offset, uint32_t depth, uint64_t pattern, bool marked) {
   CcehSeg* s = SegAt(offset);
+  s->marked = marked;
   s->offset.store(offset, std::memory_order_relaxed);
   s->pattern.store(pattern, std::memory_order_relaxed);
   s->delta.store(0, std::memory_order_relaxed);
@@ -171,7 +172,7 @@ Status CcehCore::CreateCore(const RootLayout& layout) {
       return s;
     }
     made.push_back(seg);
-    persister().Store(&entries[i], SealFor(&entries[i], CcehEntry(seg, depth)));
+    persister().Store(&entries[i], SealFor(&entries[i], CcehEntry(seg, depth, InitialMark(i, n))));
   }
   auto* r = root<CcehRoot>();
   persister().Store(&r->segment_bytes, segment_bytes_);
@@ -180,7 +181,7 @@ Status CcehCore::CreateCore(const RootLayout& layout) {
   // before the root's magic.
   CreateRoot(layout, dir, DirBytes(n));
   std::lock_guard<std::mutex> g(dir_mu_);
-  for (uint64_t i = 0; i < n; ++i) BringUp(made[i], depth, i);
+  for (uint64_t i = 0; i < n; ++i) BringUp(made[i], depth, i, InitialMark(i, n));
   dir_word_.store(dir | depth, std::memory_order_release);
   base_count_ = 0;
   return Status::OK();
@@ -206,14 +207,14 @@ Status CcehCore::ValidateDirectory(uint64_t dir, uint32_t* depth) const {
 
 Status CcehCore::WalkDirectory(
     uint64_t dir, uint32_t depth,
-    const std::function<Status(uint64_t, uint64_t, uint64_t, uint32_t)>& fn,
+    const std::function<Status(uint64_t, uint64_t, uint64_t, uint32_t, bool)>& fn,
     const std::function<Status(uint64_t)>& mismatch) const {
   const uint64_t* e = DirEntries(dir);
   const uint64_t n = uint64_t{1} << depth;
   for (uint64_t i = 0; i < n;) {
     uint64_t payload = 0;
     PMHASH_RETURN_IF_ERROR(LoadSealed(&e[i], "directory entry", &payload));
-    const auto local = static_cast<uint32_t>(payload & kDepthMask);
+    const auto local = static_cast<uint32_t>(payload & kCcehEntryDepthMask);
     const uint64_t seg = payload & ~kDepthMask;
     const std::string at = "directory entry " + std::to_string(i) + " (pool offset " +
                            std::to_string(pool().ToOffset(&e[i])) + ")";
@@ -232,7 +233,7 @@ Status CcehCore::WalkDirectory(
       PMHASH_RETURN_IF_ERROR(LoadSealed(&e[j], "directory entry", &other));
       if (other != payload) PMHASH_RETURN_IF_ERROR(mismatch(j));
     }
-    PMHASH_RETURN_IF_ERROR(fn(i, stride, seg, local));
+    PMHASH_RETURN_IF_ERROR(fn(i, stride, seg, local, (payload & kCcehEntryMark) != 0));
     i += stride;
   }
   return Status::OK();
@@ -257,7 +258,7 @@ Status CcehCore::EnumerateCore(const RootLayout& layout,
   // replacement's: Recover sets them back, so what they point to is not reached.
   return WalkDirectory(
       dir, depth,
-      [&](uint64_t i, uint64_t, uint64_t seg, uint32_t local) -> Status {
+      [&](uint64_t i, uint64_t, uint64_t seg, uint32_t local, bool) -> Status {
         if (seg < pool().heap_offset() || !pool().Contains(seg, bytes)) {
           return Status::Corruption(name() + ": directory entry " + std::to_string(i) +
                                     " points outside the heap (offset " + std::to_string(seg) +
@@ -307,14 +308,15 @@ Status CcehCore::RecoverCore(const RootLayout& layout, bool clean, uint64_t* sto
   struct Range {
     uint64_t first, stride, seg;
     uint32_t depth;
+    bool marked;
   };
   std::vector<Range> ranges;
   std::vector<uint64_t> repairs;  // entries to set back to their range's first
   uint64_t repaired_range = ~uint64_t{0};
   PMHASH_RETURN_IF_ERROR(WalkDirectory(
       dir, depth,
-      [&](uint64_t i, uint64_t stride, uint64_t seg, uint32_t local) -> Status {
-        ranges.push_back({i, stride, seg, local});
+      [&](uint64_t i, uint64_t stride, uint64_t seg, uint32_t local, bool marked) -> Status {
+        ranges.push_back({i, stride, seg, local, marked});
         return Status::OK();
       },
       [&](uint64_t j) -> Status {
@@ -365,7 +367,7 @@ Status CcehCore::RecoverCore(const RootLayout& layout, bool clean, uint64_t* sto
                                 std::to_string(segment_bytes_) + " bytes");
     }
     const uint64_t pattern = rg.first >> (depth - rg.depth);
-    BringUp(rg.seg, rg.depth, pattern);
+    BringUp(rg.seg, rg.depth, pattern, rg.marked);
     if (clean) continue;
     // After a crash: count the live slots, each validated.
     const KvWords* w = pool().At<const KvWords>(rg.seg);
@@ -754,7 +756,7 @@ Status CcehCore::SplitInPlace(CcehSeg* s, uint64_t hash) {
   const uint64_t left_off = s->offset.load(std::memory_order_relaxed);
   std::vector<uint64_t> entries(n);
   for (uint64_t j = 0; j < n; ++j) {
-    entries[j] = CcehEntry(j < n / 2 ? left_off : right_off, depth + 1);
+    entries[j] = CcehEntry(j < n / 2 ? left_off : right_off, depth + 1, s->marked);
   }
   SwitchRange(first, entries);  // committed
   // The right half comes up only now that its link is durable (no write could reach it
@@ -763,9 +765,8 @@ Status CcehCore::SplitInPlace(CcehSeg* s, uint64_t hash) {
   {
     r->mu.lock();
     HeldLock held(r->mu, LockMode::kExclusive);
-    BringUp(right_off, depth + 1, (pattern << 1) | 1);
+    BringUp(right_off, depth + 1, (pattern << 1) | 1, s->marked);
     r->delta.store(moved, std::memory_order_relaxed);
-    OnNewSegment(r);
   }
   s->delta.store(s->delta.load(std::memory_order_relaxed) - moved, std::memory_order_relaxed);
   s->pattern.store(pattern << 1, std::memory_order_release);
@@ -830,7 +831,7 @@ bool CcehCore::Place(CcehImage* image, const KvWords& w, uint64_t hash) const {
   return false;
 }
 
-Status CcehCore::BuildImages(uint32_t depth, uint64_t pattern,
+Status CcehCore::BuildImages(uint32_t depth, uint64_t pattern, bool marked,
                              const std::vector<LiveSlot>& entries,
                              std::vector<Replacement>* out) const {
   CcehImage image(slots_);
@@ -842,7 +843,7 @@ Status CcehCore::BuildImages(uint32_t depth, uint64_t pattern,
     }
   }
   if (fits) {
-    out->push_back({std::move(image), depth, pattern});
+    out->push_back({std::move(image), depth, pattern, marked});
     return Status::OK();
   }
   if (!resize_enabled()) {
@@ -857,8 +858,8 @@ Status CcehCore::BuildImages(uint32_t depth, uint64_t pattern,
   }
   std::vector<LiveSlot> halves[2];
   for (const LiveSlot& e : entries) halves[(e.hash >> (63 - depth)) & 1].push_back(e);
-  PMHASH_RETURN_IF_ERROR(BuildImages(depth + 1, pattern << 1, halves[0], out));
-  return BuildImages(depth + 1, (pattern << 1) | 1, halves[1], out);
+  PMHASH_RETURN_IF_ERROR(BuildImages(depth + 1, pattern << 1, marked, halves[0], out));
+  return BuildImages(depth + 1, (pattern << 1) | 1, marked, halves[1], out);
 }
 
 Status CcehCore::ReplaceSegment(CcehSeg* s, std::vector<Replacement>* images,
@@ -900,7 +901,7 @@ Status CcehCore::ReplaceSegment(CcehSeg* s, std::vector<Replacement>* images,
   for (uint64_t j = 0; j < n; ++j) {
     size_t k = 0;
     while (((first + j) >> (g_depth - (*images)[k].depth)) != (*images)[k].pattern) ++k;
-    entries[j] = CcehEntry(offs[k], (*images)[k].depth);
+    entries[j] = CcehEntry(offs[k], (*images)[k].depth, (*images)[k].marked);
   }
   SwitchRange(first, entries);  // committed
   // The new segments come up only now that their links are durable, each under its
@@ -909,7 +910,7 @@ Status CcehCore::ReplaceSegment(CcehSeg* s, std::vector<Replacement>* images,
     CcehSeg* seg = SegAt(offs[k]);
     seg->mu.lock();
     HeldLock held_new(seg->mu, LockMode::kExclusive);
-    BringUp(offs[k], (*images)[k].depth, (*images)[k].pattern);
+    BringUp(offs[k], (*images)[k].depth, (*images)[k].pattern, (*images)[k].marked);
     if (attach) attach(k, seg);
     up->push_back(seg);
   }
@@ -994,12 +995,12 @@ Status CcehCore::CheckCore(const RootLayout& layout, std::unordered_set<std::str
   *live = 0;
   PMHASH_RETURN_IF_ERROR(WalkDirectory(
       dir, depth,
-      [&](uint64_t i, uint64_t, uint64_t seg, uint32_t local) -> Status {
+      [&](uint64_t i, uint64_t, uint64_t seg, uint32_t local, bool marked) -> Status {
         ++n_ranges;
         const uint64_t pattern = i >> (depth - local);
         const CcehSeg* s = InTable(seg) ? SegAt(seg) : nullptr;
         if (s == nullptr || s->offset.load() != seg || s->depth.load() != local ||
-            s->pattern.load() != pattern) {
+            s->pattern.load() != pattern || s->marked != marked) {
           return Status::Corruption(name() + ": directory entry " + std::to_string(i) +
                                     " disagrees with the segment's DRAM state");
         }

@@ -26,8 +26,9 @@
 //     uint8  pad[32];         // zero
 //     uint64 check;           // Engine::MetadataCheck of the 56 bytes above (written once)
 //     uint64 entry[2^G];      // sealed words (util/hash.h, salt = the entry's pool offset):
-//                             // payload = segment offset | local depth L (segments are
-//                             // 256-byte aligned, so the low 8 bits are free); entry i
+//                             // payload = segment offset | mark << 7 | local depth L
+//                             // (segments are 256-byte aligned, so the low 8 bits are
+//                             // free; the mark is bht's "buffered", 0 in cceh); entry i
 //                             // serves the keys whose hash has i as its top G bits
 //   };
 //
@@ -158,7 +159,7 @@ inline constexpr uint64_t kCcehProbeSlots = 16;  // the original's 4 pairs x 4 l
 inline constexpr uint32_t kCcehMaxDepth = 40;  // deepest split: 2^40 entries never fit a pool
 inline constexpr uint64_t kCcehDefaultSegments = 64;
 static_assert(kCcehBucketBytes == pm::kCacheLine, "a bucket is one cache line of 4 slots");
-static_assert(kCcehMaxDepth < 256, "a local depth sits in the low 8 bits of an entry");
+static_assert(kCcehMaxDepth <= 0x7f, "a local depth sits in the low 7 bits of an entry");
 static_assert(pm::kMaxPoolSize <= kCcehOffsetMask + 1,
               "a pool offset fits the 48 bits below the record tag");
 
@@ -201,8 +202,13 @@ inline KvWords CcehCodecWords(const KvWords& w) {
 inline bool CcehEscapesInline(uint64_t key_word) {
   return (key_word & kCcehRecordTag) == kCcehRecordTag;
 }
-// A directory entry's payload.
-inline uint64_t CcehEntry(uint64_t segment, uint32_t depth) { return segment | depth; }
+// A directory entry's payload: the segment's offset (256-byte aligned), its local depth
+// (bits 0..6) and its mark (bit 7: the derived engine's, bht's "buffered").
+inline constexpr uint64_t kCcehEntryDepthMask = 0x7f;
+inline constexpr uint64_t kCcehEntryMark = 0x80;
+inline uint64_t CcehEntry(uint64_t segment, uint32_t depth, bool marked) {
+  return segment | depth | (marked ? kCcehEntryMark : 0);
+}
 
 // ---- The DRAM side table ----------------------------------------------------------------
 
@@ -225,6 +231,7 @@ struct alignas(64) CcehSeg {
   // the holder of its write lock; splits move keys without changing any total.
   std::atomic<int64_t> delta{0};
   std::atomic<void*> attachment{nullptr};  // the derived engine's (bht: the buffer)
+  bool marked = false;  // its directory entries' mark (bht: buffered), fixed while it lives
   size_t list_index = 0;                   // in CcehCore's list of live segments
 
   bool Serves(uint64_t hash) const {
@@ -376,13 +383,14 @@ class CcehCore : public Engine {
     CcehImage image;
     uint32_t depth;
     uint64_t pattern;
+    bool marked = false;  // the new segment's mark (BuildImages: the replaced one's)
   };
   // Builds the images that replace a segment of `depth` and `pattern` holding `entries`:
   // one if every entry finds a free slot in its window, else the range split
   // (recursively) by the next hash bit, as CCEH splits. TableFull with resizing off, or
   // when keys that do not fit share kCcehMaxDepth + 1 top bits.
-  Status BuildImages(uint32_t depth, uint64_t pattern, const std::vector<LiveSlot>& entries,
-                     std::vector<Replacement>* out) const;
+  Status BuildImages(uint32_t depth, uint64_t pattern, bool marked,
+                     const std::vector<LiveSlot>& entries, std::vector<Replacement>* out) const;
   // Replaces segment s by `images` (BuildImages of s's range): each written to a new
   // block and persisted, the directory range switched (persist order above), then the
   // old block freed. The caller excludes s's other writers by its own lock; s->mu is
@@ -403,9 +411,10 @@ class CcehCore : public Engine {
     std::lock_guard<std::mutex> g(dir_mu_);
     for (CcehSeg* s : live_) fn(s);
   }
-  // Calls for each segment that comes up by a split, before it serves anything (bht: a
-  // buffer, while the budget lasts). Not for replacements (their `attach` does it).
-  virtual void OnNewSegment(CcehSeg* /*seg*/) {}
+  // The mark of each of the n segments a new directory starts with (bht: which get a
+  // buffer); a split's halves keep their segment's mark, a replacement's images carry
+  // their own. Default: none marked.
+  virtual bool InitialMark(uint64_t /*i*/, uint64_t /*n*/) const { return false; }
 
   // ---- Iteration ----------------------------------------------------------------------
   // A pass in hash order is a series of steps: each collects into *batch the entries of
@@ -459,17 +468,18 @@ class CcehCore : public Engine {
 
   Status ValidateDirectory(uint64_t dir, uint32_t* depth) const;
   // Walks the directory at `dir` (depth G) range by range: fn(first index, entries,
-  // segment offset, local depth) for each; `mismatch(j)` for an entry j that differs
-  // from its range's first. Corruption for an entry that fails its seal, a depth above
-  // G or a range that does not start aligned.
-  Status WalkDirectory(uint64_t dir, uint32_t depth,
-                       const std::function<Status(uint64_t, uint64_t, uint64_t, uint32_t)>& fn,
-                       const std::function<Status(uint64_t)>& mismatch) const;
+  // segment offset, local depth, mark) for each; `mismatch(j)` for an entry j that
+  // differs from its range's first. Corruption for an entry that fails its seal, a depth
+  // above G or a range that does not start aligned.
+  Status WalkDirectory(
+      uint64_t dir, uint32_t depth,
+      const std::function<Status(uint64_t, uint64_t, uint64_t, uint32_t, bool)>& fn,
+      const std::function<Status(uint64_t)>& mismatch) const;
   Status NewDirectory(uint32_t depth, uint64_t* offset);
   Status NewSegment(const CcehImage& image, uint64_t* offset);
   // Brings up the state of a segment at `offset` (under its lock, or before anyone can
   // reach it) and lists it (dir_mu_ held).
-  CcehSeg* BringUp(uint64_t offset, uint32_t depth, uint64_t pattern);
+  CcehSeg* BringUp(uint64_t offset, uint32_t depth, uint64_t pattern, bool marked);
   // Retires s (its lock held, dir_mu_ held): it serves nothing; its delta moves to the
   // base count.
   void Retire(CcehSeg* s);
