@@ -95,6 +95,32 @@ TEST_P(BhtCrashTest, FlipIsAllOrNothing) {
   }
 }
 
+TEST_P(BhtCrashTest, FlipThatOverridesARecordIsAllOrNothing) {
+  // Key 0's value is a record in the segment; the buffer holds its update (another
+  // record of the same size) and then a new key with a record of that size too. The
+  // flip writes the new records before it frees key 0's old one: freed any earlier, the
+  // second new record would take its block while the old segment, still the live one
+  // until the switch, points to it.
+  const OpCrashOutcome r = CrashDuringOp(
+      OneBucket(GetParam()),
+      [](Index* x, Model* m) {
+        InsertAll(x, m, 0, 14, 3);  // keys 0-2 with records "record value N", flipped
+        ASSERT_TRUE(x->Update(Key8(0), "record value X").ok());
+        (*m)[Key8(0)] = "record value X";
+        ASSERT_TRUE(x->Insert(Key8(100), "record value Y").ok());
+        (*m)[Key8(100)] = "record value Y";
+        InsertAll(x, m, 200, 10, 0);  // the bucket is full after these
+        ASSERT_EQ(Counter(x, "flips"), 1u);
+      },
+      [](Index* x) {
+        const Status s = x->Insert(Key8(500), "8 bytes!");
+        EXPECT_EQ(Counter(x, "flips"), 2u);
+        return s;
+      },
+      CheckRecovered);
+  ExpectAllOrNothing(r, 4);
+}
+
 TEST_P(BhtCrashTest, FlipThatSplitsIsAllOrNothing) {
   // 16-slot segments (256 bytes): the second flip's 26 entries cannot fit one segment, so
   // the flip writes two (or more) and the directory doubles.
