@@ -2,7 +2,12 @@
 
 #include <stdlib.h>
 
+#include <cstdio>
+
+#include <atomic>
 #include <filesystem>
+#include <random>
+#include <thread>
 #include <utility>
 
 #include "util/hash.h"
@@ -25,6 +30,59 @@ std::vector<std::string> KeysWithHome(uint64_t home, uint64_t table_size, size_t
     if (Reduce(HashKey(k), table_size) == home) out.push_back(std::move(k));
   }
   return out;
+}
+
+std::vector<std::string> KeysWithHashBits(uint64_t low_mask, uint64_t low, unsigned top_bits,
+                                          uint64_t top, size_t n, uint64_t from) {
+  std::vector<std::string> out;
+  for (uint64_t i = from; out.size() < n; ++i) {
+    std::string k = Key8(i);
+    const uint64_t h = HashKey(k);
+    if ((h & low_mask) == low && (top_bits == 0 || h >> (64 - top_bits) == top)) {
+      out.push_back(std::move(k));
+    }
+  }
+  return out;
+}
+
+void ExpectThreadsAgreeWithTheirModels(Index* index, int threads, uint64_t per_thread,
+                                       uint64_t put_every) {
+  std::atomic<int> failures{0};
+  std::vector<Model> models(threads);
+  auto work = [&](int t) {
+    std::mt19937_64 rng(t);
+    Model& m = models[t];
+    for (uint64_t i = 0; i < per_thread; ++i) {
+      const uint64_t id = t * 1000000 + i;
+      const std::string k = i % 3 == 0 ? Bytes(id, 16, 't') : Key8(id);
+      const std::string v = Key8(rng());
+      const bool put = put_every != 0 && i % put_every == 0;
+      if (!(put ? index->Put(k, v) : index->Insert(k, v)).ok()) ++failures;
+      m[k] = v;
+      if (i % 4 == 0) {
+        std::string got;
+        const uint64_t other = ((t + 1) % threads) * 1000000 + rng() % (i + 1);
+        Status s = index->Get(Key8(other), &got);
+        if (!s.ok() && !s.IsNotFound()) ++failures;
+      }
+      if (i % 10 == 5) {
+        if (!index->Delete(k).ok()) ++failures;
+        m.erase(k);
+      }
+      if (i % 10 == 7) {
+        const std::string nv = Bytes(i, 12, 'u');
+        if (!index->Put(k, nv).ok()) ++failures;
+        m[k] = nv;
+      }
+    }
+  };
+  std::vector<std::thread> running;
+  for (int t = 0; t < threads; ++t) running.emplace_back(work, t);
+  for (auto& th : running) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  Model all;
+  for (const Model& m : models) all.insert(m.begin(), m.end());
+  ExpectMatches(index, all);
 }
 
 void ExpectMatches(Index* index, const Model& model) {
@@ -66,6 +124,27 @@ uint64_t Counter(Index* index, const std::string& name) {
     return 0;
   }
   return it->second;
+}
+
+void ReadFromFile(const std::string& path, uint64_t offset, void* out, size_t len) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  ASSERT_NE(f, nullptr) << path;
+  const bool ok = std::fseek(f, static_cast<long>(offset), SEEK_SET) == 0 &&
+                  std::fread(out, len, 1, f) == 1;
+  std::fclose(f);
+  ASSERT_TRUE(ok) << "cannot read " << len << " bytes at " << offset << " of " << path;
+}
+
+void FlipByteInFile(const std::string& path, uint64_t offset, uint8_t mask) {
+  uint8_t b = 0;
+  ReadFromFile(path, offset, &b, 1);
+  b ^= mask;
+  std::FILE* f = std::fopen(path.c_str(), "r+b");
+  ASSERT_NE(f, nullptr) << path;
+  const bool ok = std::fseek(f, static_cast<long>(offset), SEEK_SET) == 0 &&
+                  std::fwrite(&b, 1, 1, f) == 1;
+  std::fclose(f);
+  ASSERT_TRUE(ok) << "cannot write the byte at " << offset << " of " << path;
 }
 
 TempDir::TempDir(const std::string& name) {

@@ -32,6 +32,12 @@ std::string Bytes(uint64_t i, size_t len, char tag);
 std::vector<std::string> KeysWithHome(uint64_t home, uint64_t table_size, size_t n,
                                       uint64_t from);
 
+// The first n keys among Key8(from), Key8(from + 1), ... whose HashKey has `low` as its
+// bits under `low_mask` and `top` as its top `top_bits` bits (0: any): keys of one start
+// bucket and one directory range of an extendible table.
+std::vector<std::string> KeysWithHashBits(uint64_t low_mask, uint64_t low, unsigned top_bits,
+                                          uint64_t top, size_t n, uint64_t from = 0);
+
 // Options for a pool of `pool_size` bytes holding `engine` with `engine_options`: a DRAM
 // pool, or with a path set, a file pool created if missing.
 Options OptionsFor(const std::string& engine,
@@ -47,6 +53,12 @@ std::unique_ptr<Index> OpenOrDie(const Options& o);
 // The engine counter `name` (IndexStats::engine_counters). A counter the engine does
 // not report is a failed expectation and reads 0.
 uint64_t Counter(Index* index, const std::string& name);
+
+// `len` bytes at `offset` of the file at `path` (a closed pool): into *out, or a failed
+// expectation. The engines' tests reach a structure's bytes with it.
+void ReadFromFile(const std::string& path, uint64_t offset, void* out, size_t len);
+// Flips the bits `mask` of the byte at `offset` of the file at `path` (damage).
+void FlipByteInFile(const std::string& path, uint64_t offset, uint8_t mask);
 
 // A fresh directory under the system's temporary directory, named
 // pmhash-<name>-XXXXXX; removed with everything in it when the object goes away.
@@ -69,5 +81,12 @@ class TempDir {
 // (CheckIndex: also Count, no key twice in ForEach, Get agrees with ForEach), and the
 // engine's own invariants hold (CheckInvariantsOf).
 void ExpectMatches(Index* index, const Model& model);
+
+// `threads` threads write keys of their own (8 and 16 bytes; inserts, every `put_every`-th
+// new key by Put instead (0: never), deletes, and Puts of new values) while reading each
+// other's, each against its own model; every call must return what the model says, and
+// the index must then hold the union of the models (ExpectMatches).
+void ExpectThreadsAgreeWithTheirModels(Index* index, int threads, uint64_t per_thread,
+                                       uint64_t put_every = 0);
 
 }  // namespace pmhash::testing

@@ -30,6 +30,18 @@ void NoteBad(OpCrashOutcome* out, const std::string& why) {
 
 }  // namespace
 
+std::string InsertsAfterRecovery(Index* recovered) {
+  if (!recovered->Insert("after recovery", "yes").ok()) return "insert after recovery failed";
+  std::string v;
+  if (!recovered->Get("after recovery", &v).ok() || v != "yes") {
+    return "lost a post-recovery insert";
+  }
+  if (std::string why = CheckInvariantsOf(recovered); !why.empty()) {
+    return "after a new insert: " + why;
+  }
+  return "";
+}
+
 OpCrashOutcome CrashDuringOp(const Options& options, const OpCrashSetup& setup,
                              const OpCrashOp& op, const OpCrashCheck& check,
                              double store_rate) {

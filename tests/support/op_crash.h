@@ -45,6 +45,10 @@ using OpCrashOp = std::function<Status(Index* index)>;
 // index (insert, and so on).
 using OpCrashCheck = std::function<std::string(Index* recovered)>;
 
+// The usual further check: a recovered image keeps working (a new key goes in and comes
+// back) and its invariants still hold after that insert.
+std::string InsertsAfterRecovery(Index* recovered);
+
 OpCrashOutcome CrashDuringOp(const Options& options, const OpCrashSetup& setup,
                              const OpCrashOp& op, const OpCrashCheck& check = nullptr,
                              double store_rate = 1.0);

@@ -223,29 +223,25 @@ uint64_t Bht::buffers() const {
   return buffers_.size();
 }
 
-std::string_view Bht::BufferedKey(const BhtBucket& bk, int i) const {
+std::pair<std::string_view, std::string_view> Bht::Buffered(const BhtBucket& bk, int i) const {
   if ((bk.logref >> i & 1) == 0) {
-    return std::string_view(reinterpret_cast<const char*>(&bk.slot[i].word0), 8);
+    const auto* w = reinterpret_cast<const char*>(&bk.slot[i]);
+    return {std::string_view(w, 8), std::string_view(w + 8, 8)};
   }
   LogKind kind;
   std::string_view k, v;
   uint64_t slots = 0;
-  return ReadRecord(bk.slot[i].word0, &kind, &k, &v, &slots) ? k : std::string_view();
+  if (!ReadRecord(bk.slot[i].word0, &kind, &k, &v, &slots)) return {};
+  return {k, v};
+}
+
+uint64_t Bht::BufferedHash(const BhtBucket& bk, int i, std::string_view key) const {
+  return (bk.logref >> i & 1) != 0 ? bk.slot[i].word1 : HashKey(key);
 }
 
 std::string_view Bht::ValueAt(const CcehSeg* s, int slot) const {
   const KvWords& w = SlotsOf(s)[slot];
   return codec().Value(CcehForm(w.word0), CcehCodecWords(w));
-}
-
-std::string_view Bht::BufferedValue(const BhtBucket& bk, int i) const {
-  if ((bk.logref >> i & 1) == 0) {
-    return std::string_view(reinterpret_cast<const char*>(&bk.slot[i].word1), 8);
-  }
-  LogKind kind;
-  std::string_view k, v;
-  uint64_t slots = 0;
-  return ReadRecord(bk.slot[i].word0, &kind, &k, &v, &slots) ? v : std::string_view();
 }
 
 int Bht::FindInBucket(const BhtBucket& bk, std::string_view key, uint64_t hash) const {
@@ -256,7 +252,7 @@ int Bht::FindInBucket(const BhtBucket& bk, std::string_view key, uint64_t hash) 
     const int i = std::countr_zero(m);
     if ((bk.logref >> i & 1) == 0) {
       if (inline_key && bk.slot[i].word0 == key_word) return i;
-    } else if (bk.slot[i].word1 == hash && BufferedKey(bk, i) == key) {
+    } else if (bk.slot[i].word1 == hash && Buffered(bk, i).first == key) {
       return i;
     }
   }
@@ -446,8 +442,8 @@ Status Bht::Flip(BhtBuffer* b, FlipReason reason) {
     const BhtBucket& bk = b->buckets[bi];
     for (uint32_t m = bk.valid & kAllSlots; m != 0; m &= m - 1) {
       const int i = std::countr_zero(m);
-      const std::string_view key = BufferedKey(bk, i);
-      const uint64_t hash = (bk.logref >> i & 1) != 0 ? bk.slot[i].word1 : HashKey(key);
+      const std::string_view key = Buffered(bk, i).first;
+      const uint64_t hash = BufferedHash(bk, i, key);
       // The segment's entry for the key, if any.
       int64_t j = -1;
       auto it = std::lower_bound(live.begin(), live.begin() + from_segment, hash,
@@ -474,7 +470,7 @@ Status Bht::Flip(BhtBuffer* b, FlipReason reason) {
       }
       KvWords w;
       bool record = false;
-      if (Status st = Encode(key, BufferedValue(bk, i), hash, &w, &record); !st.ok()) {
+      if (Status st = Encode(key, Buffered(bk, i).second, hash, &w, &record); !st.ok()) {
         discard_made();
         return st;
       }
@@ -558,7 +554,7 @@ Status Bht::RelieveLog(uint64_t limit) {
   return Status::OK();
 }
 
-Status Bht::FlipAll(FlipReason reason) {
+Status Bht::ForEachBuffer(const std::function<Status(BhtBuffer*)>& fn) const {
   std::vector<BhtBuffer*> all;
   {
     std::lock_guard<std::mutex> g(buffers_mu_);
@@ -567,8 +563,21 @@ Status Bht::FlipAll(FlipReason reason) {
   for (BhtBuffer* b : all) {
     b->mu.lock();
     HeldLock g(b->mu, LockMode::kExclusive);
-    PMHASH_RETURN_IF_ERROR(Flip(b, reason));
+    PMHASH_RETURN_IF_ERROR(fn(b));
   }
+  return Status::OK();
+}
+
+void Bht::ForEachBuffered(BhtBuffer* b,
+                          const std::function<void(size_t, BhtBucket&, int)>& fn) const {
+  for (size_t bi = 0; bi < buckets_; ++bi) {
+    BhtBucket& bk = b->buckets[bi];
+    for (uint32_t m = bk.valid & kAllSlots; m != 0; m &= m - 1) fn(bi, bk, std::countr_zero(m));
+  }
+}
+
+Status Bht::FlipAll(FlipReason reason) {
+  PMHASH_RETURN_IF_ERROR(ForEachBuffer([&](BhtBuffer* b) { return Flip(b, reason); }));
   std::lock_guard<std::mutex> g(log_mu_);
   if (live_.empty() && head_ != tail_) {
     PersistHead(tail_);
@@ -741,12 +750,7 @@ Status Bht::DoGet(std::string_view key, uint64_t hash, std::string* value) {
       CcehSeg* t = LockSegment(hash, LockMode::kShared);
       HeldLock g(t->mu, LockMode::kShared);
       if (BufferOf(t) != nullptr) continue;
-      const Probe p = Find(t, key, hash);
-      if (p.found < 0) return Status::NotFound();
-      const KvWords& w = SlotsOf(t)[p.found];
-      const std::string_view v = codec().Value(CcehForm(w.word0), CcehCodecWords(w));
-      value->assign(v.data(), v.size());
-      return Status::OK();
+      return ReadValue(t, key, hash, value);
     }
     b->mu.lock();
     HeldLock g(b->mu, LockMode::kExclusive);
@@ -756,16 +760,11 @@ Status Bht::DoGet(std::string_view key, uint64_t hash, std::string* value) {
     const int i = FindInBucket(bk, key, hash);
     if (i >= 0) {
       if ((bk.tomb >> i & 1) != 0) return Status::NotFound();
-      const std::string_view v = BufferedValue(bk, i);
+      const std::string_view v = Buffered(bk, i).second;
       value->assign(v.data(), v.size());
       return Status::OK();
     }
-    const Probe p = Find(t, key, hash);
-    if (p.found < 0) return Status::NotFound();
-    const KvWords& w = SlotsOf(t)[p.found];
-    const std::string_view v = codec().Value(CcehForm(w.word0), CcehCodecWords(w));
-    value->assign(v.data(), v.size());
-    return Status::OK();
+    return ReadValue(t, key, hash, value);
   }
 }
 
@@ -775,34 +774,25 @@ void Bht::Prefetch(uint64_t hash) const { PrefetchKey(hash); }
 
 uint64_t Bht::Count() const {
   int64_t c = static_cast<int64_t>(SegmentKeys());
-  std::vector<BhtBuffer*> all;
-  {
-    std::lock_guard<std::mutex> g(buffers_mu_);
-    for (const auto& b : buffers_) all.push_back(b.get());
-  }
-  for (BhtBuffer* b : all) {
-    b->mu.lock();
-    HeldLock g(b->mu, LockMode::kExclusive);
+  (void)ForEachBuffer([&](BhtBuffer* b) {
     if (b->unknown != 0) {
       // Blind puts: whether the segment holds their keys is learnt once, here.
       CcehSeg* s = b->seg.load(std::memory_order_relaxed);
-      for (size_t bi = 0; bi < buckets_; ++bi) {
-        BhtBucket& bk = b->buckets[bi];
-        for (uint32_t m = bk.valid & ~bk.known & kAllSlots; m != 0; m &= m - 1) {
-          const int i = std::countr_zero(m);
-          const std::string_view key = BufferedKey(bk, i);
-          const uint64_t hash = (bk.logref >> i & 1) != 0 ? bk.slot[i].word1 : HashKey(key);
-          const bool present = Find(s, key, hash).found >= 0;
-          const uint16_t bit = static_cast<uint16_t>(1u << i);
-          bk.known |= bit;  // searches never read known / present
-          if (present) bk.present |= bit;
-          b->known_delta += Effect((bk.tomb & bit) != 0, present);
-        }
-      }
+      ForEachBuffered(b, [&](size_t, BhtBucket& bk, int i) {
+        const uint16_t bit = static_cast<uint16_t>(1u << i);
+        if ((bk.known & bit) != 0) return;
+        const std::string_view key = Buffered(bk, i).first;
+        const uint64_t hash = BufferedHash(bk, i, key);
+        const bool present = Find(s, key, hash).found >= 0;
+        bk.known |= bit;  // searches never read known / present
+        if (present) bk.present |= bit;
+        b->known_delta += Effect((bk.tomb & bit) != 0, present);
+      });
       b->unknown = 0;
     }
     c += b->known_delta;
-  }
+    return Status::OK();
+  });
   return c < 0 ? 0 : static_cast<uint64_t>(c);
 }
 
@@ -829,18 +819,14 @@ Status Bht::ForEach(const Visitor& fn) const {
       // The buffer's entries override the segment's.
       std::unordered_map<std::string, const std::string_view*> shadow;
       std::vector<std::pair<std::string, std::string>> buffered;
-      for (size_t bi = 0; bi < buckets_; ++bi) {
-        const BhtBucket& bk = b->buckets[bi];
-        for (uint32_t m = bk.valid & kAllSlots; m != 0; m &= m - 1) {
-          const int i = std::countr_zero(m);
-          const std::string key(BufferedKey(bk, i));
-          const uint64_t hash = (bk.logref >> i & 1) != 0 ? bk.slot[i].word1 : HashKey(key);
-          shadow.emplace(key, nullptr);
-          if ((bk.tomb >> i & 1) == 0 && hash >= *cursor) {
-            buffered.emplace_back(key, std::string(BufferedValue(bk, i)));
-          }
+      ForEachBuffered(b, [&](size_t, BhtBucket& bk, int i) {
+        const std::string key(Buffered(bk, i).first);
+        const uint64_t hash = BufferedHash(bk, i, key);
+        shadow.emplace(key, nullptr);
+        if ((bk.tomb >> i & 1) == 0 && hash >= *cursor) {
+          buffered.emplace_back(key, std::string(Buffered(bk, i).second));
         }
-      }
+      });
       std::vector<LiveSlot> live;
       CollectLive(t, &live);
       Entries from_segment;
@@ -860,44 +846,37 @@ Status Bht::CheckInvariants() const {
   std::unordered_set<std::string> keys;
   uint64_t live = 0;
   PMHASH_RETURN_IF_ERROR(CheckCore(kRootLayout, &keys, &live));
-  std::vector<BhtBuffer*> all;
-  {
-    std::lock_guard<std::mutex> g(buffers_mu_);
-    for (const auto& b : buffers_) all.push_back(b.get());
-  }
   int64_t count = static_cast<int64_t>(live);
   uint64_t oldest = kBhtNoRecord;
-  for (BhtBuffer* b : all) {
-    b->mu.lock();
-    HeldLock g(b->mu, LockMode::kExclusive);
+  PMHASH_RETURN_IF_ERROR(ForEachBuffer([&](BhtBuffer* b) {
     const CcehSeg* s = b->seg.load(std::memory_order_relaxed);
     if (BufferOf(s) != b) {
       return Status::Corruption("bht: a buffer's segment does not name it as its buffer");
     }
     uint32_t entries = 0;
     std::unordered_set<std::string> in_buffer;
-    for (size_t bi = 0; bi < buckets_; ++bi) {
-      const BhtBucket& bk = b->buckets[bi];
-      for (uint32_t m = bk.valid & kAllSlots; m != 0; m &= m - 1) {
-        const int i = std::countr_zero(m);
-        ++entries;
-        const std::string key(BufferedKey(bk, i));
-        const uint64_t hash = HashKey(key);
-        if (BucketOf(hash) != bi || TagOf(hash) != bk.tag[i] || !s->Serves(hash)) {
-          return Status::Corruption("bht: a buffered key sits in the wrong bucket, tag or "
-                                    "segment");
-        }
-        if (!in_buffer.insert(key).second) {
-          return Status::Corruption("bht: a key is buffered twice");
-        }
-        const bool present = Find(s, key, hash).found >= 0;
-        const uint16_t bit = static_cast<uint16_t>(1u << i);
-        if ((bk.known & bit) != 0 && ((bk.present & bit) != 0) != present) {
-          return Status::Corruption("bht: a buffered entry's segment presence is wrong");
-        }
-        count += Effect((bk.tomb & bit) != 0, present);
+    Status st;  // the first error found
+    auto fail = [&st](const char* why) {
+      if (st.ok()) st = Status::Corruption(why);
+    };
+    ForEachBuffered(b, [&](size_t bi, BhtBucket& bk, int i) {
+      ++entries;
+      const std::string key(Buffered(bk, i).first);
+      const uint64_t hash = HashKey(key);
+      if (BucketOf(hash) != bi || TagOf(hash) != bk.tag[i] || !s->Serves(hash)) {
+        fail("bht: a buffered key sits in the wrong bucket, tag or segment");
       }
-    }
+      if (!in_buffer.insert(key).second) {
+        fail("bht: a key is buffered twice");
+      }
+      const bool present = Find(s, key, hash).found >= 0;
+      const uint16_t bit = static_cast<uint16_t>(1u << i);
+      if ((bk.known & bit) != 0 && ((bk.present & bit) != 0) != present) {
+        fail("bht: a buffered entry's segment presence is wrong");
+      }
+      count += Effect((bk.tomb & bit) != 0, present);
+    });
+    PMHASH_RETURN_IF_ERROR(st);
     if (entries != b->entries || (entries == 0) != b->empty.load()) {
       return Status::Corruption("bht: a buffer's entry count or empty bit is wrong");
     }
@@ -905,7 +884,8 @@ Status Bht::CheckInvariants() const {
       return Status::Corruption("bht: a buffer's oldest log record disagrees with its entries");
     }
     oldest = std::min(oldest, b->oldest);
-  }
+    return Status::OK();
+  }));
   if (static_cast<uint64_t>(count) != Count()) {
     return Status::Corruption("bht: Count() is " + std::to_string(Count()) + " but the segments "
                               "and buffers hold " + std::to_string(count) + " keys");

@@ -199,8 +199,11 @@ class Bht : public CcehCore {
   static uint8_t TagOf(uint64_t hash) { return static_cast<uint8_t>(hash >> 16); }
   // The slot of `key` in its bucket (buffer lock held), or -1.
   int FindInBucket(const BhtBucket& bk, std::string_view key, uint64_t hash) const;
-  std::string_view BufferedKey(const BhtBucket& bk, int i) const;
-  std::string_view BufferedValue(const BhtBucket& bk, int i) const;
+  // The key and value of buffered slot i (views into the slot, or into its log record).
+  std::pair<std::string_view, std::string_view> Buffered(const BhtBucket& bk, int i) const;
+  // The hash of buffered slot i holding `key` (kept in the slot beside a log record's
+  // sequence number; an inline key is hashed again).
+  uint64_t BufferedHash(const BhtBucket& bk, int i, std::string_view key) const;
   // The value of segment s's live slot `slot`.
   std::string_view ValueAt(const CcehSeg* s, int slot) const;
 
@@ -218,8 +221,13 @@ class Bht : public CcehCore {
   // Flips the buffer holding the oldest live record while the log holds more than
   // `limit` slots (no lock held).
   Status RelieveLog(uint64_t limit);
-  // Flips every non-empty buffer (Close, the end of recovery) and sets head = tail.
+  // Flips every non-empty buffer (Close) and sets head = tail.
   Status FlipAll(FlipReason reason);
+  // Calls fn on every buffer, each under its lock in turn; stops at the first error.
+  Status ForEachBuffer(const std::function<Status(BhtBuffer*)>& fn) const;
+  // Calls fn(bucket index, bucket, slot) for every valid slot of b (its lock held).
+  void ForEachBuffered(BhtBuffer* b,
+                       const std::function<void(size_t, BhtBucket&, int)>& fn) const;
 
   // ---- The log ----------------------------------------------------------------------
   BhtLogHeader* LogSlot(uint64_t seq) const {

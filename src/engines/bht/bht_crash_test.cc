@@ -41,13 +41,15 @@ void InsertAll(Index* x, Model* m, uint64_t from, uint64_t n, uint64_t records) 
   }
 }
 
-// A recovered image keeps working: a new key goes in and comes back.
-std::string CheckRecovered(Index* index) {
-  if (!index->Insert("after recovery", "yes").ok()) return "insert after recovery failed";
-  std::string v;
-  if (!index->Get("after recovery", &v).ok() || v != "yes") return "lost a post-recovery insert";
-  if (std::string why = CheckInvariantsOf(index); !why.empty()) return "after an insert: " + why;
-  return "";
+const OpCrashCheck CheckRecovered = InsertsAfterRecovery;
+
+// An insert of Key8(500) that finds its bucket full: the index's second flip.
+OpCrashOp InsertThatFlipsAgain(const std::string& value) {
+  return [value](Index* x) {
+    const Status s = x->Insert(Key8(500), value);
+    EXPECT_EQ(Counter(x, "flips"), 2u);
+    return s;
+  };
 }
 
 class BhtCrashTest : public ::testing::TestWithParam<PersistMode> {};
@@ -85,12 +87,7 @@ TEST_P(BhtCrashTest, FlipIsAllOrNothing) {
           m->erase(Key8(1));
           ASSERT_EQ(Counter(x, "flips"), 1u);
         },
-        [&](Index* x) {
-          const Status s = x->Insert(Key8(500), record ? "a record value" : "8 bytes!");
-          EXPECT_EQ(Counter(x, "flips"), 2u);
-          return s;
-        },
-        CheckRecovered);
+        InsertThatFlipsAgain(record ? "a record value" : "8 bytes!"), CheckRecovered);
     ExpectAllOrNothing(r, 4);
   }
 }
@@ -112,12 +109,7 @@ TEST_P(BhtCrashTest, FlipThatOverridesARecordIsAllOrNothing) {
         InsertAll(x, m, 200, 10, 0);  // the bucket is full after these
         ASSERT_EQ(Counter(x, "flips"), 1u);
       },
-      [](Index* x) {
-        const Status s = x->Insert(Key8(500), "8 bytes!");
-        EXPECT_EQ(Counter(x, "flips"), 2u);
-        return s;
-      },
-      CheckRecovered);
+      InsertThatFlipsAgain("8 bytes!"), CheckRecovered);
   ExpectAllOrNothing(r, 4);
 }
 

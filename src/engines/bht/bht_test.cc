@@ -54,28 +54,22 @@ TEST(BhtTest, ARecordLargerThanHalfTheLogIsRefusedNotLoopedOn) {
   EXPECT_EQ(v.size(), 30000u);
 }
 
-TEST(BhtTest, OperationSemanticsAndStatuses) {
+TEST(BhtTest, TheBufferAnswersForTheKeysItHolds) {
   auto index = OpenOrDie(BhtOptions(OneBucket()));
-  const std::string k = Key8(1), v1 = Key8(100), v2 = Key8(200);
-  EXPECT_TRUE(index->Insert(k, v1).ok());
-  EXPECT_TRUE(index->Insert(k, v2).IsAlreadyExists());
-  std::string got;
-  ASSERT_TRUE(index->Get(k, &got).ok());
-  EXPECT_EQ(got, v1);
-  EXPECT_TRUE(index->Update(k, v2).ok());
-  EXPECT_TRUE(index->Update(Key8(2), v1).IsNotFound());
-  EXPECT_TRUE(index->Put(Key8(2), v1).ok());
-  EXPECT_TRUE(index->Put(Key8(2), v2).ok());
-  EXPECT_EQ(index->Count(), 2u) << "a put of a buffered key overwrites it in the buffer";
-  got = "unchanged";
-  EXPECT_TRUE(index->Get(Key8(3), &got).IsNotFound());
+  ASSERT_TRUE(index->Put(Key8(2), Key8(20)).ok());
+  ASSERT_TRUE(index->Put(Key8(2), Key8(21)).ok());  // overwritten in its buffer slot
+  EXPECT_EQ(index->Count(), 1u) << "a blind put's effect on Count is learnt exactly";
+  ASSERT_TRUE(index->Insert(Key8(1), Key8(10)).ok());
+  ASSERT_TRUE(index->Delete(Key8(1)).ok());  // a tombstone over a buffered entry
+  std::string got = "unchanged";
+  EXPECT_TRUE(index->Get(Key8(1), &got).IsNotFound()) << "the tombstone answers";
   EXPECT_EQ(got, "unchanged");
-  EXPECT_TRUE(index->Delete(k).ok());
-  EXPECT_TRUE(index->Delete(k).IsNotFound()) << "the tombstone answers";
-  EXPECT_TRUE(index->Get(k, &got).IsNotFound());
-  ExpectMatches(index.get(), {{Key8(2), v2}});
-  EXPECT_TRUE(index->Insert(k, v1).ok()) << "an insert over a tombstone";
-  ExpectMatches(index.get(), {{Key8(2), v2}, {k, v1}});
+  EXPECT_TRUE(index->Delete(Key8(1)).IsNotFound());
+  EXPECT_TRUE(index->Update(Key8(1), "x").IsNotFound());
+  ASSERT_TRUE(index->Insert(Key8(1), Key8(11)).ok()) << "an insert over a tombstone";
+  EXPECT_TRUE(index->Insert(Key8(1), Key8(12)).IsAlreadyExists());
+  EXPECT_EQ(Counter(index.get(), "extra_lookups"), 1u) << "only the first insert read it";
+  ExpectMatches(index.get(), {{Key8(2), Key8(21)}, {Key8(1), Key8(11)}});
 }
 
 TEST(BhtTest, PutIsBlindAndTheOtherWritesReadTheSegmentOnlyWhenTheBufferCannotAnswer) {
@@ -202,7 +196,6 @@ TEST(BhtTest, RecoveryReplaysTheLogAndCleanCloseNeedsNone) {
   TempDir dir("bht");
   Options o = BhtOptions({{"segment_bytes", "1024"}, {"segments", "4"}});
   o.path = dir.File("bht.pool");
-  o.create_if_missing = true;
   Model model;
   {
     auto index = OpenOrDie(o);
@@ -249,26 +242,15 @@ TEST(BhtTest, ADamagedLogRecordBeforeValidOnesIsCorruption) {
   TempDir dir("bht");
   Options o = BhtOptions(OneBucket());
   o.path = dir.File("damaged.pool");
-  o.create_if_missing = true;
   {
     auto index = OpenOrDie(o);
     for (uint64_t i = 0; i < 8; ++i) ASSERT_TRUE(index->Put(Key8(i), Key8(i)).ok());
     dynamic_cast<Engine*>(index.get())->Abandon();
   }
-  std::FILE* f = std::fopen(o.path.c_str(), "r+b");
-  ASSERT_NE(f, nullptr);
   BhtRoot r;
-  ASSERT_EQ(std::fseek(f, pm::kRootOffset, SEEK_SET), 0);
-  ASSERT_EQ(std::fread(&r, sizeof(r), 1, f), 1u);
+  ReadFromFile(o.path, pm::kRootOffset, &r, sizeof(r));
   // The third record's key byte: its check fails, and the five after it are valid.
-  const long at = static_cast<long>(r.log_offset + 2 * kBhtLogSlot + sizeof(BhtLogHeader));
-  uint8_t b = 0;
-  ASSERT_EQ(std::fseek(f, at, SEEK_SET), 0);
-  ASSERT_EQ(std::fread(&b, 1, 1, f), 1u);
-  b ^= 1;
-  ASSERT_EQ(std::fseek(f, at, SEEK_SET), 0);
-  ASSERT_EQ(std::fwrite(&b, 1, 1, f), 1u);
-  std::fclose(f);
+  FlipByteInFile(o.path, r.log_offset + 2 * kBhtLogSlot + sizeof(BhtLogHeader), 1);
   std::unique_ptr<Index> index;
   const Status s = Open(o, &index);
   EXPECT_TRUE(s.IsCorruption()) << s.ToString();
@@ -297,40 +279,7 @@ TEST(BhtTest, FourThreadsWithFlipsSplitsAndDoublings) {
                                      {"segments", "1"},
                                      {"buffer_size", "512"},
                                      {"log_size", "131072"}}));
-  constexpr int kThreads = 4;
-  constexpr uint64_t kPerThread = 3000;
-  std::atomic<int> failures{0};
-  std::vector<Model> models(kThreads);
-  auto work = [&](int t) {
-    std::mt19937_64 rng(t);
-    Model& m = models[t];
-    for (uint64_t i = 0; i < kPerThread; ++i) {
-      const uint64_t id = t * 1000000 + i;
-      const std::string k = i % 3 == 0 ? Bytes(id, 16, 't') : Key8(id);
-      const std::string v = Key8(rng());
-      if (!(i % 2 == 0 ? index->Put(k, v) : index->Insert(k, v)).ok()) ++failures;
-      m[k] = v;
-      std::string got;
-      const uint64_t other = ((t + 1) % kThreads) * 1000000 + rng() % (i + 1);
-      Status s = index->Get(Key8(other), &got);
-      if (!s.ok() && !s.IsNotFound()) ++failures;
-      if (i % 10 == 5) {
-        const std::string d = i % 3 == 0 ? Bytes(id - 5, 16, 't') : Key8(id - 5);
-        if (m.count(d) != 0) {
-          if (!index->Delete(d).ok()) ++failures;
-          m.erase(d);
-        }
-      }
-      if (!index->Get(k, &got).ok() || got != v) ++failures;
-    }
-  };
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) threads.emplace_back(work, t);
-  for (auto& th : threads) th.join();
-  EXPECT_EQ(failures.load(), 0);
-  Model all;
-  for (const Model& m : models) all.insert(m.begin(), m.end());
-  ExpectMatches(index.get(), all);
+  ExpectThreadsAgreeWithTheirModels(index.get(), 4, 3000, /*put_every=*/2);
   EXPECT_GT(Counter(index.get(), "flips"), 100u);
   EXPECT_GT(Counter(index.get(), "doublings"), 3u);
 }

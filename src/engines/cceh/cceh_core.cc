@@ -549,6 +549,11 @@ Status CcehCore::GetFromSegments(std::string_view key, uint64_t hash, std::strin
   if (answer == Optimistic::kAbsent) return Status::NotFound();
   CcehSeg* s = LockSegment(hash, LockMode::kShared);
   HeldLock guard(s->mu, LockMode::kShared);
+  return ReadValue(s, key, hash, value);
+}
+
+Status CcehCore::ReadValue(const CcehSeg* s, std::string_view key, uint64_t hash,
+                           std::string* value) const {
   const Probe p = Find(s, key, hash);
   if (p.found < 0) return Status::NotFound();
   const KvWords& w = SlotsOf(s)[p.found];

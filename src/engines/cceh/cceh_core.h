@@ -347,6 +347,9 @@ class CcehCore : public Engine {
   Optimistic SearchWindow(const KvWords* slots, uint64_t hash, OptimisticRead* read) const;
   // Get: FindOptimistic, then the shared lock for records and after failed tries.
   Status GetFromSegments(std::string_view key, uint64_t hash, std::string* value);
+  // The value of `key` in segment s (its lock held, or s immutable), or NotFound.
+  Status ReadValue(const CcehSeg* s, std::string_view key, uint64_t hash,
+                   std::string* value) const;
 
   // ---- In-place writes (segment held exclusively) --------------------------------------
   // Stores `words` (encoded, records flushed) into free slot `slot` and persists it;

@@ -36,13 +36,7 @@ Options Small(PersistMode mode) {
 // bits, from Key8(from) on.
 std::vector<std::string> KeysAt(uint64_t bucket, uint64_t top, unsigned bits, size_t n,
                                 uint64_t from = 0) {
-  std::vector<std::string> out;
-  for (uint64_t i = from; out.size() < n; ++i) {
-    const std::string k = Key8(i);
-    const uint64_t h = HashKey(k);
-    if ((h & 15) == bucket && (bits == 0 || h >> (64 - bits) == top)) out.push_back(k);
-  }
-  return out;
+  return KeysWithHashBits(15, bucket, bits, top, n, from);
 }
 
 void InsertAll(Index* x, Model* m, const std::vector<std::string>& keys, size_t records) {
@@ -53,14 +47,7 @@ void InsertAll(Index* x, Model* m, const std::vector<std::string>& keys, size_t 
   }
 }
 
-// A recovered image keeps working: a new key goes in and comes back.
-std::string CheckRecovered(Index* index) {
-  if (!index->Insert("after recovery", "yes").ok()) return "insert after recovery failed";
-  std::string v;
-  if (!index->Get("after recovery", &v).ok() || v != "yes") return "lost a post-recovery insert";
-  if (std::string why = CheckInvariantsOf(index); !why.empty()) return "after an insert: " + why;
-  return "";
-}
+const OpCrashCheck CheckRecovered = InsertsAfterRecovery;
 
 class CcehCrashTest : public ::testing::TestWithParam<PersistMode> {};
 
@@ -122,31 +109,17 @@ TEST_P(CcehCrashTest, InsertIntoASlotASplitLeftBehindIsAllOrNothing) {
   }
 }
 
-TEST_P(CcehCrashTest, SplitOfARangeOfTwoEntriesIsAllOrNothing) {
-  // Setup: a split of the only segment (G = 1), then a split of the left one (G = 2),
-  // which leaves the right segment at depth 1: a range of two directory entries. Its
-  // window (start bucket 9) is then filled; the op splits it without a doubling, and a
-  // crash between the two entries' stores leaves a range recovery must set back.
-  const std::vector<std::string> l0 = KeysAt(3, 0, 1, 17);
-  const std::string l00 = KeysAt(3, 0, 2, 1, 1000000)[0];
-  const std::vector<std::string> r1 = KeysAt(9, 1, 1, 17, 2000000);
+// Crashes into the insert of `key` that splits a segment whose range is wider than one
+// entry, without a doubling (setup leaves it so): every image all-or-nothing, and some
+// image must hold a half-switched range, which recovery sets back.
+void ExpectSplitWithoutDoublingAllOrNothing(PersistMode mode, const OpCrashSetup& setup,
+                                            const std::string& key) {
   uint64_t repaired_images = 0;
   const OpCrashOutcome r = CrashDuringOp(
-      Small(GetParam()),
-      [&](Index* x, Model* m) {
-        InsertAll(x, m, {l0.begin(), l0.begin() + 16}, 4);
-        ASSERT_TRUE(x->Insert(KeysAt(3, 1, 1, 1)[0], "x").ok());  // the first split
-        (*m)[KeysAt(3, 1, 1, 1)[0]] = "x";
-        // The left one's window is full again: the second split (and doubling).
-        ASSERT_TRUE(x->Insert(l00, "a record value").ok());
-        (*m)[l00] = "a record value";
-        ASSERT_EQ(Counter(x, "global_depth"), 2u);
-        InsertAll(x, m, {r1.begin(), r1.begin() + 16}, 4);
-        ASSERT_EQ(Counter(x, "segments"), 3u) << "the setup split more than planned";
-      },
+      Small(mode), setup,
       [&](Index* x) {
         const uint64_t splits = Counter(x, "splits"), doublings = Counter(x, "doublings");
-        const Status s = x->Insert(r1[16], "8 bytes!");
+        const Status s = x->Insert(key, "8 bytes!");
         EXPECT_EQ(Counter(x, "splits"), splits + 1);
         EXPECT_EQ(Counter(x, "doublings"), doublings) << "no doubling was needed";
         return s;
@@ -159,6 +132,27 @@ TEST_P(CcehCrashTest, SplitOfARangeOfTwoEntriesIsAllOrNothing) {
   EXPECT_GT(repaired_images, 0u) << "no image held a half-switched range";
 }
 
+TEST_P(CcehCrashTest, SplitOfARangeOfTwoEntriesIsAllOrNothing) {
+  // Setup: a split of the only segment (G = 1), then a split of the left one (G = 2),
+  // which leaves the right segment at depth 1: a range of two directory entries. Its
+  // window (start bucket 9) is then filled; the op splits it, and a crash between the two
+  // entries' stores leaves a range recovery must set back.
+  const std::vector<std::string> l0 = KeysAt(3, 0, 1, 17);
+  const std::string l00 = KeysAt(3, 0, 2, 1, 1000000)[0];
+  const std::vector<std::string> r1 = KeysAt(9, 1, 1, 17, 2000000);
+  ExpectSplitWithoutDoublingAllOrNothing(
+      GetParam(),
+      [&](Index* x, Model* m) {
+        InsertAll(x, m, {l0.begin(), l0.begin() + 16}, 4);
+        InsertAll(x, m, KeysAt(3, 1, 1, 1), 0);  // the first split
+        InsertAll(x, m, {l00}, 1);  // the left window is full again: the second split
+        ASSERT_EQ(Counter(x, "global_depth"), 2u);
+        InsertAll(x, m, {r1.begin(), r1.begin() + 16}, 4);
+        ASSERT_EQ(Counter(x, "segments"), 3u) << "the setup split more than planned";
+      },
+      r1[16]);
+}
+
 TEST_P(CcehCrashTest, SplitOfARangeOfSixteenEntriesIsAllOrNothing) {
   // Setup: 16 keys with top bits 00000 fill the window of start bucket 3; a 17th with top
   // bits 00001 splits the left segment five times (the directory doubles to 32 entries)
@@ -167,9 +161,8 @@ TEST_P(CcehCrashTest, SplitOfARangeOfSixteenEntriesIsAllOrNothing) {
   // storing 15 entries over both lines before the commit.
   const std::vector<std::string> deep = KeysAt(3, 0, 5, 16), one = KeysAt(3, 1, 5, 1);
   const std::vector<std::string> right = KeysAt(9, 1, 1, 17, 3000000);
-  uint64_t repaired_images = 0;
-  const OpCrashOutcome r = CrashDuringOp(
-      Small(GetParam()),
+  ExpectSplitWithoutDoublingAllOrNothing(
+      GetParam(),
       [&](Index* x, Model* m) {
         InsertAll(x, m, deep, 4);
         InsertAll(x, m, one, 0);
@@ -177,19 +170,7 @@ TEST_P(CcehCrashTest, SplitOfARangeOfSixteenEntriesIsAllOrNothing) {
         InsertAll(x, m, {right.begin(), right.begin() + 16}, 3);
         ASSERT_EQ(Counter(x, "segments"), 6u) << "the setup split more than planned";
       },
-      [&](Index* x) {
-        const uint64_t splits = Counter(x, "splits");
-        const Status s = x->Insert(right[16], "8 bytes!");
-        EXPECT_EQ(Counter(x, "splits"), splits + 1);
-        EXPECT_EQ(Counter(x, "global_depth"), 5u) << "no doubling was needed";
-        return s;
-      },
-      [&](Index* x) {
-        if (Counter(x, "recovery_repaired_entries") != 0) ++repaired_images;
-        return CheckRecovered(x);
-      });
-  ExpectAllOrNothing(r, 4);
-  EXPECT_GT(repaired_images, 0u) << "no image held a half-switched range";
+      right[16]);
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, CcehCrashTest, testing::PersistModes(),

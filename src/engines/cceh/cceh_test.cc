@@ -2,14 +2,12 @@
 
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "support/engine_tests.h"
@@ -30,17 +28,22 @@ std::map<std::string, std::string> Small(uint64_t segments = 1) {
   return {{"segment_bytes", "1024"}, {"segments", std::to_string(segments)}};
 }
 
-// n 8-byte keys (Key8(from), Key8(from + 1), ...) whose hash has start bucket `bucket`
-// of 16 and `top` as its top `bits` bits.
+// n 8-byte keys whose hash has start bucket `bucket` of 16 and `top` as its top `bits`
+// bits, from Key8(from) on.
 std::vector<std::string> KeysAt(uint64_t bucket, uint64_t top, unsigned bits, size_t n,
                                 uint64_t from = 0) {
-  std::vector<std::string> out;
-  for (uint64_t i = from; out.size() < n; ++i) {
-    const std::string k = Key8(i);
-    const uint64_t h = HashKey(k);
-    if ((h & 15) == bucket && (bits == 0 || h >> (64 - bits) == top)) out.push_back(k);
-  }
-  return out;
+  return KeysWithHashBits(15, bucket, bits, top, n, from);
+}
+
+// A file pool in `dir` holding Key8(i) -> Key8(i) for i < n, closed cleanly: its options.
+Options FilledFilePool(const TempDir& dir, const std::string& name,
+                       std::map<std::string, std::string> engine_options, uint64_t n) {
+  Options o = CcehOptions(std::move(engine_options));
+  o.path = dir.File(name);
+  auto index = OpenOrDie(o);
+  for (uint64_t i = 0; i < n; ++i) EXPECT_TRUE(index->Insert(Key8(i), Key8(i)).ok());
+  EXPECT_TRUE(index->Close().ok());
+  return o;
 }
 
 uint64_t KeyWord(const std::string& k) {
@@ -62,28 +65,6 @@ TEST(CcehTest, BadOptionsAreInvalidArgument) {
   s = Open(CcehOptions({{"buckets", "4"}}), &index);
   EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
   EXPECT_NE(s.message().find("segment_bytes"), std::string::npos) << s.message();
-}
-
-TEST(CcehTest, OperationSemanticsAndStatuses) {
-  auto index = OpenOrDie(CcehOptions());
-  const std::string k = Key8(1), v1 = Key8(100), v2 = Key8(200);
-  EXPECT_TRUE(index->Insert(k, v1).ok());
-  EXPECT_TRUE(index->Insert(k, v2).IsAlreadyExists()) << "the original has no duplicate check";
-  std::string got;
-  ASSERT_TRUE(index->Get(k, &got).ok());
-  EXPECT_EQ(got, v1);
-  EXPECT_TRUE(index->Update(k, v2).ok());
-  EXPECT_TRUE(index->Update(Key8(2), v1).IsNotFound());
-  EXPECT_TRUE(index->Put(Key8(2), v1).ok());
-  EXPECT_TRUE(index->Put(Key8(2), v2).ok());
-  got = "unchanged";
-  EXPECT_TRUE(index->Get(Key8(3), &got).IsNotFound());
-  EXPECT_EQ(got, "unchanged");
-  EXPECT_TRUE(index->Delete(k).ok()) << "the original has no delete";
-  EXPECT_TRUE(index->Delete(k).IsNotFound());
-  ExpectMatches(index.get(), {{Key8(2), v2}});
-  EXPECT_TRUE(index->Insert(k, v1).ok());
-  ExpectMatches(index.get(), {{Key8(2), v2}, {k, v1}});
 }
 
 TEST(CcehTest, TheOriginalsGeometryByDefault) {
@@ -197,14 +178,7 @@ TEST(CcehTest, PersistSequences) {
 
 TEST(CcehTest, SegmentSizeIsFixedAtCreation) {
   TempDir dir("cceh");
-  Options o = CcehOptions(Small(2));
-  o.path = dir.File("geometry.pool");
-  o.create_if_missing = true;
-  {
-    auto index = OpenOrDie(o);
-    for (uint64_t i = 0; i < 500; ++i) ASSERT_TRUE(index->Insert(Key8(i), Key8(i)).ok());
-    ASSERT_TRUE(index->Close().ok());
-  }
+  Options o = FilledFilePool(dir, "geometry.pool", Small(2), 500);
   o.engine_options = {{"segment_bytes", "4096"}};
   std::unique_ptr<Index> index;
   Status s = Open(o, &index);
@@ -224,7 +198,6 @@ TEST(CcehTest, ReopenAfterAbandonRecountsAndKeepsWorking) {
   TempDir dir("cceh");
   Options o = CcehOptions(Small(1));
   o.path = dir.File("crashed.pool");
-  o.create_if_missing = true;
   Model model;
   {
     auto index = OpenOrDie(o);
@@ -252,29 +225,13 @@ TEST(CcehTest, ReopenAfterAbandonRecountsAndKeepsWorking) {
 
 TEST(CcehTest, DamagedDirectoryEntryIsCorruption) {
   TempDir dir("cceh");
-  Options o = CcehOptions(Small(4));
-  o.path = dir.File("damaged.pool");
-  o.create_if_missing = true;
-  {
-    auto index = OpenOrDie(o);
-    for (uint64_t i = 0; i < 100; ++i) ASSERT_TRUE(index->Insert(Key8(i), Key8(i)).ok());
-    ASSERT_TRUE(index->Close().ok());
-  }
-  std::FILE* f = std::fopen(o.path.c_str(), "r+b");
-  ASSERT_NE(f, nullptr);
+  const Options o = FilledFilePool(dir, "damaged.pool", Small(4), 100);
   uint64_t table = 0;
-  ASSERT_EQ(std::fseek(f, pm::kRootOffset + offsetof(EngineRoot, table), SEEK_SET), 0);
-  ASSERT_EQ(std::fread(&table, 8, 1, f), 1u);
-  ASSERT_TRUE(UnsealWord(table, pm::kRootOffset + offsetof(EngineRoot, table), &table));
+  const uint64_t word = pm::kRootOffset + offsetof(EngineRoot, table);
+  ReadFromFile(o.path, word, &table, sizeof(table));
+  ASSERT_TRUE(UnsealWord(table, word, &table));
   // Entry 2's segment offset, one byte of its payload.
-  const long at = static_cast<long>(table + sizeof(CcehDirHeader) + 2 * 8 + 3);
-  uint8_t b = 0;
-  ASSERT_EQ(std::fseek(f, at, SEEK_SET), 0);
-  ASSERT_EQ(std::fread(&b, 1, 1, f), 1u);
-  b ^= 0x10;
-  ASSERT_EQ(std::fseek(f, at, SEEK_SET), 0);
-  ASSERT_EQ(std::fwrite(&b, 1, 1, f), 1u);
-  std::fclose(f);
+  FlipByteInFile(o.path, table + sizeof(CcehDirHeader) + 2 * 8 + 3, 0x10);
   std::unique_ptr<Index> index;
   const Status s = Open(o, &index);
   EXPECT_TRUE(s.IsCorruption()) << s.ToString();
@@ -299,40 +256,7 @@ TEST(CcehTest, MediaWritesAreCountedBySlotsSegmentsAndDirectory) {
 
 TEST(CcehTest, FourThreadsWithSplitsAndDoublings) {
   auto index = OpenOrDie(CcehOptions(Small(1)));
-  constexpr int kThreads = 4;
-  constexpr uint64_t kPerThread = 3000;
-  std::atomic<int> failures{0};
-  std::vector<Model> models(kThreads);
-  auto work = [&](int t) {
-    std::mt19937_64 rng(t);
-    Model& m = models[t];
-    for (uint64_t i = 0; i < kPerThread; ++i) {
-      const uint64_t id = t * 1000000 + i;
-      const std::string k = i % 3 == 0 ? Bytes(id, 16, 't') : Key8(id);
-      const std::string v = Key8(rng());
-      if (!index->Insert(k, v).ok()) ++failures;
-      m[k] = v;
-      std::string got;
-      const uint64_t other = ((t + 1) % kThreads) * 1000000 + rng() % (i + 1);
-      Status s = index->Get(Key8(other), &got);
-      if (!s.ok() && !s.IsNotFound()) ++failures;
-      if (i % 10 == 5) {
-        const std::string d = i % 3 == 0 ? Bytes(id - 5, 16, 't') : Key8(id - 5);
-        if (m.count(d) != 0) {
-          if (!index->Delete(d).ok()) ++failures;
-          m.erase(d);
-        }
-      }
-      if (!index->Get(k, &got).ok() || got != v) ++failures;
-    }
-  };
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) threads.emplace_back(work, t);
-  for (auto& th : threads) th.join();
-  EXPECT_EQ(failures.load(), 0);
-  Model all;
-  for (const Model& m : models) all.insert(m.begin(), m.end());
-  ExpectMatches(index.get(), all);
+  ExpectThreadsAgreeWithTheirModels(index.get(), 4, 3000);
   EXPECT_GT(Counter(index.get(), "doublings"), 5u);
 }
 

@@ -19,17 +19,8 @@ namespace {
 // The engine tests' helpers (tests/support/engine_tests.h, op_crash.h).
 using namespace testing;  // NOLINT(build/namespaces): pmhash::testing
 
-// A recovered image keeps working (CrashDuringOp checked its invariants): a new key goes
-// in (maybe taking a PAB bucket) and comes back, and the invariants still hold.
-std::string CheckRecovered(Index* index) {
-  if (!index->Insert("after recovery", "yes").ok()) return "insert after recovery failed";
-  std::string v;
-  if (!index->Get("after recovery", &v).ok() || v != "yes") return "lost a post-recovery insert";
-  if (std::string why = CheckInvariantsOf(index); !why.empty()) {
-    return "after a new insert: " + why;
-  }
-  return "";
-}
+// A recovered image keeps working (a new key may take a PAB bucket).
+const OpCrashCheck CheckRecovered = InsertsAfterRecovery;
 
 // One main bucket, so every key shares one chain; PAB blocks of 2 buckets refilled when
 // at most 1 is free, so taking a bucket also refills.

@@ -363,44 +363,8 @@ TEST(WophiTest, FourThreadsWithResizes) {
   // Each thread owns a key range (exact model) and reads the others' while the table grows
   // from 4 main buckets.
   auto index = OpenOrDie(WophiOptions({{"buckets", "4"}, {"pab_buckets", "8"}}));
-  constexpr int kThreads = 4;
-  constexpr uint64_t kPerThread = 3000;
-  std::atomic<int> failures{0};
-  std::vector<Model> models(kThreads);
-  auto work = [&](int t) {
-    std::mt19937_64 rng(t);
-    Model& m = models[t];
-    for (uint64_t i = 0; i < kPerThread; ++i) {
-      const uint64_t id = t * 1000000 + i;
-      const std::string k = i % 3 == 0 ? Bytes(id, 16, 't') : Key8(id);
-      const std::string v = Key8(rng());
-      if (!index->Insert(k, v).ok()) ++failures;
-      m[k] = v;
-      if (i % 4 == 0) {
-        std::string got;
-        const uint64_t other = ((t + 1) % kThreads) * 1000000 + rng() % (i + 1);
-        Status s = index->Get(Key8(other), &got);
-        if (!s.ok() && !s.IsNotFound()) ++failures;
-      }
-      if (i % 10 == 5) {
-        if (!index->Delete(k).ok()) ++failures;
-        m.erase(k);
-      }
-      if (i % 10 == 7) {
-        const std::string nv = Bytes(i, 12, 'u');
-        if (!index->Put(k, nv).ok()) ++failures;
-        m[k] = nv;
-      }
-    }
-  };
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) threads.emplace_back(work, t);
-  for (auto& th : threads) th.join();
-  EXPECT_EQ(failures.load(), 0);
-  Model all;
-  for (const Model& m : models) all.insert(m.begin(), m.end());
+  ExpectThreadsAgreeWithTheirModels(index.get(), 4, 3000);
   EXPECT_GT(AsWophi(index.get())->resizes(), 5u);
-  ExpectMatches(index.get(), all);
 }
 
 TEST(WophiTest, ForEachVisitorMayInsert) {
