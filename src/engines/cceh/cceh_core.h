@@ -38,10 +38,15 @@
 //   A slot is 16 bytes, word0 then word1 (no per-slot metadata: the original's bucket
 //   is four pairs). Its form comes from word0 (the shared slot encoding, common/slot.h,
 //   with the form folded into word0, since there is no byte to keep it in):
-//     word0 == kCcehEmpty (all ones)              empty (a new segment is all ones, as
-//                                                 the original's INVALID key)
-//     word0 >> 48 == 0xffff (and not all ones)    record: word0 = kCcehRecordTag | pool
-//                                                 offset of the record, word1 = HashKey
+//     word0 == kCcehEmpty (all ones)              empty: never used since the segment
+//                                                 was written (a new segment is all ones,
+//                                                 as the original's INVALID key); with
+//                                                 probe_to_empty, a probe stops here
+//     word0 == kCcehFree (0xffff << 48)           free: a deleted entry, or a filler a
+//                                                 split writes (a probe goes on past it)
+//     word0 >> 48 == 0xffff (otherwise)           record: word0 = kCcehRecordTag | pool
+//                                                 offset of the record (never 0), word1 =
+//                                                 HashKey
 //     anything else                               inline: word0 = the key's 8 bytes,
 //                                                 word1 = the value's 8 bytes
 //   An 8-byte key whose top two bytes are 0xff 0xff (1 key in 65,536) would read as a
@@ -54,14 +59,21 @@
 //   entries starting at p << (G-L)). Start bucket: the low bits of the hash (hash mod
 //   buckets); a probe covers probe_slots slots from the start bucket's first slot,
 //   wrapping within the segment (the original's linear probing over 4 lines).
-//   A slot is live when it is not empty and its key's hash has the segment's pattern;
-//   otherwise it is free (empty, or left behind by a split: lazy deletion).
+//   A slot is live when it holds an entry (inline or record) and its key's hash has the
+//   segment's pattern; otherwise it is free (empty, free, or left behind by a split:
+//   lazy deletion). A write takes the first free slot of the window. Slots only become
+//   empty when a segment is written whole, so a probe could stop at the first empty slot
+//   (invariant 2). By default it does not: a search that misses reads the whole window,
+//   as the original's searches do. Option probe_to_empty (an improvement, per open: the
+//   invariant is kept either way) stops searches and the duplicate checks we add there
+//   (docs/engines/cceh.md, "Probes that stop at an empty slot").
 //
 // ---- Invariants (when no mutation is in flight) ---------------------------------------
 //
 //  1. The directory is 2^G entries; the entries of a segment of depth L form one aligned
 //     range of 2^(G-L) entries, all equal (after recovery's repair, below).
-//  2. A live slot of a segment lies within the probe window of its key's start bucket.
+//  2. A live slot of a segment lies within the probe window of its key's start bucket,
+//     and no slot between the window's first slot and it is empty.
 //  3. No key is live twice; a key is live only in the segment its hash's top bits pick.
 //  4. A live record slot owns its record. A record slot left behind by a split (stale)
 //     shares its record with the live copy in the sibling: it is never read, freed or
@@ -71,22 +83,23 @@
 // ---- Persist order ---------------------------------------------------------------------
 //
 //  insert: a record (if any) flushed, fence; into a slot a split left behind, word0 =
-//    empty first (else its old word0 beside the new word1 could read as live: a stale
+//    free first (else its old word0 beside the new word1 could read as live: a stale
 //    record's hash word is its liveness); word1 stored, word0 stored (one line: they
 //    persist in program order, so word0 never persists without word1), persist: the
 //    word0 store is the commit point (the original CASes a SENTINEL into the key first,
 //    which a crash can leave behind as a slot no one frees; we have none).
-//  delete (not in the original): word0 = empty, persist: committed; then the record
+//  delete (not in the original): word0 = free, persist: committed; then the record
 //    (if any) is freed.
 //  update: inline value: one 8-byte store of word1, persist. Record: new record flushed,
 //    word0 published (fence, store, persist), old record freed. Inline -> record: an
 //    UndoLog transaction saving the 16 bytes, both words stored, persist, commit.
 //  split (in place, the original's): the entries of segment S (depth L) whose next hash
-//    bit is 1 are copied into a new segment S1 (same slot positions), flushed while
-//    unreachable; [doubling, if L == G]; then the directory range
-//    R of S (2^(G-L) entries starting at a): every entry but R's first stored ((S1, L+1)
-//    in the right half, (S, L+1) in the left half), flushed, fence; then entry a =
-//    (S, L+1) published (fence, store, persist): the split's commit point (the old
+//    bit is 1 are copied into a new segment S1 (same slot positions; the slots between
+//    an entry's window start and it that it would leave empty hold a free word instead,
+//    invariant 2), flushed while unreachable; [doubling, if L == G]; then the directory
+//    range R of S (2^(G-L) entries starting at a): every entry but R's first stored
+//    ((S1, L+1) in the right half, (S, L+1) in the left half), flushed, fence; then entry
+//    a = (S, L+1) published (fence, store, persist): the split's commit point (the old
 //    segment's local depth, stored last). The first fence of the switch is what makes S1
 //    durable before any entry that points to it. S keeps the moved entries (lazy deletion).
 //    The original persists S's local depth before the directory; a crash then leaves
@@ -149,6 +162,7 @@ namespace pmhash::engines {
 inline constexpr uint64_t kCcehDirMagic = 0x3152494448'4543ull;  // "CEHDIR1"
 inline constexpr uint64_t kCcehEmpty = ~uint64_t{0};
 inline constexpr uint64_t kCcehRecordTag = uint64_t{0xffff} << 48;
+inline constexpr uint64_t kCcehFree = kCcehRecordTag;  // no record lives at pool offset 0
 inline constexpr uint64_t kCcehOffsetMask = (uint64_t{1} << 48) - 1;
 inline constexpr size_t kCcehBucketSlots = 4;
 inline constexpr size_t kCcehBucketBytes = kCcehBucketSlots * sizeof(KvWords);
@@ -188,9 +202,9 @@ static_assert(sizeof(CcehDirHeader) == pm::kCacheLine &&
 
 // ---- The slot encoding ------------------------------------------------------------------
 
-// The form a slot's word0 says it has.
+// The form a slot's word0 says it has (kEmpty for an empty and a free slot alike).
 inline SlotForm CcehForm(uint64_t word0) {
-  if (word0 == kCcehEmpty) return SlotForm::kEmpty;
+  if (word0 == kCcehEmpty || word0 == kCcehFree) return SlotForm::kEmpty;
   return (word0 & kCcehRecordTag) == kCcehRecordTag ? SlotForm::kRecord : SlotForm::kInline;
 }
 // The words as the slot codec takes them (a record's word0 without its tag).
@@ -500,6 +514,7 @@ class CcehCore : public Engine {
   uint64_t slots_ = 0;
   uint64_t bucket_mask_ = 0;
   size_t probe_ = kCcehProbeSlots;
+  bool probe_to_empty_ = false;    // option: probes stop at the first empty slot
   uint64_t initial_segments_ = 0;  // 0: auto
   bool segment_bytes_given_ = false;
 

@@ -87,7 +87,7 @@ TEST_P(CcehCrashTest, SplitThatDoublesIsAllOrNothing) {
 
 TEST_P(CcehCrashTest, InsertIntoASlotASplitLeftBehindIsAllOrNothing) {
   // After the split above, the left segment's window holds 8 stale copies of the moved
-  // keys (3 of them records): the next left key takes one (word0 emptied first).
+  // keys (3 of them records): the next left key takes one (word0 freed first).
   const std::vector<std::string> left = KeysAt(3, 0, 1, 10), right = KeysAt(3, 1, 1, 8);
   for (const bool record : {false, true}) {
     SCOPED_TRACE(record ? "record" : "inline");

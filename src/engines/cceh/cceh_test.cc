@@ -117,6 +117,46 @@ TEST(CcehTest, AFullWindowSplitsTheSegmentAndDoublesTheDirectory) {
   ExpectMatches(index.get(), model);
 }
 
+// Invariant 2 (cceh_core.h): no empty slot lies between a key's window start and the
+// key, so a probe may stop at an empty slot. A delete and a split's new segment must
+// leave free words, not empty ones, where a later key of the window would be cut off.
+TEST(CcehTest, ProbesFindKeysPastDeletedAndMovedSlots) {
+  for (const char* stop : {"off", "on"}) {
+    SCOPED_TRACE(std::string("probe_to_empty=") + stop);
+    std::map<std::string, std::string> o = Small();
+    o["probe_to_empty"] = stop;
+    auto index = OpenOrDie(CcehOptions(o));
+    // Start bucket 3, alternating top bits: 16 keys fill the window, in insertion order.
+    const std::vector<std::string> left = KeysAt(3, 0, 1, 9), right = KeysAt(3, 1, 1, 8);
+    std::vector<std::string> keys;
+    for (size_t i = 0; i < 8; ++i) {
+      keys.push_back(left[i]);
+      keys.push_back(right[i]);
+    }
+    Model model;
+    for (const std::string& k : keys) {
+      ASSERT_TRUE(index->Insert(k, k).ok());
+      model[k] = k;
+    }
+    // The window's first slot deleted: the 15 keys past it are still found, and a key
+    // inserted again takes the freed slot without a split.
+    ASSERT_TRUE(index->Delete(keys[0]).ok());
+    model.erase(keys[0]);
+    ExpectMatches(index.get(), model);
+    EXPECT_TRUE(index->Insert(keys[0], "again").ok());
+    model[keys[0]] = "again";
+    EXPECT_EQ(Counter(index.get(), "splits"), 0u);
+    // A split: the right keys (every other slot of the window) move to a new segment in
+    // which the left keys' slots are not theirs; each is found there.
+    ASSERT_TRUE(index->Insert(left[8], "x").ok());
+    model[left[8]] = "x";
+    EXPECT_EQ(Counter(index.get(), "splits"), 1u);
+    ExpectMatches(index.get(), model);
+    std::string v;
+    EXPECT_TRUE(index->Get(KeysAt(3, 1, 1, 1, 1000000)[0], &v).IsNotFound());
+  }
+}
+
 TEST(CcehTest, ResizeOffRefusesAFullWindow) {
   std::map<std::string, std::string> o = Small();
   o["resize"] = "off";
@@ -170,7 +210,7 @@ TEST(CcehTest, PersistSequences) {
   step([&] { return index->Insert(Key8(1), Key8(2)); }, 1, 1);
   // An inline value update: one 8-byte store, one persist.
   step([&] { return index->Update(Key8(1), Key8(3)); }, 1, 1);
-  // A delete: word0 emptied, one persist.
+  // A delete: word0 freed, one persist.
   step([&] { return index->Delete(Key8(1)); }, 1, 1);
   // A record insert: the record flushed and fenced before the slot's persist.
   step([&] { return index->Insert("a longer key", "v"); }, 2, 2);
