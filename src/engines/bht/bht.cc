@@ -240,8 +240,7 @@ uint64_t Bht::BufferedHash(const BhtBucket& bk, int i, std::string_view key) con
 }
 
 std::string_view Bht::ValueAt(const CcehSeg* s, int slot) const {
-  const KvWords& w = SlotsOf(s)[slot];
-  return codec().Value(CcehForm(w.word0), CcehCodecWords(w));
+  return SlotValue(SlotsOf(s)[slot]);
 }
 
 int Bht::FindInBucket(const BhtBucket& bk, std::string_view key, uint64_t hash) const {

@@ -565,8 +565,7 @@ Status CcehCore::ReadValue(const CcehSeg* s, std::string_view key, uint64_t hash
                            std::string* value) const {
   const Probe p = Find(s, key, hash);
   if (p.found < 0) return Status::NotFound();
-  const KvWords& w = SlotsOf(s)[p.found];
-  const std::string_view v = codec().Value(CcehForm(w.word0), CcehCodecWords(w));
+  const std::string_view v = SlotValue(SlotsOf(s)[p.found]);
   value->assign(v.data(), v.size());
   return Status::OK();
 }

@@ -361,6 +361,12 @@ class CcehCore : public Engine {
   Optimistic SearchWindow(const KvWords* slots, uint64_t hash, OptimisticRead* read) const;
   // Get: FindOptimistic, then the shared lock for records and after failed tries.
   Status GetFromSegments(std::string_view key, uint64_t hash, std::string* value);
+  // The value of a live slot, as a view into PM (the slot itself when inline: never into
+  // a copy of its words, which would dangle).
+  std::string_view SlotValue(const KvWords& w) const {
+    const SlotForm f = CcehForm(w.word0);
+    return f == SlotForm::kInline ? codec().Value(f, w) : codec().Value(f, CcehCodecWords(w));
+  }
   // The value of `key` in segment s (its lock held, or s immutable), or NotFound.
   Status ReadValue(const CcehSeg* s, std::string_view key, uint64_t hash,
                    std::string* value) const;
