@@ -7,6 +7,7 @@
 
 #include "bench/fill.h"
 #include "bench/index_setup.h"
+#include "bench/latency.h"
 #include "bench/phase_stats.h"
 #include "bench/plans.h"
 #include "bench/pool_files.h"
@@ -20,11 +21,6 @@ namespace {
 
 // The seed stream of a batched lookup row: its phase position + this (plans.h).
 constexpr size_t kBatchedStream = 2000;
-
-double MsSince(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-      .count();
-}
 
 
 }  // namespace

@@ -17,6 +17,7 @@
 
 #include "util/hash.h"
 #include "pm/persist.h"
+#include "support/engine_tests.h"
 #include "support/harness.h"
 
 namespace pmhash::pm {
@@ -26,26 +27,7 @@ namespace fs = std::filesystem;
 
 constexpr uint64_t kSmallPool = kMinPoolSize;  // 4 MiB: the smallest pool, fast to map
 
-// A fresh directory per test, removed afterwards.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "pmhash_pool_test.XXXXXX").string();
-    char* p = mkdtemp(tmpl.data());
-    EXPECT_NE(p, nullptr);
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::permissions(path_, fs::perms::owner_all, fs::perm_options::add, ec);
-    fs::remove_all(path_, ec);
-  }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using testing::TempDir;
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

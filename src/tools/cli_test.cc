@@ -18,6 +18,7 @@
 #include "pm/alloc.h"
 #include "pm/persist.h"
 #include "pm/pool.h"
+#include "support/engine_tests.h"
 #include "tools/options.h"
 #include "tools/text.h"
 
@@ -182,22 +183,7 @@ TEST(CliOptions, PoolSizeIsCheckedAgainstThePoolLimits) {
 
 // ---- The tool as a process ----------------------------------------------------------
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "pmhash_cli_test.XXXXXX").string();
-    EXPECT_NE(mkdtemp(tmpl.data()), nullptr);
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+using pmhash::testing::TempDir;
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -49,10 +49,11 @@ std::unique_ptr<Index> OpenOrDie(const Options& o);
 uint64_t Counter(Index* index, const std::string& name);
 
 // A fresh directory under the system's temporary directory, named
-// pmhash-<name>-XXXXXX; removed with everything in it when the object goes away.
+// pmhash-<name>-XXXXXX; removed with everything in it when the object goes away (its
+// owner permissions given back first, for tests that take them away).
 class TempDir {
  public:
-  explicit TempDir(const std::string& name);
+  explicit TempDir(const std::string& name = "test");
   ~TempDir();
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
