@@ -105,7 +105,7 @@ class TestEngine : public engines::Engine {
     uint64_t unused = 0;
     const uint64_t at = Find(key, &unused);
     if (at == ~0ull) {
-      ((HashKey(key) >> 7) % 8 == 0 ? false_positives_ : negatives_) += 1;
+      ((KeyHash(key) >> 7) % 8 == 0 ? false_positives_ : negatives_) += 1;
       return Status::NotFound("no such key");
     }
     value->assign(table()[at].value, table()[at].vlen);
@@ -185,6 +185,19 @@ class TestEngine : public engines::Engine {
   void DescribeEngineLayout(const pm::RegionVisitor& mark) const override {
     mark(root<Root>()->table, slots_ * sizeof(Slot), pm::Region::kSlots, false);
   }
+  // One home: every page is the whole table.
+  Status DoScan(engines::ScanPage* page) const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    page->CollectHomes(1, 1, [&](uint64_t, uint64_t, std::vector<engines::ScanEntry>* out) {
+      for (uint64_t i = 0; i < slots_; ++i) {
+        const Slot& s = table()[i];
+        if (s.state != 1) continue;
+        const std::string key(s.key, s.klen);
+        out->push_back({KeyHash(key), key, std::string(s.value, s.vlen)});
+      }
+    });
+    return Status::OK();
+  }
 
  private:
   struct Root {
@@ -211,7 +224,7 @@ class TestEngine : public engines::Engine {
   uint64_t Find(std::string_view key, uint64_t* free_slot) const {
     uint64_t first = 0;
     std::memcpy(&first, key.data(), std::min<size_t>(8, key.size()));
-    const uint64_t h = (mode_.identity_slots ? first : HashKey(key)) % slots_;
+    const uint64_t h = (mode_.identity_slots ? first : KeyHash(key)) % slots_;
     for (uint64_t n = 0; n < slots_; ++n) {
       const uint64_t i = (h + n) % slots_;
       const Slot& s = table()[i];

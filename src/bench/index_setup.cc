@@ -41,7 +41,7 @@ Status OpenFresh(const BenchConfig& config, const BenchEnv& env, const Options& 
   if (!config.redundancy) return env.open(o, &out->index);
   if (!env.open_on_pool) return Status::InvalidArgument("--redundancy is not available here");
   std::unique_ptr<pm::Pool> pool;
-  PMHASH_RETURN_IF_ERROR(pm::Pool::CreateDram(o.engine, o.pool_size, &pool));
+  PMHASH_RETURN_IF_ERROR(pm::Pool::CreateDram(o.engine, o.pool_size, &pool, o.hash_seed));
   out->sim = std::make_unique<pm::CrashSim>(pool->base(), pool->size(), config.persist);
   PMHASH_RETURN_IF_ERROR(env.open_on_pool(o, std::move(pool), out->sim.get(), &out->index));
   out->sim->ReportTo(&out->index->persister());

@@ -80,6 +80,13 @@ class RecordingEngine : public Engine {
   }
   void FillStats(IndexStats*) const override {}
   void DescribeEngineLayout(const pm::RegionVisitor&) const override {}  // nothing in PM
+  // One home: every page is the whole map.
+  Status DoScan(ScanPage* page) const override {
+    page->CollectHomes(1, 1, [&](uint64_t, uint64_t, std::vector<ScanEntry>* out) {
+      for (const auto& [k, v] : data_) out->push_back({KeyHash(k), k, v});
+    });
+    return Status::OK();
+  }
 
  public:
   static constexpr uint64_t kMagic = 0x5453455454494b21ull;
@@ -136,7 +143,7 @@ TEST(EngineKit, EachOperationChecksHashesOnceAndCallsItsVirtual) {
                                                 "get", "delete"}));
   for (size_t i = 0; i < r->calls.size(); ++i) {
     const char* key = i < 2 || i == 2 || i >= 5 ? "k" : i == 3 ? "absent" : "p";
-    EXPECT_EQ(r->hashes[i], HashKey(key)) << i;
+    EXPECT_EQ(r->hashes[i], e->KeyHash(key)) << i;
   }
   // Over the limits: refused before the engine is called.
   r->calls.clear();
@@ -179,14 +186,14 @@ TEST(EngineKit, MultiGetPrefetchesDepthKeysAheadWhenTheEngineCan) {
       for (; ahead < keys.size() && ahead < end; ++ahead) {
         if (keys[ahead] == big) continue;
         want.push_back("prefetch");
-        want_hashes.push_back(HashKey(keys[ahead]));
+        want_hashes.push_back(e->KeyHash(keys[ahead]));
       }
     };
     prefetch_to(depth);
     for (size_t i = 0; i < keys.size(); ++i) {
       if (keys[i] != big) {
         want.push_back("get");
-        want_hashes.push_back(HashKey(keys[i]));
+        want_hashes.push_back(e->KeyHash(keys[i]));
       }
       prefetch_to(i + 1 + depth);
     }

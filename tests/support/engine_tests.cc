@@ -22,7 +22,7 @@ std::vector<std::string> KeysWithHome(uint64_t home, uint64_t table_size, size_t
   std::vector<std::string> out;
   for (uint64_t i = from; out.size() < n; ++i) {
     std::string k = Key8(i);
-    if (Reduce(HashKey(k), table_size) == home) out.push_back(std::move(k));
+    if (Reduce(HashKey(k, kTestHashSeed), table_size) == home) out.push_back(std::move(k));
   }
   return out;
 }
@@ -40,6 +40,7 @@ Options OptionsFor(const std::string& engine,
   o.pool_size = pool_size;
   o.engine_options = std::move(engine_options);
   o.create_if_missing = true;
+  o.hash_seed = kTestHashSeed;
   return o;
 }
 

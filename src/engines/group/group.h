@@ -49,7 +49,7 @@
 //
 // ---- Invariants (when no mutation is in flight) ---------------------------------------
 //
-//  1. A key with home cell k = Reduce(HashKey(key), N) is in tab1[k] or in level-2 group
+//  1. A key with home cell k = Reduce(KeyHash(key), N) is in tab1[k] or in level-2 group
 //     k / G, nowhere else, and at most once.
 //  2. form is a cell's commit point: the words of a cell whose form is 0 mean nothing
 //     (after creation, a clean delete or recovery they are zero). A record cell owns its
@@ -236,6 +236,12 @@ class GroupHash : public Engine {
   Status UpdateAt(const Probe& p, std::string_view key, std::string_view value, uint64_t hash);
   // Doubles the table unless another thread already grew it past `observed_cells`.
   Status Grow(uint64_t observed_cells);
+  // Whether some table the pool can hold (`cells` cells per level doubled, as often as
+  // Grow's limit allows) gives a cell to a key of `hash` whose group, in the live table of
+  // `cells` cells, is full. False for keys that share their hash, all 64 bits, with a
+  // group's worth of others, or so many bits that the table would outgrow the pool. The
+  // caller holds the group's stripe exclusively.
+  bool DoublingPlaces(uint64_t hash, uint64_t home, uint64_t cells) const;
   // Places an occupied cell into a table that is not yet reachable (resize).
   bool Place(const View& v, uint8_t form, const KvWords& words, uint64_t hash) const;
   // Allocates and zeroes (persisted) a table of `cells` cells per level.
@@ -288,6 +294,7 @@ class GroupHash : public Engine {
   // Engine counters.
   std::atomic<uint64_t> resizes_{0};
   std::atomic<uint64_t> full_group_refusals_{0};
+  std::atomic<uint64_t> inseparable_refusals_{0};  // DoublingPlaces said no
   uint64_t recovered_resets_ = 0;
 };
 

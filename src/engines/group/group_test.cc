@@ -81,14 +81,14 @@ TEST(GroupHashTest, CollisionsGoToTheSharedLevel2Group) {
   std::set<uint64_t> homes;
   std::string level2_key;
   for (const auto& [k, v] : model) {
-    if (!homes.insert(Reduce(HashKey(k), 16)).second) level2_key = k;
+    if (!homes.insert(Reduce(HashKey(k, kTestHashSeed), 16)).second) level2_key = k;
   }
   ASSERT_FALSE(level2_key.empty());
   ASSERT_TRUE(index->Delete(level2_key).ok());
   model.erase(level2_key);
   std::string extra;
   for (uint64_t j = 1000; extra.empty(); ++j) {
-    if (homes.count(Reduce(HashKey(Key8(j)), 16))) extra = Key8(j);
+    if (homes.count(Reduce(HashKey(Key8(j), kTestHashSeed), 16))) extra = Key8(j);
   }
   EXPECT_TRUE(index->Insert(extra, Key8(5)).ok());
   model[extra] = Key8(5);

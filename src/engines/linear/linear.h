@@ -168,6 +168,15 @@ class LinearProbing : public Engine {
   Status InsertNew(std::string_view key, std::string_view value, uint64_t hash, Probe probe);
   Status UpdateAt(uint64_t cell, std::string_view key, std::string_view value, uint64_t hash);
   Status DeleteAt(uint64_t cell);
+  // How a delete refills its hole: kBackwardShift, the classic (the paper's baseline), and
+  // linear-log's fallback when that is too long to log, kFewestMoves.
+  enum class ShiftPlan : uint8_t { kBackwardShift, kFewestMoves };
+  // Plans the moves of deleting `cell` into moves_ (from, to), in order; returns the last
+  // hole, which the delete empties.
+  uint64_t PlanShift(uint64_t cell, ShiftPlan plan);
+  // Saves what the planned moves change: the lines from `cell` to `hole` (one range, two
+  // when the run wraps) for a backward shift, the changed lines alone for kFewestMoves.
+  Status SaveShift(pm::UndoLog::Tx& tx, uint64_t cell, uint64_t hole, ShiftPlan plan);
   // Doubles the table (crash consistent in both engines).
   Status Grow();
   // Allocates and zeroes a table of num_lines lines (persisted), *offset its pool offset.
@@ -193,7 +202,10 @@ class LinearProbing : public Engine {
   uint64_t resizes_ = 0;
   uint64_t shifted_cells_ = 0;
   uint64_t undo_txs_ = 0;
+  uint64_t fewest_move_deletes_ = 0;  // linear-log deletes that took kFewestMoves
+  uint64_t shift_lines_ = 0;  // lines the last delete refused for lack of a lane needed
   std::vector<std::pair<uint64_t, uint64_t>> moves_;  // Delete's plan, reused
+  std::vector<std::pair<uint64_t, uint64_t>> run_;    // the run after a hole: cell, home
 };
 
 }  // namespace pmhash::engines

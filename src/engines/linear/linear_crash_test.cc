@@ -60,6 +60,28 @@ TEST_P(LinearCrashTest, LoggedDeleteWithWrappedShiftIsAllOrNothing) {
   ExpectAllOrNothing(r, 4);
 }
 
+// A delete in a run of 800 keys of one home, whose backward shift (799 moves, 267 lines)
+// is too long for a lane of the 4 MiB pool: linear-log moves the fewest keys instead (one)
+// under its undo log, still all-or-nothing.
+TEST_P(LinearCrashTest, LoggedFewestMovesDeleteIsAllOrNothing) {
+  Options o = SmallTable("linear-log");
+  o.persist = GetParam();
+  o.engine_options["cells"] = "1500";
+  std::vector<std::string> keys;
+  OpCrashOutcome r = CrashDuringOp(
+      o,
+      [&](Index* index, Model* m) {
+        keys = KeysWithHome(0, 1500, 800, 1);
+        for (size_t i = 0; i < keys.size(); ++i) {
+          const std::string v = i % 2 == 0 ? Key8(i) : "record value " + std::to_string(i);
+          EXPECT_TRUE(index->Insert(keys[i], v).ok());
+          (*m)[keys[i]] = v;
+        }
+      },
+      [&](Index* index) { return index->Delete(keys[0]); }, nullptr, kStoreRate);
+  ExpectAllOrNothing(r, 4);
+}
+
 // Inserts (inline and record), the updates `engine` makes failure-atomic and a growth,
 // each crashed into at every fence and store: all-or-nothing.
 void InsertUpdateAndGrowAreAllOrNothing(const std::string& engine, PersistMode mode,

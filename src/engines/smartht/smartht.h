@@ -42,7 +42,7 @@
 //
 // ---- Invariants (when no mutation is in flight) ---------------------------------------
 //
-//  1. A key k lives in the chain of head bucket Reduce(HashKey(k), N), at most once.
+//  1. A key k lives in the chain of head bucket Reduce(KeyHash(k), N), at most once.
 //  2. A slot's token is its commit point: the words of a slot whose token is 0 mean
 //     nothing (lazy deletion leaves them as they were). A record slot owns its record.
 //  3. Every key in the PDL is in the live DRAM filter (the filter may hold more: deleted

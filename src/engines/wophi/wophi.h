@@ -57,7 +57,7 @@
 //
 // ---- Invariants (when no mutation is in flight) ---------------------------------------
 //
-//  1. A key with home bucket k = Reduce(HashKey(key), N) is in the chain of mb[k]
+//  1. A key with home bucket k = Reduce(KeyHash(key), N) is in the chain of mb[k]
 //     (mb[k] and the PAB buckets linked from it), nowhere else, and at most once.
 //  2. The token is a slot's commit point: the words of a slot whose token is 0 mean
 //     nothing. A record slot owns its record; no other reachable slot points to it.
