@@ -116,7 +116,7 @@ EngineInfo Info(bool pipelined) {
 Status OpenRecording(const EngineInfo& info, const Options& options,
                      std::unique_ptr<Engine>* engine) {
   std::unique_ptr<pm::Pool> pool;
-  PMHASH_RETURN_IF_ERROR(pm::Pool::CreateDram("kit-test", 8ull << 20, &pool));
+  PMHASH_RETURN_IF_ERROR(pm::Pool::CreateDram("kit-test", 8ull << 20, &pool, options.hash_seed));
   return OpenEngine(MakeEngine<RecordingEngine>(info), std::move(pool), true, options, nullptr,
                     engine);
 }
@@ -285,6 +285,39 @@ TEST(EngineKit, PersistModesTheEngineDoesNotDeclareAreRefused) {
   EXPECT_NE(s.message().find("does not support persist mode adr"), std::string::npos);
   o.persist = PersistMode::kEadr;
   EXPECT_TRUE(OpenRecording(info, o, &e).ok());
+}
+
+// Every key hash is xxh3 under the pool's seed, read at open; an open asking for another
+// seed than the pool's is refused; a test hash replaces the pool's for that object alone.
+TEST(EngineKit, KeysHashWithThePoolsSeed) {
+  const EngineInfo info = Info(false);
+  Options o;
+  o.hash_seed = 0x5eed;
+  std::unique_ptr<Engine> e;
+  ASSERT_TRUE(OpenRecording(info, o, &e).ok());
+  EXPECT_EQ(e->hash_seed(), 0x5eedu);
+  EXPECT_EQ(e->KeyHash("k"), HashKey("k", 0x5eed));
+  EXPECT_NE(e->KeyHash("k"), HashKey("k", 0));
+  ASSERT_TRUE(e->Insert("k", "v").ok());
+  ASSERT_TRUE(e->Delete("k").ok());
+  EXPECT_EQ(Recording(e)->hashes, (std::vector<uint64_t>{HashKey("k", 0x5eed),
+                                                         HashKey("k", 0x5eed)}));
+
+  std::unique_ptr<pm::Pool> pool;
+  ASSERT_TRUE(pm::Pool::CreateDram("kit-test", 8ull << 20, &pool, 7).ok());
+  o.hash_seed = 8;
+  Status s = OpenEngine(MakeEngine<RecordingEngine>(info), std::move(pool), true, o, nullptr, &e);
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_NE(s.message().find("options.hash_seed 8 does not match the seed 7"), std::string::npos)
+      << s.ToString();
+
+  std::unique_ptr<Engine> tested = MakeEngine<RecordingEngine>(info);
+  tested->SetKeyHashForTesting([](std::string_view) { return uint64_t{42}; });
+  ASSERT_TRUE(pm::Pool::CreateDram("kit-test", 8ull << 20, &pool).ok());
+  ASSERT_TRUE(OpenEngine(std::move(tested), std::move(pool), true, {}, nullptr, &e).ok());
+  ASSERT_TRUE(e->Insert("k", "v").ok());
+  EXPECT_EQ(Recording(e)->hashes, std::vector<uint64_t>{42});
+  EXPECT_EQ(e->KeyHash("anything"), 42u);
 }
 
 TEST(EngineKit, AnEngineMadeWithoutItsRegistryDataIsRefused) {
