@@ -27,6 +27,14 @@ std::vector<std::string> KeysWithHome(uint64_t home, uint64_t table_size, size_t
   return out;
 }
 
+std::vector<std::string> KeysDisplacedByOne(uint64_t table_size, size_t n) {
+  std::vector<std::string> keys = KeysWithHome(0, table_size, 2, 1);
+  for (uint64_t h = 1; keys.size() < n; ++h) {
+    keys.push_back(KeysWithHome(h, table_size, 1, h * 100000 + 1)[0]);
+  }
+  return keys;
+}
+
 void ExpectMatches(Index* index, const Model& model) {
   ASSERT_NE(index, nullptr);
   EXPECT_EQ(CheckIndex(index, model, nullptr), "");

@@ -32,6 +32,12 @@ std::string Bytes(uint64_t i, size_t len, char tag);
 std::vector<std::string> KeysWithHome(uint64_t home, uint64_t table_size, size_t n,
                                       uint64_t from);
 
+// n keys that, inserted in order into an empty linear-probing table of `table_size`
+// homes, form a run in which every key is displaced by one: cells 0 and 1 hold keys of
+// home 0, cell j > 1 a key of home j - 1 (KeysWithHome's hash). Deleting the key in cell 0
+// then moves every other key, whichever key fills each hole.
+std::vector<std::string> KeysDisplacedByOne(uint64_t table_size, size_t n);
+
 // Options for a pool of `pool_size` bytes holding `engine` with `engine_options`: a DRAM
 // pool, or with a path set, a file pool created if missing; its hash seed kTestHashSeed.
 Options OptionsFor(const std::string& engine,

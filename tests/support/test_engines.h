@@ -4,7 +4,9 @@
 // `test-tiny` is a deliberately simple, correct engine the suites are developed against
 // and always run on: a linear-probing table of 8-byte record pointers (0 empty, 1
 // tombstone), one record block per key, a reader-writer lock over everything. A key's
-// probe starts at Reduce(KeyHash(key), capacity), as every engine's home does.
+// probe starts at Reduce(KeyHash(key), capacity), as every engine's home does. Scan reads
+// its homes as linear probing does (a run to its first empty slot, tombstones included),
+// under the lock for the whole page: every key present throughout is passed at least once.
 // Commit point: the 8-byte slot store, after the record is durable. Growth copies the
 // pointers into a new table, persists it, then switches the root's table pointer with
 // one 8-byte store.

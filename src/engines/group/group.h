@@ -93,6 +93,16 @@
 // meanwhile. ForEach holds the resize mutex shared (no resize while
 // iterating, so no key is seen twice) and each stripe briefly while it copies one group;
 // it calls fn with no stripe held. Count() sums per-stripe counters (no shared hot word).
+//
+// ---- Scan (Index::Scan; the cursor: engines/scan.h) ------------------------------------
+//
+// A home is a level-1 cell. A page holds the resize mutex shared (no resize during it) and
+// reads one group at a time under its stripe shared: the level-1 cells of the page's
+// homes and the whole level-2 group, whose keys of other homes are dropped. Every key
+// present for the whole scan is passed at least once: a key stays in its home's group
+// until a resize, and a resize waits for the page and keeps the key's place in hash order.
+// A key is passed twice only when its hash lies within 2^16 below a page boundary (the
+// cursor's resolution). Keys inserted or deleted during the scan may or may not be passed.
 #pragma once
 
 #include <atomic>

@@ -250,21 +250,20 @@ Status LinearProbing::DoWrite(std::string_view key, std::string_view value, uint
 
 Status LinearProbing::DoDelete(std::string_view key, uint64_t hash) {
   std::unique_lock lock(mu_);
-  uint64_t lines_before = ~uint64_t{0};
   for (;;) {
     const Probe probe = Find(key, hash);
     if (!probe.found) return Status::NotFound();
     const Status s = DeleteAt(probe.cell);
-    // linear-log refuses, unchanged, a delete whose moves one undo-log lane cannot log.
-    // Such runs come from a locally dense table (a 757-cell run at load 0.9 in a 4224-cell
-    // table, with 16 KiB lanes); a doubled table has short runs, so double it and delete
-    // there, as long as each doubling shortens what the delete must move: it cannot for
-    // keys of one home (colliding or crafted), which would only double the table until
-    // the pool is full. Only with resizing off, no room to double, or no progress, is the
+    // linear-log refuses, unchanged, a delete whose moves one undo-log lane cannot log,
+    // even with the fewest moves (DeleteAt). Such runs hold many keys of distinct homes,
+    // each displaced by the ones before (a locally dense table: a 757-cell run at load 0.9
+    // in a 4224-cell table, with 16 KiB lanes); doubling spreads their homes apart until
+    // they no longer displace each other, so double and delete there, as often as it
+    // takes. A run of keys of one home never gets here (one move), so this does not
+    // double for colliding keys. Only with resizing off, or no room to double, is the
     // delete refused.
     if (!s.IsResourceExhausted() || !logged() || !resize_enabled()) return s;
-    if (shift_lines_ >= lines_before || !Grow().ok()) return s;
-    lines_before = shift_lines_;
+    if (!Grow().ok()) return s;
   }
 }
 
@@ -428,7 +427,6 @@ Status LinearProbing::DeleteAt(uint64_t cell) {
     if (!s.ok()) {
       tx.reset();
       if (s.IsResourceExhausted()) {
-        shift_lines_ = moves_.size() + 1;
         return Status::ResourceExhausted(
             Prefix() + "deleting moves " + std::to_string(moves_.size()) +
             " keys at least, more than one undo-log lane can log: " + std::string(s.message()));

@@ -97,6 +97,16 @@
 // lock. While it runs, inserters add each key to both the live and the new filter (under
 // their exclusive lock), so a key inserted during the scan is in the new filter whether
 // the scan saw it or not. Then the new filter is published and the old one retired.
+//
+// ---- Scan (Index::Scan; the cursor: engines/scan.h) ------------------------------------
+//
+// A home is a head bucket and its chain. A page holds grow_mu_ shared (no growth during
+// it; a growth that finds it taken is skipped, as during ForEach) and reads one lock area
+// of 256 head buckets at a time under its stripe shared. A key stays in its head bucket's
+// chain until a growth, so every key present for the whole scan is passed at least once;
+// twice only when its hash lies within 2^16 below a page boundary. Keys inserted or
+// deleted during the scan may or may not be passed; a record that fails its check is left
+// out, as ForEach leaves it out.
 #pragma once
 
 #include <atomic>

@@ -114,6 +114,14 @@
 // holding a stripe may take refill_mu_ when the PAB is empty, never the reverse). ForEach
 // holds resize_mu_ shared and each stripe briefly; it calls fn with no stripe held.
 // Count() sums 64 sharded counters.
+//
+// ---- Scan (Index::Scan; the cursor: engines/scan.h) ------------------------------------
+//
+// A home is a main bucket and its chain. A page holds resize_mu_ shared (no resize during
+// it) and reads each chain under its stripe shared. A key stays in its home's chain until
+// a resize, which waits for the page, so every key present for the whole scan is passed
+// at least once; twice only when its hash lies within 2^16 below a page boundary. Keys
+// inserted or deleted during the scan may or may not be passed.
 #pragma once
 
 #include <atomic>
