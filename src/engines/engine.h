@@ -2,21 +2,22 @@
 //
 // Engine (below) owns the public operations as a template method: Insert, Update, Put,
 // Get, Delete and MultiGet are final here. Each checks the key (and value) against the
-// limits once, hashes the key once (KeyHash: xxh3 seeded with the pool's seed) and calls the engine's small virtuals with
-// the hash: DoGet, DoWrite (one WriteMode for insert, update and put, so an upsert is one
-// lock round) and DoDelete. Each call of a virtual is one operation for the persistence
-// counters (pm::Persister::BeginOp / EndOp around it, user bytes: key + value for a
-// write, the key for a delete, 0 for a lookup): the splits, doublings and PM reads it
-// performs on the calling thread count against it, and each of its media lines read is
-// counted once. Engines report what they read from PM with Persister::NoteRead by
-// address (their buckets, cells and headers; the slot codec reports records) and start
-// loads through Persister::Prefetch, so emulated read latency can be hidden. MultiGet is pipelined for engines that can prefetch
-// (Prefetch): it hashes and prefetches `multiget_depth` keys ahead of the one it
-// finishes. The base also owns the pool, persister, allocator, undo log and slot codec,
-// the root header every engine's root opens with (engines/root.h: CreateRoot, OpenRoot,
-// the count stored at Close), and CheckInvariants, run by the generic suites.
-// Shared pieces beside it: lock striping (engines/striping.h), the home-bucket reduction
-// (Reduce, util/hash.h), the commit of a persist sequence (pm::Persister::Publish).
+// limits once, hashes the key once (KeyHash: xxh3 seeded with the pool's seed) and calls
+// the engine's small virtuals with the hash: DoGet, DoWrite (one WriteMode for insert,
+// update and put, so an upsert is one lock round) and DoDelete. Each call of a virtual is
+// one operation for the persistence counters (pm::Persister::BeginOp / EndOp around it,
+// user bytes: key + value for a write, the key for a delete, 0 for a lookup): the splits,
+// doublings and PM reads it performs on the calling thread count against it, and each of
+// its media lines read is counted once. Engines report what they read from PM with
+// Persister::NoteRead by address (their buckets, cells and headers; the slot codec reports
+// records) and start loads through Persister::Prefetch, so emulated read latency can be
+// hidden. MultiGet is pipelined for engines that can prefetch (Prefetch): it hashes and
+// prefetches `multiget_depth` keys ahead of the one it finishes. The base also owns the
+// pool, persister, allocator, undo log and slot codec, the root header every engine's root
+// opens with (engines/root.h: CreateRoot, OpenRoot, the count stored at Close), and
+// CheckInvariants, run by the generic suites. Shared pieces beside it: lock striping
+// (engines/striping.h), the home-bucket reduction (Reduce, util/hash.h), the commit of a
+// persist sequence (pm::Persister::Publish).
 //
 // Open sequence (src/engines/engine.cc):
 //   new pool:        Pool::Create (state kCreating) -> Persister -> Configure ->
@@ -362,9 +363,9 @@ Status Open(const Options& options, std::unique_ptr<Engine>* engine);
 // Declares, inside an engine class, the overrides every engine implements (their
 // contracts are Index's and Engine's; what is particular to an engine, e.g. what its
 // ForEach holds, its header says): Count, ForEach, CheckInvariants, the three
-// operations, the Scan page (DoScan) and the lifecycle. The engine declares the optional ones it needs itself
-// (Prefetch, Shutdown, StopBackgroundWork, WaitForBackgroundWork). Leaves the class in
-// `protected:`.
+// operations, the Scan page (DoScan) and the lifecycle. The engine declares the optional
+// ones it needs itself (Prefetch, Shutdown, StopBackgroundWork, WaitForBackgroundWork).
+// Leaves the class in `protected:`.
 #define PMHASH_ENGINE_KIT_OVERRIDES                                                     \
  public:                                                                               \
   uint64_t Count() const override;                                                     \

@@ -5,6 +5,11 @@
 
 namespace pmhash::engines {
 
+void AddScanEntry(std::vector<ScanEntry>* out, uint64_t hash, std::string_view key,
+                  std::string_view value) {
+  out->push_back({hash, std::string(key), std::string(value)});
+}
+
 uint64_t ScanPage::ResumeAt(uint64_t hash) const {
   const unsigned __int128 start = HomeStart(Reduce(hash, homes_), homes_);
   return start > from_ ? static_cast<uint64_t>(start) : from_;

@@ -20,6 +20,7 @@
 #include "pm/alloc.h"
 #include "pm/persist.h"
 #include "pm/pool.h"
+#include "support/engine_tests.h"
 #include "tools/options.h"
 #include "tools/text.h"
 #include "util/hash.h"
@@ -718,11 +719,8 @@ TEST(CliEngine, PoolCheckRecoversAnUncleanPool) {
   TempDir dir;
   const std::string p = dir.File("p.pool");
   {
-    Options o;
-    o.engine = engine;
+    Options o = testing::OptionsFor(engine, {}, 8 << 20);
     o.path = p;
-    o.pool_size = 8 << 20;
-    o.create_if_missing = true;
     std::unique_ptr<Index> index;
     ASSERT_TRUE(Open(o, &index).ok());
     ASSERT_TRUE(index->Put("survivor", "value").ok());
@@ -1014,11 +1012,8 @@ TEST(CliEngine, DumpPagesThroughScanAndResumesAtACursor) {
   const std::string p = dir.File("p.pool");
   constexpr int kKeys = 3000;  // about three Scan pages
   {
-    Options o;
-    o.engine = engine;
+    Options o = testing::OptionsFor(engine, {}, 16 << 20);
     o.path = p;
-    o.pool_size = 16 << 20;
-    o.create_if_missing = true;
     std::unique_ptr<Index> index;
     ASSERT_TRUE(Open(o, &index).ok());
     for (int i = 0; i < kKeys; ++i) {

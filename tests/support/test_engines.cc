@@ -158,8 +158,7 @@ class TinyIndex : public engines::Engine {
           return;
         }
         const std::string_view key(r->bytes, r->key_len);
-        out->push_back({KeyHash(key), std::string(key),
-                        std::string(r->bytes + r->key_len, r->value_len)});
+        engines::AddScanEntry(out, KeyHash(key), key, {r->bytes + r->key_len, r->value_len});
       }
     };
     page->CollectHomes(cap, 64, collect);

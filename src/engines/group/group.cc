@@ -481,8 +481,7 @@ Status GroupHash::DoScan(ScanPage* page) const {
     HeldLock<RwSpinLock> guard(s.mu, LockMode::kShared);
     const auto take = [&](uint8_t form_byte, const KvWords& c) {
       const SlotForm f = FormOf(form_byte);
-      out->push_back(
-          {HashOf(f, c), std::string(codec().Key(f, c)), std::string(codec().Value(f, c))});
+      AddScanEntry(out, HashOf(f, c), codec().Key(f, c), codec().Value(f, c));
     };
     for (uint64_t i = first; i < last; ++i) {
       if (v.form1[i] != 0) take(v.form1[i], v.tab1[i]);

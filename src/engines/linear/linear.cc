@@ -522,8 +522,7 @@ Status LinearProbing::DoScan(ScanPage* page) const {
       const uint64_t hash = HashOf(form, words);
       const uint64_t home = Reduce(hash, cells_);
       if (home < first || home >= last) continue;  // displaced from elsewhere: not copied
-      out->push_back(
-          {hash, std::string(codec().Key(form, words)), std::string(codec().Value(form, words))});
+      AddScanEntry(out, hash, codec().Key(form, words), codec().Value(form, words));
     }
   };
   page->CollectHomes(cells_, kScanRunCells, collect);

@@ -746,14 +746,8 @@ Status SmartHt::ForEach(const Visitor& fn) const {
       stripes_, head_count_.load(std::memory_order_acquire), kSmartHtLockArea,
       [&](uint64_t first, uint64_t last, Entries* batch) {
         for (uint64_t i = first; i < last; ++i) {
-          Walk(i, [&](const SmartBucket* b) {
-            for (int k = 0; k < kSmartHtSlots; ++k) {
-              const SlotForm f = FormOf(b, k);
-              if (f == SlotForm::kEmpty) continue;
-              if (f == SlotForm::kRecord && !codec().Plausible(f, b->slot[k])) continue;
-              batch->emplace_back(codec().Key(f, b->slot[k]), codec().Value(f, b->slot[k]));
-            }
-            return true;
+          VisitSlots(i, [&](SlotForm f, const KvWords& w) {
+            batch->emplace_back(codec().Key(f, w), codec().Value(f, w));
           });
         }
       },
@@ -768,15 +762,8 @@ Status SmartHt::DoScan(ScanPage* page) const {
     s.mu.lock_shared();
     HeldLock guard(s.mu, LockMode::kShared);
     for (uint64_t i = first; i < last; ++i) {
-      Walk(i, [&](const SmartBucket* b) {
-        for (int k = 0; k < kSmartHtSlots; ++k) {
-          const SlotForm f = FormOf(b, k);
-          if (f == SlotForm::kEmpty) continue;
-          if (f == SlotForm::kRecord && !codec().Plausible(f, b->slot[k])) continue;
-          out->push_back({HashOf(f, b->slot[k]), std::string(codec().Key(f, b->slot[k])),
-                          std::string(codec().Value(f, b->slot[k]))});
-        }
-        return true;
+      VisitSlots(i, [&](SlotForm f, const KvWords& w) {
+        AddScanEntry(out, HashOf(f, w), codec().Key(f, w), codec().Value(f, w));
       });
     }
   };

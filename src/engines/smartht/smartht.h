@@ -276,6 +276,21 @@ class SmartHt : public Engine {
       if (!fn(b)) return;
     }
   }
+  // Calls fn(form, words) for each committed slot of head bucket i's chain whose record,
+  // if any, passes its check (a damaged one is left out): ForEach and Scan, the caller
+  // holding i's stripe.
+  template <typename Fn>
+  void VisitSlots(uint64_t i, Fn&& fn) const {
+    Walk(i, [&](const SmartBucket* b) {
+      for (int k = 0; k < kSmartHtSlots; ++k) {
+        const SlotForm f = FormOf(b, k);
+        if (f == SlotForm::kEmpty) continue;
+        if (f == SlotForm::kRecord && !codec().Plausible(f, b->slot[k])) continue;
+        fn(f, b->slot[k]);
+      }
+      return true;
+    });
+  }
   // A token as readers see it: a value no writer stores (damage) counts as empty.
   static SlotForm FormOf(const SmartBucket* b, int s) {
     const uint8_t t = b->token[s];

@@ -729,15 +729,9 @@ Status Wophi::ForEach(const Visitor& fn) const {
   return VisitAreas(
       stripes_, view_.buckets, 1,
       [&](uint64_t k, uint64_t, Entries* batch) {
-        uint64_t depth = 0;
-        for (const WophiBucket* b = &view_.mb[k]; b != nullptr && depth < max_chain_;
-             b = NextBucket(b), ++depth) {
-          for (size_t i = 0; i < kWophiAssoc; ++i) {
-            const auto f = static_cast<SlotForm>(b->token[i]);
-            if (f == SlotForm::kEmpty) continue;
-            batch->emplace_back(codec().Key(f, b->slot[i]), codec().Value(f, b->slot[i]));
-          }
-        }
+        VisitChain(k, [&](SlotForm f, const KvWords& w) {
+          batch->emplace_back(codec().Key(f, w), codec().Value(f, w));
+        });
       },
       fn);
 }
@@ -751,16 +745,9 @@ Status Wophi::DoScan(ScanPage* page) const {
       Stripe& s = stripes_.Of(k);
       s.mu.lock_shared();
       HeldLock guard(s.mu, LockMode::kShared);
-      uint64_t depth = 0;
-      for (const WophiBucket* b = &view_.mb[k]; b != nullptr && depth < max_chain_;
-           b = NextBucket(b), ++depth) {
-        for (size_t i = 0; i < kWophiAssoc; ++i) {
-          const auto f = static_cast<SlotForm>(b->token[i]);
-          if (f == SlotForm::kEmpty) continue;
-          out->push_back({HashOf(f, b->slot[i]), std::string(codec().Key(f, b->slot[i])),
-                          std::string(codec().Value(f, b->slot[i]))});
-        }
-      }
+      VisitChain(k, [&](SlotForm f, const KvWords& w) {
+        AddScanEntry(out, HashOf(f, w), codec().Key(f, w), codec().Value(f, w));
+      });
     }
   };
   page->CollectHomes(view_.buckets, kScanRunBuckets, collect);

@@ -321,6 +321,19 @@ class Wophi : public Engine {
   WophiBucket* NextBucket(const WophiBucket* b) const;
   // "bucket at pool offset X", for error messages.
   std::string Where(const void* p) const;
+  // Calls fn(form, words) for each committed slot of main bucket k's chain (a bounded
+  // walk of the live table; the caller holds k's stripe): ForEach and Scan.
+  template <typename Fn>
+  void VisitChain(uint64_t k, Fn&& fn) const {
+    uint64_t depth = 0;
+    for (const WophiBucket* b = &view_.mb[k]; b != nullptr && depth < max_chain_;
+         b = NextBucket(b), ++depth) {
+      for (size_t i = 0; i < kWophiAssoc; ++i) {
+        const auto f = static_cast<SlotForm>(b->token[i]);
+        if (f != SlotForm::kEmpty) fn(f, b->slot[i]);
+      }
+    }
+  }
   // The index of the PAB bucket at `offset` among all buckets of `blocks` (sorted by
   // offset), or Corruption.
   Status PabIndex(const std::vector<PabBlock>& blocks, const std::vector<uint64_t>& first,
