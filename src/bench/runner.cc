@@ -28,8 +28,7 @@ constexpr size_t kBatchedStream = 2000;
 Status RunEngine(const BenchConfig& config, const BenchEnv& env, const std::string& engine,
                  int threads, std::vector<PhaseResult>* results, EngineSetup* setup) {
   PMHASH_RETURN_IF_ERROR(ValidateConfig(config));
-  const bool sequential = config.dist.kind == DistSpec::Kind::kSequential;
-  const KeySpace keys(config.key_size, sequential);
+  const KeySpace keys(config.key_size, config.dist);
   const ValuePool values(config.value_size.max, config.seed);
   const Planner planner(config, keys, values);
   const uint64_t ops = config.measured_ops();
