@@ -27,7 +27,7 @@ std::vector<std::string> KeysWithHome(uint64_t home, uint64_t table_size, size_t
   std::vector<std::string> out;
   for (uint64_t i = from; out.size() < n; ++i) {
     std::string k = Key8(i);
-    if (Reduce(HashKey(k), table_size) == home) out.push_back(std::move(k));
+    if (Reduce(HashKey(k, kTestHashSeed), table_size) == home) out.push_back(std::move(k));
   }
   return out;
 }
@@ -37,7 +37,7 @@ std::vector<std::string> KeysWithHashBits(uint64_t low_mask, uint64_t low, unsig
   std::vector<std::string> out;
   for (uint64_t i = from; out.size() < n; ++i) {
     std::string k = Key8(i);
-    const uint64_t h = HashKey(k);
+    const uint64_t h = HashKey(k, kTestHashSeed);
     if ((h & low_mask) == low && (top_bits == 0 || h >> (64 - top_bits) == top)) {
       out.push_back(std::move(k));
     }
@@ -85,6 +85,14 @@ void ExpectThreadsAgreeWithTheirModels(Index* index, int threads, uint64_t per_t
   ExpectMatches(index, all);
 }
 
+std::vector<std::string> KeysDisplacedByOne(uint64_t table_size, size_t n) {
+  std::vector<std::string> keys = KeysWithHome(0, table_size, 2, 1);
+  for (uint64_t h = 1; keys.size() < n; ++h) {
+    keys.push_back(KeysWithHome(h, table_size, 1, h * 100000 + 1)[0]);
+  }
+  return keys;
+}
+
 void ExpectMatches(Index* index, const Model& model) {
   ASSERT_NE(index, nullptr);
   EXPECT_EQ(CheckIndex(index, model, nullptr), "");
@@ -98,6 +106,7 @@ Options OptionsFor(const std::string& engine,
   o.pool_size = pool_size;
   o.engine_options = std::move(engine_options);
   o.create_if_missing = true;
+  o.hash_seed = kTestHashSeed;
   return o;
 }
 
@@ -155,6 +164,8 @@ TempDir::TempDir(const std::string& name) {
 
 TempDir::~TempDir() {
   std::error_code ignored;
+  std::filesystem::permissions(path_, std::filesystem::perms::owner_all,
+                               std::filesystem::perm_options::add, ignored);
   std::filesystem::remove_all(path_, ignored);
 }
 

@@ -146,7 +146,7 @@ Status Bht::Replay(uint64_t head) {
       tail_ = seq;  // no flip during replay reclaims this record or any after it
     }
     if (kind != LogKind::kPad) {
-      const uint64_t hash = HashKey(key);
+      const uint64_t hash = KeyHash(key);
       const bool tomb = kind == LogKind::kTomb;
       for (;;) {
         CcehSeg* s = SegmentOf(hash);
@@ -236,7 +236,7 @@ std::pair<std::string_view, std::string_view> Bht::Buffered(const BhtBucket& bk,
 }
 
 uint64_t Bht::BufferedHash(const BhtBucket& bk, int i, std::string_view key) const {
-  return (bk.logref >> i & 1) != 0 ? bk.slot[i].word1 : HashKey(key);
+  return (bk.logref >> i & 1) != 0 ? bk.slot[i].word1 : KeyHash(key);
 }
 
 std::string_view Bht::ValueAt(const CcehSeg* s, int slot) const {
@@ -795,49 +795,57 @@ uint64_t Bht::Count() const {
   return c < 0 ? 0 : static_cast<uint64_t>(c);
 }
 
-Status Bht::ForEach(const Visitor& fn) const {
-  return Iterate(fn, [this](uint64_t* cursor, bool* done, Entries* batch) {
-    for (;;) {
-      const CcehSeg* hint = SegmentOf(*cursor);
-      BhtBuffer* b = hint != nullptr ? BufferOf(hint) : nullptr;
-      if (b == nullptr) {
-        CcehSeg* t = LockSegment(*cursor, LockMode::kShared);
-        HeldLock g(t->mu, LockMode::kShared);
-        if (BufferOf(t) != nullptr) continue;
-        std::vector<LiveSlot> live;
-        CollectLive(t, &live);
-        AddEntries(live, *cursor, batch);
-        *cursor = RangeEnd(t->depth.load(), t->pattern.load());
-        *done = *cursor == 0;
-        return;
-      }
-      b->mu.lock();
-      HeldLock g(b->mu, LockMode::kExclusive);
-      const CcehSeg* t = b->seg.load(std::memory_order_relaxed);
-      if (!t->Serves(*cursor)) continue;
-      // The buffer's entries override the segment's.
-      std::unordered_map<std::string, const std::string_view*> shadow;
-      std::vector<std::pair<std::string, std::string>> buffered;
-      ForEachBuffered(b, [&](size_t, BhtBucket& bk, int i) {
-        const std::string key(Buffered(bk, i).first);
-        const uint64_t hash = BufferedHash(bk, i, key);
-        shadow.emplace(key, nullptr);
-        if ((bk.tomb >> i & 1) == 0 && hash >= *cursor) {
-          buffered.emplace_back(key, std::string(Buffered(bk, i).second));
-        }
-      });
+void Bht::BufferedStep(uint64_t* cursor, bool* done, std::vector<ScanEntry>* batch) const {
+  for (;;) {
+    const CcehSeg* hint = SegmentOf(*cursor);
+    BhtBuffer* b = hint != nullptr ? BufferOf(hint) : nullptr;
+    if (b == nullptr) {
+      CcehSeg* t = LockSegment(*cursor, LockMode::kShared);
+      HeldLock g(t->mu, LockMode::kShared);
+      if (BufferOf(t) != nullptr) continue;
       std::vector<LiveSlot> live;
       CollectLive(t, &live);
-      Entries from_segment;
-      AddEntries(live, *cursor, &from_segment);
-      for (auto& e : from_segment) {
-        if (shadow.count(e.first) == 0) batch->push_back(std::move(e));
-      }
-      for (auto& e : buffered) batch->push_back(std::move(e));
+      AddEntries(live, *cursor, batch);
       *cursor = RangeEnd(t->depth.load(), t->pattern.load());
       *done = *cursor == 0;
       return;
     }
+    b->mu.lock();
+    HeldLock g(b->mu, LockMode::kExclusive);
+    const CcehSeg* t = b->seg.load(std::memory_order_relaxed);
+    if (!t->Serves(*cursor)) continue;
+    // The buffer's entries (tombstones too) override the segment's.
+    std::unordered_set<std::string> shadow;
+    std::vector<ScanEntry> buffered;
+    ForEachBuffered(b, [&](size_t, BhtBucket& bk, int i) {
+      const auto [key, value] = Buffered(bk, i);
+      const uint64_t hash = BufferedHash(bk, i, key);
+      shadow.emplace(key);
+      if ((bk.tomb >> i & 1) == 0 && hash >= *cursor) AddScanEntry(&buffered, hash, key, value);
+    });
+    std::vector<LiveSlot> live;
+    CollectLive(t, &live);
+    std::vector<ScanEntry> from_segment;
+    AddEntries(live, *cursor, &from_segment);
+    for (ScanEntry& e : from_segment) {
+      if (shadow.count(e.key) == 0) batch->push_back(std::move(e));
+    }
+    for (ScanEntry& e : buffered) batch->push_back(std::move(e));
+    *cursor = RangeEnd(t->depth.load(), t->pattern.load());
+    *done = *cursor == 0;
+    return;
+  }
+}
+
+Status Bht::ForEach(const Visitor& fn) const {
+  return Iterate(fn, [this](uint64_t* cursor, bool* done, std::vector<ScanEntry>* batch) {
+    BufferedStep(cursor, done, batch);
+  });
+}
+
+Status Bht::DoScan(ScanPage* page) const {
+  return ScanSteps(page, [this](uint64_t* cursor, bool* done, std::vector<ScanEntry>* batch) {
+    BufferedStep(cursor, done, batch);
   });
 }
 
@@ -861,7 +869,7 @@ Status Bht::CheckInvariants() const {
     ForEachBuffered(b, [&](size_t bi, BhtBucket& bk, int i) {
       ++entries;
       const std::string key(Buffered(bk, i).first);
-      const uint64_t hash = HashKey(key);
+      const uint64_t hash = KeyHash(key);
       if (BucketOf(hash) != bi || TagOf(hash) != bk.tag[i] || !s->Serves(hash)) {
         fail("bht: a buffered key sits in the wrong bucket, tag or segment");
       }
@@ -972,6 +980,7 @@ void RegisterEngines_bht(EngineRegistry& registry) {
                        .resize_when = "a segment splits (in place, or when a flip's merge "
                                       "does not fit) and the directory doubles",
                        .refuses_when_full = true,
+                       .refuses_full_collisions = true,
                        .pipelined_multiget = true};
   // 1 KiB segments, one-bucket buffers (13 slots) and a 64 KiB log: flips, splits inside
   // flips and forced flips within a few hundred keys.
@@ -979,7 +988,12 @@ void RegisterEngines_bht(EngineRegistry& registry) {
                                  {"buffer_size", "256"},
                                  {"log_size", "65536"}},
                .thread_crash_options = {{"segments", "16"}},
-               .growth_counters = {"flips", "splits"}};
+               .growth_counters = {"flips", "splits"},
+               .degenerate_hash_known_failure =
+                   "bht's blind buffer takes more keys of one 64-bit hash than a flip can "
+                   "place in a probe window: the flip is then TableFull, the full buffer "
+                   "refuses later deletes of those keys and Close fails (docs/engines/bht.md, "
+                   "\"Keys of one hash\"; not fixed)"};
   info.description = {"bht",
                       "BHT: CCEH with per-segment DRAM write buffers (256-B buckets of 13 "
                       "slots, SIMD tags), a PM write-ahead log and out-of-place flips",

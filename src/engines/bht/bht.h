@@ -169,7 +169,8 @@ class Bht : public CcehCore {
   // The Index contract (include/pmhash/index.h), and: Put is the paper's blind write
   // (it never reads the segment); Insert, Update and Delete read the segment when the
   // buffer cannot answer (counted: extra_lookups). ForEach visits one segment's range
-  // at a time under its buffer's lock (or its shared lock), calling fn with no lock held.
+  // at a time under its buffer's lock (or its shared lock), calling fn with no lock held;
+  // a Scan page reads the same steps (BufferedStep) over its run of directory entries.
   // CheckInvariants checks CCEH's invariants, each buffer and the live log.
   PMHASH_ENGINE_KIT_OVERRIDES;
   void Prefetch(uint64_t hash) const override;
@@ -186,6 +187,11 @@ class Bht : public CcehCore {
   // What a buffered write found and left to do.
   enum class Next : uint8_t { kDone, kRetry, kLogFull };
 
+  // The step of ForEach and Scan (CcehCore::Step): the segment serving *cursor with
+  // what its buffer holds, the buffer winning (a buffered value replaces the segment's,
+  // a buffered tombstone hides it), under the buffer's lock (unbuffered: the segment's
+  // shared lock).
+  void BufferedStep(uint64_t* cursor, bool* done, std::vector<ScanEntry>* batch) const;
   BhtBuffer* BufferOf(const CcehSeg* s) const {
     return static_cast<BhtBuffer*>(s->attachment.load(std::memory_order_acquire));
   }

@@ -299,5 +299,46 @@ TEST(BhtTest, ForEachSeesTheBufferOverTheSegment) {
   ExpectMatches(index.get(), model);  // ForEach against the model, no key twice
 }
 
+// Scan reads a segment together with its buffer, the buffer winning: a buffered update
+// is passed with its new value, a buffered tombstone hides the segment's copy, a key
+// only in the buffer is passed; each key once, over pages that end inside segments.
+TEST(BhtTest, ScanSeesTheBufferOverTheSegment) {
+  auto index = OpenOrDie(BhtOptions(OneBucket()));
+  Model model;
+  for (uint64_t i = 0; i < 40; ++i) {  // flipped several times: most keys in segments
+    ASSERT_TRUE(index->Insert(Key8(i), Key8(i)).ok());
+    model[Key8(i)] = Key8(i);
+  }
+  ASSERT_GT(Counter(index.get(), "flips"), 0u);
+  const uint64_t flips = Counter(index.get(), "flips");
+  ASSERT_TRUE(index->Update(Key8(1), "updated!").ok());  // buffered over a flipped key
+  model[Key8(1)] = "updated!";
+  ASSERT_TRUE(index->Delete(Key8(2)).ok());  // a buffered tombstone over a flipped key
+  model.erase(Key8(2));
+  ASSERT_TRUE(index->Put(Key8(3), "put over").ok());
+  model[Key8(3)] = "put over";
+  ASSERT_EQ(Counter(index.get(), "flips"), flips) << "the three writes are still buffered";
+  for (size_t max_keys : {size_t{1}, size_t{3}, size_t{1000}}) {
+    SCOPED_TRACE("max_keys " + std::to_string(max_keys));
+    std::map<std::string, int> passed;
+    Model seen;
+    uint64_t cursor = 0;
+    int pages = 0;
+    do {
+      ASSERT_TRUE(index->Scan(cursor, max_keys, [&](std::string_view k, std::string_view v) {
+        ++passed[std::string(k)];
+        seen[std::string(k)] = std::string(v);
+        return true;
+      }, &cursor).ok());
+      ASSERT_LT(++pages, 10'000) << "no progress";
+    } while (cursor != 0);
+    EXPECT_EQ(seen, model);
+    for (const auto& [k, n] : passed) EXPECT_EQ(n, 1) << Printable(k) << " passed twice";
+    if (max_keys == 1) {
+      EXPECT_GT(pages, 10) << "pages end inside a segment";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace pmhash::engines

@@ -51,7 +51,13 @@ void Cceh::Prefetch(uint64_t hash) const {
 uint64_t Cceh::Count() const { return SegmentKeys(); }
 
 Status Cceh::ForEach(const Visitor& fn) const {
-  return Iterate(fn, [this](uint64_t* cursor, bool* done, Entries* batch) {
+  return Iterate(fn, [this](uint64_t* cursor, bool* done, std::vector<ScanEntry>* batch) {
+    CollectStep(cursor, done, batch);
+  });
+}
+
+Status Cceh::DoScan(ScanPage* page) const {
+  return ScanSteps(page, [this](uint64_t* cursor, bool* done, std::vector<ScanEntry>* batch) {
     CollectStep(cursor, done, batch);
   });
 }
@@ -81,6 +87,7 @@ void RegisterEngines_cceh(EngineRegistry& registry) {
                        .resize_when = "a segment splits (and the directory doubles) when a "
                                       "probe window is full",
                        .refuses_when_full = true,
+                       .refuses_full_collisions = true,
                        .pipelined_multiget = true};
   // 1 KiB segments (16 buckets): splits and doublings within a few dozen keys. Threads
   // start from 16 segments, so that they seldom wait on one segment's lock.

@@ -29,8 +29,10 @@ class Cceh : public CcehCore {
   // The Index contract (include/pmhash/index.h), and: Insert, Update, Put and Delete lock
   // the key's segment; Get takes no lock for inline keys (validated); ForEach walks the
   // hash space in order, one segment at a time under its shared lock, calling fn with no
-  // lock held (fn may call any method of this index); CheckInvariants checks invariants
-  // 1-5 of cceh_core.h by a full scan.
+  // lock held (fn may call any method of this index); a Scan page reads the same steps
+  // over its run of directory entries, so splits and doublings go on between its
+  // segments (CcehCore::ScanSteps); CheckInvariants checks invariants 1-5 of cceh_core.h
+  // by a full scan.
   PMHASH_ENGINE_KIT_OVERRIDES;
   // The probe window's lines of the key's start bucket.
   void Prefetch(uint64_t hash) const override;

@@ -408,7 +408,7 @@ uint64_t CcehCore::RangeEnd(uint32_t depth, uint64_t pattern) {
 
 uint64_t CcehCore::SlotHash(const KvWords& w) const {
   if (CcehForm(w.word0) == SlotForm::kRecord) return w.word1;
-  return HashKey(std::string_view(reinterpret_cast<const char*>(&w.word0), 8));
+  return KeyHash(std::string_view(reinterpret_cast<const char*>(&w.word0), 8));
 }
 
 void CcehCore::PrefetchWindow(uint64_t offset, uint64_t hash) const {
@@ -959,16 +959,16 @@ void CcehCore::CollectLive(const CcehSeg* s, std::vector<LiveSlot>* out) const {
 // ---- Iteration ----------------------------------------------------------------------------------
 
 void CcehCore::AddEntries(const std::vector<LiveSlot>& live, uint64_t from,
-                          Entries* batch) const {
+                          std::vector<ScanEntry>* batch) const {
   for (const LiveSlot& l : live) {
     if (l.hash < from) continue;
     const SlotForm f = CcehForm(l.words.word0);
     const KvWords cw = CcehCodecWords(l.words);
-    batch->emplace_back(codec().Key(f, cw), codec().Value(f, cw));
+    AddScanEntry(batch, l.hash, codec().Key(f, cw), codec().Value(f, cw));
   }
 }
 
-void CcehCore::CollectStep(uint64_t* cursor, bool* done, Entries* batch) const {
+void CcehCore::CollectStep(uint64_t* cursor, bool* done, std::vector<ScanEntry>* batch) const {
   CcehSeg* s = LockSegment(*cursor, LockMode::kShared);
   HeldLock guard(s->mu, LockMode::kShared);
   std::vector<LiveSlot> live;
@@ -982,14 +982,35 @@ void CcehCore::CollectStep(uint64_t* cursor, bool* done, Entries* batch) const {
 Status CcehCore::Iterate(const Index::Visitor& fn, const Step& step) {
   uint64_t cursor = 0;
   bool done = false;
-  Entries batch;
+  std::vector<ScanEntry> batch;
   while (!done) {
     batch.clear();
     step(&cursor, &done, &batch);
-    for (const auto& [key, value] : batch) {
-      if (!fn(key, value)) return Status::OK();
+    for (const ScanEntry& e : batch) {
+      if (!fn(e.key, e.value)) return Status::OK();
     }
   }
+  return Status::OK();
+}
+
+Status CcehCore::ScanSteps(ScanPage* page, const Step& step) const {
+  // Homes: the hash space in 2^(G + s) equal ranges, 2^s per directory entry, with 2^s
+  // about a segment's slots (at most 2^40 homes: scan.h's cursor resolution), so that a
+  // page ends within a segment near max_keys keys rather than after a whole segment.
+  const uint32_t depth = global_depth();
+  const uint32_t bits =
+      depth + std::min<uint32_t>(std::bit_width(slots_) - 1, 40 - std::min<uint32_t>(depth, 40));
+  const uint64_t homes = uint64_t{1} << bits;
+  // A run of about one segment's range (2^(bits - L) homes), so that a collect reads
+  // about one segment.
+  const uint64_t area = std::bit_floor(std::max<uint64_t>(1, homes / segments()));
+  const auto start_of = [bits](uint64_t home) { return bits == 0 ? 0 : home << (64 - bits); };
+  page->CollectHomes(homes, area, [&](uint64_t first, uint64_t last, std::vector<ScanEntry>* out) {
+    uint64_t cursor = start_of(first);
+    const uint64_t end = last == homes ? 0 : start_of(last);  // 0: the end of the hash space
+    bool done = false;
+    while (!done && (end == 0 || cursor < end)) step(&cursor, &done, out);
+  });
   return Status::OK();
 }
 
@@ -1037,7 +1058,7 @@ Status CcehCore::CheckCore(const RootLayout& layout, std::unordered_set<std::str
             return Status::Corruption(name() + ": " + Where(&w[k]) + " is malformed");
           }
           const std::string key(codec().Key(f, cw));
-          if (f == SlotForm::kRecord && HashKey(key) != h) {
+          if (f == SlotForm::kRecord && KeyHash(key) != h) {
             return Status::Corruption(name() + ": " + Where(&w[k]) + " has a wrong hash word");
           }
           if (((k - StartSlot(h)) & (slots_ - 1)) >= probe_) {

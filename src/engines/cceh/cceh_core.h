@@ -54,7 +54,7 @@
 //
 // ---- Addressing ------------------------------------------------------------------------
 //
-//   hash = HashKey(key). Directory entry: the top G bits of the hash. Segment of local
+//   hash = KeyHash(key) (the pool's seed). Directory entry: the top G bits of the hash. Segment of local
 //   depth L and pattern p (the top L bits of every hash it serves: a range of 2^(G-L)
 //   entries starting at p << (G-L)). Start bucket: the low bits of the hash (hash mod
 //   buckets); a probe covers probe_slots slots from the start bucket's first slot,
@@ -441,17 +441,27 @@ class CcehCore : public Engine {
 
   // ---- Iteration ----------------------------------------------------------------------
   // A pass in hash order is a series of steps: each collects into *batch the entries of
-  // the segment serving *cursor whose hash is >= *cursor and moves *cursor to the end of
-  // that segment's range (*done past the last). Each key is collected once per pass
-  // however the table splits meanwhile, since ranges only split.
-  using Step = std::function<void(uint64_t* cursor, bool* done, Entries* batch)>;
+  // the segment serving *cursor whose hash is >= *cursor (with their hashes) and moves
+  // *cursor to the end of that segment's range (*done past the last). Each key is
+  // collected once per pass however the table splits or doubles meanwhile, since ranges
+  // only split; a step holds one segment's lock, never the table still.
+  using Step = std::function<void(uint64_t* cursor, bool* done, std::vector<ScanEntry>* batch)>;
   // The `cceh` step: the segment's live entries, under its shared lock.
-  void CollectStep(uint64_t* cursor, bool* done, Entries* batch) const;
-  // Runs steps from hash 0 to the end, calling fn for each entry with no lock held.
+  void CollectStep(uint64_t* cursor, bool* done, std::vector<ScanEntry>* batch) const;
+  // ForEach: steps from hash 0 to the end, calling fn for each entry with no lock held.
   static Status Iterate(const Index::Visitor& fn, const Step& step);
-  // The live entries of `live` (a segment's, CollectLive) whose hash is >= from, as
-  // keys and values.
-  void AddEntries(const std::vector<LiveSlot>& live, uint64_t from, Entries* batch) const;
+  // DoScan: the page's homes are the hash space in 2^(G + s) equal ranges (G: the
+  // directory's depth at the page's start; 2^s about a segment's slots), so a home is a
+  // slice of one directory entry's range; a run of homes [first, last) is the hash range
+  // from first's start to last's, read by steps (whole segments, filtered by hash). Splits
+  // and doublings may run between steps: a position is a point of the hash space and the
+  // steps follow the ranges as they are then, so the page need not hold the table still
+  // as ScanPage asks; what that contract protects, one table's homes per page, holds
+  // since the homes are fixed at the page's start and only hash ranges are read.
+  Status ScanSteps(ScanPage* page, const Step& step) const;
+  // The live entries of `live` (a segment's, CollectLive) whose hash is >= from.
+  void AddEntries(const std::vector<LiveSlot>& live, uint64_t from,
+                  std::vector<ScanEntry>* batch) const;
   // The first hash past the range of a segment of `depth` and `pattern` (0: the range
   // ends the hash space).
   static uint64_t RangeEnd(uint32_t depth, uint64_t pattern);

@@ -317,5 +317,43 @@ TEST(CcehTest, ForEachVisitorMayWrite) {
   EXPECT_EQ(CheckInvariantsOf(index.get()), "");
 }
 
+// Scan pages between which segments split and the directory doubles: every key present
+// throughout is passed, once (a position is a point of the hash space, so a page that
+// resumes after a split reads the halves of the range it had not reached yet).
+TEST(CcehTest, ScanAcrossSplitsAndDoublingsBetweenPages) {
+  auto index = OpenOrDie(CcehOptions(Small()));
+  Model stable;
+  for (uint64_t i = 0; i < 40; ++i) {
+    ASSERT_TRUE(index->Insert(Key8(i), Key8(i)).ok());
+    stable[Key8(i)] = Key8(i);
+  }
+  const uint64_t depth_before = Counter(index.get(), "global_depth");
+  const uint64_t splits_before = Counter(index.get(), "splits");
+  std::map<std::string, int> passed;
+  uint64_t cursor = 0, churn = 1'000'000;
+  int pages = 0;
+  do {
+    ASSERT_TRUE(index->Scan(cursor, 4, [&](std::string_view k, std::string_view v) {
+      ++passed[std::string(k)];
+      const auto it = stable.find(std::string(k));
+      if (it != stable.end()) {
+        EXPECT_EQ(it->second, v);
+      }
+      return true;
+    }, &cursor).ok());
+    for (int j = 0; j < 30; ++j) {  // enough new keys to split a 64-slot segment
+      ASSERT_TRUE(index->Insert(Key8(churn), Key8(churn)).ok());
+      ++churn;
+    }
+    ASSERT_LT(++pages, 10'000) << "no progress";
+  } while (cursor != 0);
+  EXPECT_GT(Counter(index.get(), "global_depth"), depth_before + 1) << "doublings between pages";
+  EXPECT_GT(Counter(index.get(), "splits"), splits_before + 2) << "splits between pages";
+  for (const auto& [k, v] : stable) {
+    EXPECT_EQ(passed[k], 1) << Printable(k) << " passed " << passed[k] << " times";
+  }
+  EXPECT_EQ(CheckInvariantsOf(index.get()), "");
+}
+
 }  // namespace
 }  // namespace pmhash::engines
