@@ -465,8 +465,10 @@ class Run {
       return "the pool was closed cleanly, but opening this image ran recovery";
     }
     const Op* inflight = CheckInflight();
-    std::string err = CheckIndex(index.get(), CheckModel(), inflight);
-    if (err.empty()) err = CheckInvariantsOf(index.get());  // right after recovery
+    // The invariants right after recovery, before any search: a broken structure can
+    // make searches retry for ever (op_crash.cc, CheckRecovered).
+    std::string err = CheckInvariantsOf(index.get());
+    if (err.empty()) err = CheckIndex(index.get(), CheckModel(), inflight);
     if (err.empty()) {
       Model settled = Settle(index.get(), CheckModel(), inflight);
       if (shows_after != nullptr && inflight != nullptr && changes_) {

@@ -16,10 +16,13 @@ namespace pmhash::testing {
 namespace {
 
 // What is wrong with one recovered image ("" if nothing); its contents go to *got.
+// The invariants first: a structure recovery left broken can send searches round a
+// retry loop for ever (cceh: a directory entry naming a segment that serves nothing),
+// and a failed check is red at once where a hang is red only at a timeout.
 std::string CheckRecovered(Index* index, const OpCrashCheck& check, Model* got) {
+  if (std::string why = CheckInvariantsOf(index); !why.empty()) return why;
   if (std::string why = Snapshot(*index, got); !why.empty()) return why;
   if (std::string why = CheckIndex(index, *got, nullptr); !why.empty()) return why;
-  if (std::string why = CheckInvariantsOf(index); !why.empty()) return why;
   return check ? check(index) : "";
 }
 
