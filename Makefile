@@ -72,7 +72,7 @@ check-asan:
 # The first two were 90 s of the TSan run's 315 s of CPU; the crash tests 27.5 s of one
 # shard's 81 s (docs/testing.md, "Time budget"). Engines with a background thread (wophi,
 # smartht) keep all of theirs here.
-TSAN_GTEST_FILTER := -*AllocationFailure*/group:*AllocationFailure*/linear:*AllocationFailure*/linear_log:*AllocationFailure*/test_tiny:PoolState.EveryDamagedHeaderByteIsCorruption:*LinearCrashTest.*:*GroupCrashTest.*
+TSAN_GTEST_FILTER := -*AllocationFailure*/group:*AllocationFailure*/linear:*AllocationFailure*/cceh:*AllocationFailure*/bht:*AllocationFailure*/linear_log:*AllocationFailure*/test_tiny:PoolState.EveryDamagedHeaderByteIsCorruption:*LinearCrashTest.*:*GroupCrashTest.*:*CcehCrashTest.*:*BhtCrashTest.*
 export TSAN_GTEST_FILTER
 
 check-tsan:

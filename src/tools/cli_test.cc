@@ -822,8 +822,11 @@ TEST(CliEngine, PoolCheckFindsADamagedRecord) {
         o.create_if_missing = true;
         std::unique_ptr<engines::Engine> index;
         ASSERT_TRUE(engines::Open(o, &index).ok());
-        for (int i = 0; i < 20; ++i) ASSERT_TRUE(index->Put("key" + std::to_string(i), "v").ok());
+        // The record first: bht's crashed pool holds it only in its log, where damage to
+        // the last record reads as a torn append (docs/engines/bht.md); later records
+        // make it a damaged record before valid ones.
         ASSERT_TRUE(index->Put("the record", value).ok());
+        for (int i = 0; i < 20; ++i) ASSERT_TRUE(index->Put("key" + std::to_string(i), "v").ok());
         if (clean) {
           ASSERT_TRUE(index->Close().ok());
         } else {
@@ -831,10 +834,14 @@ TEST(CliEngine, PoolCheckFindsADamagedRecord) {
         }
       }
       std::string bytes = ReadFile(p);
-      const size_t at = bytes.find(value);
-      ASSERT_NE(at, std::string::npos);
-      ASSERT_EQ(bytes.find(value, at + 1), std::string::npos);
-      bytes[at + 10] ^= 0x04;
+      // Every copy damaged (bht's log keeps one beside the segment's record).
+      size_t copies = 0;
+      for (size_t at = bytes.find(value); at != std::string::npos; at = bytes.find(value, at + 1)) {
+        bytes[at + 10] ^= 0x04;
+        ++copies;
+      }
+      ASSERT_GE(copies, 1u);
+      ASSERT_LE(copies, 2u);
       std::ofstream(p, std::ios::binary | std::ios::trunc) << bytes;
       ToolRun r = RunTool({"pool", "check", p});
       ExpectFailure(r, 1, clean ? p + " is inconsistent: " + e.name : "opening " + p + ": ");
@@ -872,10 +879,16 @@ TEST(CliEngine, PoolCheckFindsAnInlineKeyOutsideItsHome) {
       ASSERT_TRUE(index->Close().ok());
     }
     std::string bytes = ReadFile(p);
-    const size_t at = bytes.find("key00007");
-    ASSERT_NE(at, std::string::npos);
-    ASSERT_EQ(bytes.find("key00007", at + 1), std::string::npos);
-    bytes[at + 7] ^= 0x40;  // "key0000w": a key nobody stored, at the place of key00007
+    // "key0000w": a key nobody stored, at the place of key00007; every copy (bht's log
+    // keeps one beside the segment's slot).
+    size_t copies = 0;
+    for (size_t at = bytes.find("key00007"); at != std::string::npos;
+         at = bytes.find("key00007", at + 1)) {
+      bytes[at + 7] ^= 0x40;
+      ++copies;
+    }
+    ASSERT_GE(copies, 1u);
+    ASSERT_LE(copies, 2u);
     std::ofstream(p, std::ios::binary | std::ios::trunc) << bytes;
     ToolRun r = RunTool({"pool", "check", p});
     ExpectFailure(r, 1, p + " is inconsistent: " + e.name);

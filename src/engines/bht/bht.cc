@@ -20,6 +20,8 @@ constexpr RootLayout kRootLayout{kBhtRootMagic, kBhtVersion, sizeof(BhtRoot),
                                  offsetof(BhtRoot, log_head) - sizeof(EngineRoot)};
 constexpr uint16_t kAllSlots = (1u << kBhtBucketSlots) - 1;
 constexpr uint64_t kMinLogBytes = 64 * 1024;
+// A log whose half holds a record of the largest key and value (with its header).
+constexpr uint64_t kLogForLargestRecord = std::bit_ceil(2 * (kMaxKeySize + kMaxValueSize + 4096));
 
 // The record meta word: key length, value length, kind, check.
 constexpr int kKeyLenBits = 17, kValueLenBits = 21, kKindShift = 38, kCheckShift = 40;
@@ -69,6 +71,12 @@ Status Bht::Configure(EngineOptions& options, const Options& /*index_options*/) 
 
 Status Bht::Create() {
   uint64_t bytes = log_bytes_opt_ != 0 ? log_bytes_opt_ : std::max(kMinLogBytes, pool().size() / 8);
+  // Auto: room for the largest legal record (a record must fit half the log) when the
+  // pool can spare a quarter for it.
+  if (log_bytes_opt_ == 0 && bytes < kLogForLargestRecord &&
+      pool().size() / 4 >= kLogForLargestRecord) {
+    bytes = kLogForLargestRecord;
+  }
   const uint64_t slots = bytes / kBhtLogSlot;
   uint64_t log = 0;
   PMHASH_RETURN_IF_ERROR(AllocateBlock(slots * kBhtLogSlot, "the write-ahead log", &log));
@@ -975,7 +983,8 @@ void RegisterEngines_bht(EngineRegistry& registry) {
   info.options.push_back(OptionSpec::Uint(
       "log_size", std::nullopt, kMinLogBytes, uint64_t{1} << 40,
       "bytes of the PM write-ahead log ring, at creation (auto: an eighth of the pool, at "
-      "least 64 KiB); past three quarters full the oldest buffer is flipped"));
+      "least 64 KiB, and 4 MiB, room for the largest record, if the pool is 16 MiB or "
+      "more); past three quarters full the oldest buffer is flipped"));
   info.capabilities = {.resize_switch = true,
                        .resize_when = "a segment splits (in place, or when a flip's merge "
                                       "does not fit) and the directory doubles",

@@ -23,7 +23,7 @@ namespace {
 using namespace testing;  // NOLINT(build/namespaces): pmhash::testing
 
 // One 1 KiB segment (16 buckets) whose buffer is one bucket of 13 slots.
-Options OneBucket(PersistMode mode, std::map<std::string, std::string> more = {}) {
+Options OneBucketOptions(PersistMode mode, std::map<std::string, std::string> more = {}) {
   Options o;
   o.engine = "bht";
   o.pool_size = 4ull << 20;
@@ -33,7 +33,7 @@ Options OneBucket(PersistMode mode, std::map<std::string, std::string> more = {}
   return o;
 }
 
-void InsertAll(Index* x, Model* m, uint64_t from, uint64_t n, uint64_t records) {
+void InsertRange(Index* x, Model* m, uint64_t from, uint64_t n, uint64_t records) {
   for (uint64_t i = from; i < from + n; ++i) {
     const std::string v = i - from < records ? "record value " + std::to_string(i) : Key8(i * 7);
     ASSERT_TRUE(x->Insert(Key8(i), v).ok());
@@ -41,7 +41,6 @@ void InsertAll(Index* x, Model* m, uint64_t from, uint64_t n, uint64_t records) 
   }
 }
 
-const OpCrashCheck CheckRecovered = InsertsAfterRecovery;
 
 // An insert of Key8(500) that finds its bucket full: the index's second flip.
 OpCrashOp InsertThatFlipsAgain(const std::string& value) {
@@ -57,10 +56,10 @@ class BhtCrashTest : public ::testing::TestWithParam<PersistMode> {};
 TEST_P(BhtCrashTest, WritesThroughTheLogAreAllOrNothing) {
   // Six keys flipped into the segment (the first two with records), then three buffered
   // (one of them a record): the ops below meet both.
-  ExpectEachAllOrNothing(OneBucket(GetParam()),
+  ExpectEachAllOrNothing(OneBucketOptions(GetParam()),
                          [](Index* x, Model* m) {
-                           InsertAll(x, m, 0, 14, 2);  // the 14th flips the first 13
-                           InsertAll(x, m, 100, 2, 1);
+                           InsertRange(x, m, 0, 14, 2);  // the 14th flips the first 13
+                           InsertRange(x, m, 100, 2, 1);
                            ASSERT_TRUE(x->Insert("a record key", "v").ok());
                            (*m)["a record key"] = "v";
                          },
@@ -69,7 +68,7 @@ TEST_P(BhtCrashTest, WritesThroughTheLogAreAllOrNothing) {
                                           .inline_key = Key8(3),
                                           .inline_key2 = Key8(101),
                                           .record_key = "a record key"}),
-                         1, CheckRecovered);
+                         1, InsertsAfterRecovery);
 }
 
 TEST_P(BhtCrashTest, FlipIsAllOrNothing) {
@@ -79,15 +78,15 @@ TEST_P(BhtCrashTest, FlipIsAllOrNothing) {
   for (const bool record : {false, true}) {
     SCOPED_TRACE(record ? "record" : "inline");
     const OpCrashOutcome r = CrashDuringOp(
-        OneBucket(GetParam()),
+        OneBucketOptions(GetParam()),
         [](Index* x, Model* m) {
-          InsertAll(x, m, 0, 14, 3);
-          InsertAll(x, m, 14, 11, 2);
+          InsertRange(x, m, 0, 14, 3);
+          InsertRange(x, m, 14, 11, 2);
           ASSERT_TRUE(x->Delete(Key8(1)).ok());  // a tombstone of a flipped record
           m->erase(Key8(1));
           ASSERT_EQ(Counter(x, "flips"), 1u);
         },
-        InsertThatFlipsAgain(record ? "a record value" : "8 bytes!"), CheckRecovered);
+        InsertThatFlipsAgain(record ? "a record value" : "8 bytes!"), InsertsAfterRecovery);
     ExpectAllOrNothing(r, 4);
   }
 }
@@ -99,17 +98,17 @@ TEST_P(BhtCrashTest, FlipThatOverridesARecordIsAllOrNothing) {
   // second new record would take its block while the old segment, still the live one
   // until the switch, points to it.
   const OpCrashOutcome r = CrashDuringOp(
-      OneBucket(GetParam()),
+      OneBucketOptions(GetParam()),
       [](Index* x, Model* m) {
-        InsertAll(x, m, 0, 14, 3);  // keys 0-2 with records "record value N", flipped
+        InsertRange(x, m, 0, 14, 3);  // keys 0-2 with records "record value N", flipped
         ASSERT_TRUE(x->Update(Key8(0), "record value X").ok());
         (*m)[Key8(0)] = "record value X";
         ASSERT_TRUE(x->Insert(Key8(100), "record value Y").ok());
         (*m)[Key8(100)] = "record value Y";
-        InsertAll(x, m, 200, 10, 0);  // the bucket is full after these
+        InsertRange(x, m, 200, 10, 0);  // the bucket is full after these
         ASSERT_EQ(Counter(x, "flips"), 1u);
       },
-      InsertThatFlipsAgain("8 bytes!"), CheckRecovered);
+      InsertThatFlipsAgain("8 bytes!"), InsertsAfterRecovery);
   ExpectAllOrNothing(r, 4);
 }
 
@@ -117,10 +116,10 @@ TEST_P(BhtCrashTest, FlipThatSplitsIsAllOrNothing) {
   // 16-slot segments (256 bytes): the second flip's 26 entries cannot fit one segment, so
   // the flip writes two (or more) and the directory doubles.
   const OpCrashOutcome r = CrashDuringOp(
-      OneBucket(GetParam(), {{"segment_bytes", "256"}}),
+      OneBucketOptions(GetParam(), {{"segment_bytes", "256"}}),
       [](Index* x, Model* m) {
-        InsertAll(x, m, 0, 14, 2);
-        InsertAll(x, m, 14, 12, 1);
+        InsertRange(x, m, 0, 14, 2);
+        InsertRange(x, m, 14, 12, 1);
         ASSERT_EQ(Counter(x, "splits"), 0u);
       },
       [](Index* x) {
@@ -128,7 +127,7 @@ TEST_P(BhtCrashTest, FlipThatSplitsIsAllOrNothing) {
         EXPECT_GT(Counter(x, "splits"), 0u);
         return s;
       },
-      CheckRecovered);
+      InsertsAfterRecovery);
   ExpectAllOrNothing(r, 4);
 }
 
@@ -163,7 +162,7 @@ TEST_P(BhtCrashTest, ForcedFlipThatReclaimsTheLogIsAllOrNothing) {
         EXPECT_GE(Counter(x, "log_head_persists"), 1u);
         return s;
       },
-      CheckRecovered, /*store_rate=*/0.25);
+      InsertsAfterRecovery, /*store_rate=*/0.25);
   ExpectAllOrNothing(r, 4);
 }
 
@@ -171,9 +170,9 @@ TEST_P(BhtCrashTest, FlipBySearchMissesIsAllOrNothing) {
   // A buffered key and 13 flipped ones: 255 searches of flipped keys miss the buffer; the
   // op's search is the 256th, which wraps the counter and flips the buffer.
   const OpCrashOutcome r = CrashDuringOp(
-      OneBucket(GetParam()),
+      OneBucketOptions(GetParam()),
       [](Index* x, Model* m) {
-        InsertAll(x, m, 0, 14, 2);
+        InsertRange(x, m, 0, 14, 2);
         std::string v;
         for (int i = 0; i < 255; ++i) ASSERT_TRUE(x->Get(Key8(i % 13), &v).ok());
       },
@@ -183,7 +182,7 @@ TEST_P(BhtCrashTest, FlipBySearchMissesIsAllOrNothing) {
         EXPECT_EQ(Counter(x, "flips_read_misses"), 1u);
         return s;
       },
-      CheckRecovered);
+      InsertsAfterRecovery);
   ExpectAllOrNothing(r, 4);
 }
 

@@ -23,20 +23,13 @@ namespace {
 using namespace testing;  // NOLINT(build/namespaces): pmhash::testing
 
 // 1 KiB segments (16 buckets; one window is 4 of them), one segment to start with.
-Options Small(PersistMode mode) {
+Options SmallSegments(PersistMode mode) {
   Options o;
   o.engine = "cceh";
   o.pool_size = 4ull << 20;
   o.persist = mode;
   o.engine_options = {{"segment_bytes", "1024"}, {"segments", "1"}};
   return o;
-}
-
-// n 8-byte keys whose hash has start bucket `bucket` of 16 and `top` as its top `bits`
-// bits, from Key8(from) on.
-std::vector<std::string> KeysAt(uint64_t bucket, uint64_t top, unsigned bits, size_t n,
-                                uint64_t from = 0) {
-  return KeysWithHashBits(15, bucket, bits, top, n, from);
 }
 
 void InsertAll(Index* x, Model* m, const std::vector<std::string>& keys, size_t records) {
@@ -47,14 +40,13 @@ void InsertAll(Index* x, Model* m, const std::vector<std::string>& keys, size_t 
   }
 }
 
-const OpCrashCheck CheckRecovered = InsertsAfterRecovery;
 
 class CcehCrashTest : public ::testing::TestWithParam<PersistMode> {};
 
 TEST_P(CcehCrashTest, SlotOperationsAreAllOrNothing) {
-  const std::vector<std::string> keys = KeysAt(5, 0, 0, 8);
+  const std::vector<std::string> keys = KeysWithHashBits(15, 5, 0, 0, 8);
   // Seven keys in one window, the first two with record values.
-  ExpectEachAllOrNothing(Small(GetParam()),
+  ExpectEachAllOrNothing(SmallSegments(GetParam()),
                          [&](Index* x, Model* m) {
                            InsertAll(x, m, {keys.begin(), keys.begin() + 7}, 2);
                            ASSERT_TRUE(x->Insert("a record key", "v").ok());
@@ -65,15 +57,15 @@ TEST_P(CcehCrashTest, SlotOperationsAreAllOrNothing) {
                                           .inline_key = keys[3],
                                           .inline_key2 = keys[4],
                                           .record_key = "a record key"}),
-                         1, CheckRecovered);
+                         1, InsertsAfterRecovery);
 }
 
 TEST_P(CcehCrashTest, SplitThatDoublesIsAllOrNothing) {
   // 16 keys fill the only window, half of them with the top hash bit set (they move);
   // the 17th makes the segment split and, at global depth 0, the directory double.
-  const std::vector<std::string> left = KeysAt(3, 0, 1, 9), right = KeysAt(3, 1, 1, 8);
+  const std::vector<std::string> left = KeysWithHashBits(15, 3, 1, 0, 9), right = KeysWithHashBits(15, 3, 1, 1, 8);
   ExpectGrowthAllOrNothing(
-      Small(GetParam()),
+      SmallSegments(GetParam()),
       [&](Index* x, Model* m) {
         std::vector<std::string> keys;
         for (size_t i = 0; i < 8; ++i) {
@@ -82,17 +74,17 @@ TEST_P(CcehCrashTest, SplitThatDoublesIsAllOrNothing) {
         }
         InsertAll(x, m, keys, 3);
       },
-      left[8], "doublings", 6, CheckRecovered);
+      left[8], "doublings", 6, InsertsAfterRecovery);
 }
 
 TEST_P(CcehCrashTest, InsertIntoASlotASplitLeftBehindIsAllOrNothing) {
   // After the split above, the left segment's window holds 8 stale copies of the moved
   // keys (3 of them records): the next left key takes one (word0 freed first).
-  const std::vector<std::string> left = KeysAt(3, 0, 1, 10), right = KeysAt(3, 1, 1, 8);
+  const std::vector<std::string> left = KeysWithHashBits(15, 3, 1, 0, 10), right = KeysWithHashBits(15, 3, 1, 1, 8);
   for (const bool record : {false, true}) {
     SCOPED_TRACE(record ? "record" : "inline");
     const OpCrashOutcome r = CrashDuringOp(
-        Small(GetParam()),
+        SmallSegments(GetParam()),
         [&](Index* x, Model* m) {
           std::vector<std::string> keys;
           for (size_t i = 0; i < 8; ++i) {
@@ -104,7 +96,7 @@ TEST_P(CcehCrashTest, InsertIntoASlotASplitLeftBehindIsAllOrNothing) {
           ASSERT_EQ(Counter(x, "splits"), 1u);
         },
         [&](Index* x) { return x->Insert(left[9], record ? "a record value" : "8 bytes!"); },
-        CheckRecovered);
+        InsertsAfterRecovery);
     ExpectAllOrNothing(r, 1);
   }
 }
@@ -116,7 +108,7 @@ void ExpectSplitWithoutDoublingAllOrNothing(PersistMode mode, const OpCrashSetup
                                             const std::string& key) {
   uint64_t repaired_images = 0;
   const OpCrashOutcome r = CrashDuringOp(
-      Small(mode), setup,
+      SmallSegments(mode), setup,
       [&](Index* x) {
         const uint64_t splits = Counter(x, "splits"), doublings = Counter(x, "doublings");
         const Status s = x->Insert(key, "8 bytes!");
@@ -126,7 +118,7 @@ void ExpectSplitWithoutDoublingAllOrNothing(PersistMode mode, const OpCrashSetup
       },
       [&](Index* x) {
         if (Counter(x, "recovery_repaired_entries") != 0) ++repaired_images;
-        return CheckRecovered(x);
+        return InsertsAfterRecovery(x);
       });
   ExpectAllOrNothing(r, 4);
   EXPECT_GT(repaired_images, 0u) << "no image held a half-switched range";
@@ -137,14 +129,14 @@ TEST_P(CcehCrashTest, SplitOfARangeOfTwoEntriesIsAllOrNothing) {
   // which leaves the right segment at depth 1: a range of two directory entries. Its
   // window (start bucket 9) is then filled; the op splits it, and a crash between the two
   // entries' stores leaves a range recovery must set back.
-  const std::vector<std::string> l0 = KeysAt(3, 0, 1, 17);
-  const std::string l00 = KeysAt(3, 0, 2, 1, 1000000)[0];
-  const std::vector<std::string> r1 = KeysAt(9, 1, 1, 17, 2000000);
+  const std::vector<std::string> l0 = KeysWithHashBits(15, 3, 1, 0, 17);
+  const std::string l00 = KeysWithHashBits(15, 3, 2, 0, 1, 1000000)[0];
+  const std::vector<std::string> r1 = KeysWithHashBits(15, 9, 1, 1, 17, 2000000);
   ExpectSplitWithoutDoublingAllOrNothing(
       GetParam(),
       [&](Index* x, Model* m) {
         InsertAll(x, m, {l0.begin(), l0.begin() + 16}, 4);
-        InsertAll(x, m, KeysAt(3, 1, 1, 1), 0);  // the first split
+        InsertAll(x, m, KeysWithHashBits(15, 3, 1, 1, 1), 0);  // the first split
         InsertAll(x, m, {l00}, 1);  // the left window is full again: the second split
         ASSERT_EQ(Counter(x, "global_depth"), 2u);
         InsertAll(x, m, {r1.begin(), r1.begin() + 16}, 4);
@@ -159,8 +151,8 @@ TEST_P(CcehCrashTest, SplitOfARangeOfSixteenEntriesIsAllOrNothing) {
   // and leaves the segment of top bit 1 at depth 1: a range of 16 entries, two cache
   // lines of the directory. Its window (start bucket 9) is then filled; the op splits it,
   // storing 15 entries over both lines before the commit.
-  const std::vector<std::string> deep = KeysAt(3, 0, 5, 16), one = KeysAt(3, 1, 5, 1);
-  const std::vector<std::string> right = KeysAt(9, 1, 1, 17, 3000000);
+  const std::vector<std::string> deep = KeysWithHashBits(15, 3, 5, 0, 16), one = KeysWithHashBits(15, 3, 5, 1, 1);
+  const std::vector<std::string> right = KeysWithHashBits(15, 9, 1, 1, 17, 3000000);
   ExpectSplitWithoutDoublingAllOrNothing(
       GetParam(),
       [&](Index* x, Model* m) {

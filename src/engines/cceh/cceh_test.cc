@@ -28,13 +28,6 @@ std::map<std::string, std::string> Small(uint64_t segments = 1) {
   return {{"segment_bytes", "1024"}, {"segments", std::to_string(segments)}};
 }
 
-// n 8-byte keys whose hash has start bucket `bucket` of 16 and `top` as its top `bits`
-// bits, from Key8(from) on.
-std::vector<std::string> KeysAt(uint64_t bucket, uint64_t top, unsigned bits, size_t n,
-                                uint64_t from = 0) {
-  return KeysWithHashBits(15, bucket, bits, top, n, from);
-}
-
 // A file pool in `dir` holding Key8(i) -> Key8(i) for i < n, closed cleanly: its options.
 Options FilledFilePool(const TempDir& dir, const std::string& name,
                        std::map<std::string, std::string> engine_options, uint64_t n) {
@@ -83,7 +76,7 @@ TEST(CcehTest, AFullWindowSplitsTheSegmentAndDoublesTheDirectory) {
   auto index = OpenOrDie(CcehOptions(Small()));
   // Start bucket 3, alternating top bits: 16 keys fill the only window.
   std::vector<std::string> keys;
-  const std::vector<std::string> left = KeysAt(3, 0, 1, 12), right = KeysAt(3, 1, 1, 12);
+  const std::vector<std::string> left = KeysWithHashBits(15, 3, 1, 0, 12), right = KeysWithHashBits(15, 3, 1, 1, 12);
   for (size_t i = 0; i < 8; ++i) {
     keys.push_back(left[i]);
     keys.push_back(right[i]);
@@ -127,7 +120,7 @@ TEST(CcehTest, ProbesFindKeysPastDeletedAndMovedSlots) {
     o["probe_to_empty"] = stop;
     auto index = OpenOrDie(CcehOptions(o));
     // Start bucket 3, alternating top bits: 16 keys fill the window, in insertion order.
-    const std::vector<std::string> left = KeysAt(3, 0, 1, 9), right = KeysAt(3, 1, 1, 8);
+    const std::vector<std::string> left = KeysWithHashBits(15, 3, 1, 0, 9), right = KeysWithHashBits(15, 3, 1, 1, 8);
     std::vector<std::string> keys;
     for (size_t i = 0; i < 8; ++i) {
       keys.push_back(left[i]);
@@ -153,7 +146,7 @@ TEST(CcehTest, ProbesFindKeysPastDeletedAndMovedSlots) {
     EXPECT_EQ(Counter(index.get(), "splits"), 1u);
     ExpectMatches(index.get(), model);
     std::string v;
-    EXPECT_TRUE(index->Get(KeysAt(3, 1, 1, 1, 1000000)[0], &v).IsNotFound());
+    EXPECT_TRUE(index->Get(KeysWithHashBits(15, 3, 1, 1, 1, 1000000)[0], &v).IsNotFound());
   }
 }
 
@@ -161,7 +154,7 @@ TEST(CcehTest, ResizeOffRefusesAFullWindow) {
   std::map<std::string, std::string> o = Small();
   o["resize"] = "off";
   auto index = OpenOrDie(CcehOptions(o));
-  const std::vector<std::string> keys = KeysAt(7, 0, 0, 17);
+  const std::vector<std::string> keys = KeysWithHashBits(15, 7, 0, 0, 17);
   for (size_t i = 0; i < 16; ++i) ASSERT_TRUE(index->Insert(keys[i], keys[i]).ok());
   const Status s = index->Insert(keys[16], "no room");
   EXPECT_TRUE(s.IsTableFull()) << s.ToString();
