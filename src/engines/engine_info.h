@@ -58,6 +58,9 @@ struct EngineCapabilities {
   bool background_work = false;   // threads of its own (WaitForBackgroundWork waits)
   bool variable_size_keys = true;  // keys and values of any size up to the limits
   bool pipelined_multiget = false;  // MultiGet prefetches ahead (Engine::Prefetch)
+  // An inline (8-byte) key's 8 bytes appear as they are in its slot; false for an engine
+  // that stores another form (spash: the key's hash, from which the key is recovered).
+  bool inline_keys_verbatim = true;
   // The persistence modes it supports (Open refuses the others).
   std::vector<PersistMode> persist_modes = {PersistMode::kAdr, PersistMode::kEadr,
                                             PersistMode::kNone};

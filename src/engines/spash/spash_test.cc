@@ -1,0 +1,315 @@
+#include "engines/spash/spash.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/engine_tests.h"
+#include "util/hash.h"
+
+namespace pmhash::engines {
+namespace {
+
+// The engine tests' helpers (tests/support/engine_tests.h).
+using namespace testing;  // NOLINT(build/namespaces): pmhash::testing
+
+Options SpashOptions(std::map<std::string, std::string> engine_options = {},
+                     uint64_t pool_size = 32ull << 20) {
+  return testing::OptionsFor("spash", std::move(engine_options), pool_size);
+}
+
+Spash* AsSpash(Index* index) { return dynamic_cast<Spash*>(index); }
+
+// The first n 8-byte keys (from Key8(from) on) whose hash has main bucket `bucket` and
+// prefix `prefix` at depth 3 (the first directory of a small index).
+std::vector<std::string> KeysOf(int bucket, uint64_t prefix, size_t n, uint64_t from = 0) {
+  std::vector<std::string> keys;
+  for (uint64_t i = from; keys.size() < n; ++i) {
+    const uint64_t h = HashKey(Key8(i));
+    if (static_cast<int>(h & 3) == bucket && h >> 61 == prefix) keys.push_back(Key8(i));
+  }
+  return keys;
+}
+
+TEST(SpashTest, InlineAndRecordEntriesRoundTrip) {
+  auto index = OpenOrDie(SpashOptions());
+  ASSERT_NE(index, nullptr);
+  Model model;
+  for (uint64_t i = 0; i < 500; ++i) {
+    // 8/8 inline; long values and keys as records (chunked up to 128 bytes, and larger).
+    std::string key = i % 3 == 0 ? Bytes(i, 20, 'k') : Key8(i);
+    std::string value = i % 5 == 0 ? std::string(i % 2 ? 40 : 300, 'v') + Key8(i) : Key8(i * 3);
+    ASSERT_TRUE(index->Insert(key, value).ok()) << i;
+    model[key] = value;
+  }
+  ExpectMatches(index.get(), model);
+  // Every kind of update, then deletes.
+  int n = 0;
+  for (auto& [key, value] : model) {
+    const std::string v = n % 4 == 0 ? Key8(n) : n % 4 == 1 ? std::string(n % 200, 'u')
+                        : n % 4 == 2 ? std::string(20, 'w') : std::string();
+    ASSERT_TRUE(index->Update(key, v).ok());
+    value = v;
+    ++n;
+  }
+  ExpectMatches(index.get(), model);
+  n = 0;
+  for (auto it = model.begin(); it != model.end();) {
+    if (n++ % 2 == 0) {
+      ASSERT_TRUE(index->Delete(it->first).ok());
+      it = model.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  ExpectMatches(index.get(), model);
+}
+
+TEST(SpashTest, SplitsDoublesMergesAndHalves) {
+  Options o = SpashOptions();
+  o.initial_capacity = 16;  // 8 segments at depth 3
+  auto index = OpenOrDie(o);
+  ASSERT_NE(index, nullptr);
+  EXPECT_EQ(AsSpash(index.get())->global_depth(), 3u);
+  Model model;
+  for (uint64_t i = 0; i < 5000; ++i) {
+    ASSERT_TRUE(index->Insert(Key8(i), Key8(i + 1)).ok());
+    model[Key8(i)] = Key8(i + 1);
+  }
+  ExpectMatches(index.get(), model);
+  EXPECT_GT(Counter(index.get(), "splits"), 300u);
+  EXPECT_GT(Counter(index.get(), "doublings"), 3u);
+  const IndexStats st = index->Stats();
+  // Extendible hashing with 16-slot segments sits near ln 2 (~0.69) on average.
+  EXPECT_GT(st.load_factor, 0.55);
+  EXPECT_LT(st.load_factor, 0.85);
+  for (uint64_t i = 0; i < 5000; ++i) {
+    ASSERT_TRUE(index->Delete(Key8(i)).ok());
+    model.erase(Key8(i));
+    if (i % 997 == 0) ExpectMatches(index.get(), model);
+  }
+  ExpectMatches(index.get(), model);
+  EXPECT_GT(Counter(index.get(), "merges"), 300u);
+  EXPECT_GT(Counter(index.get(), "halvings"), 3u);
+  EXPECT_EQ(AsSpash(index.get())->global_depth(), 3u);
+  EXPECT_EQ(AsSpash(index.get())->segments(), 8u);
+}
+
+TEST(SpashTest, OverflowEntriesCarryHintsAndNegativeSearchesStopAtTheMainBucket) {
+  Options o = SpashOptions({{"resize", "off"}});
+  o.initial_capacity = 16;
+  auto index = OpenOrDie(o);
+  // Seven keys of main bucket 1 in the segment of prefix 5: four fill the bucket, three
+  // overflow into buckets 2, 3 (and 0), each with a hint in bucket 1.
+  const std::vector<std::string> keys = KeysOf(1, 5, 7);
+  for (size_t i = 0; i < keys.size(); ++i) ASSERT_TRUE(index->Insert(keys[i], Key8(i)).ok());
+  EXPECT_EQ(Counter(index.get(), "overflow_inserts"), 3u);
+  const auto lines = [&](const std::string& key, Status* s) {
+    const uint64_t before = index->Stats().persist.lines_read;
+    std::string v;
+    *s = index->Get(key, &v);
+    return index->Stats().persist.lines_read - before;
+  };
+  Status s;
+  EXPECT_EQ(lines(keys[0], &s), 1u);  // in its main bucket
+  EXPECT_TRUE(s.ok());
+  EXPECT_EQ(lines(keys[6], &s), 2u);  // the main bucket, then the hinted one (same XPLine)
+  EXPECT_TRUE(s.ok());
+  // An absent key of main bucket 2 (no hint there): the main bucket alone.
+  EXPECT_EQ(lines(KeysOf(2, 5, 1, 1'000'000)[0], &s), 1u);
+  EXPECT_TRUE(s.IsNotFound());
+  // Deleting the overflow entries clears their hints (CheckInvariants: hints are exact).
+  for (size_t i = 4; i < keys.size(); ++i) ASSERT_TRUE(index->Delete(keys[i]).ok());
+  EXPECT_TRUE(AsSpash(index.get())->CheckInvariants().ok());
+  EXPECT_EQ(lines(KeysOf(1, 5, 1, 1'000'000)[0], &s), 1u);
+  EXPECT_TRUE(s.IsNotFound());
+}
+
+TEST(SpashTest, FullSegmentIsRefusedWithResizeOff) {
+  Options o = SpashOptions({{"resize", "off"}});
+  o.initial_capacity = 16;
+  auto index = OpenOrDie(o);
+  const std::vector<std::string> keys = KeysOf(0, 2, 17);
+  for (int i = 0; i < 16; ++i) ASSERT_TRUE(index->Insert(keys[i], "v").ok()) << i;
+  const Status s = index->Insert(keys[16], "v");
+  EXPECT_TRUE(s.IsTableFull()) << s.ToString();
+  EXPECT_TRUE(AsSpash(index.get())->CheckInvariants().ok());
+}
+
+TEST(SpashTest, ReopensCleanlyAndAfterACrash) {
+  TempDir dir("spash");
+  Options o = SpashOptions();
+  o.path = dir.File("pool");
+  o.create_if_missing = true;
+  o.initial_capacity = 16;
+  Model model;
+  {
+    auto index = OpenOrDie(o);
+    for (uint64_t i = 0; i < 3000; ++i) {
+      const std::string v = i % 4 == 0 ? std::string(30 + i % 150, 'r') : Key8(i);
+      ASSERT_TRUE(index->Insert(Key8(i), v).ok());
+      model[Key8(i)] = v;
+    }
+    ASSERT_TRUE(index->Close().ok());
+  }
+  {
+    auto index = OpenOrDie(o);
+    EXPECT_FALSE(index->Stats().recovered);
+    ExpectMatches(index.get(), model);
+    for (uint64_t i = 0; i < 3000; i += 3) {
+      ASSERT_TRUE(index->Delete(Key8(i)).ok());
+      model.erase(Key8(i));
+    }
+    for (uint64_t i = 5000; i < 5500; ++i) {
+      ASSERT_TRUE(index->Insert(Key8(i), std::string(40, 'n')).ok());
+      model[Key8(i)] = std::string(40, 'n');
+    }
+    dynamic_cast<Engine*>(index.get())->Abandon();  // a crash: no clean shutdown
+  }
+  {
+    auto index = OpenOrDie(o);
+    EXPECT_TRUE(index->Stats().recovered);
+    ExpectMatches(index.get(), model);
+    // The free room recovery found in partly used chunks is used again.
+    for (uint64_t i = 9000; i < 9300; ++i) {
+      ASSERT_TRUE(index->Insert(Key8(i), std::string(40, 'm')).ok());
+      model[Key8(i)] = std::string(40, 'm');
+    }
+    ExpectMatches(index.get(), model);
+    ASSERT_TRUE(index->Close().ok());
+  }
+}
+
+TEST(SpashTest, EightByteKeysComeBackFromTheirHashes) {
+  auto index = OpenOrDie(SpashOptions());
+  std::mt19937_64 rng(3);
+  Model model;
+  for (int i = 0; i < 2000; ++i) {
+    const std::string key = Key8(rng());
+    model[key] = Key8(i);
+    ASSERT_TRUE(index->Put(key, Key8(i)).ok());
+  }
+  ExpectMatches(index.get(), model);  // ForEach returns each key, rebuilt from its hash
+}
+
+TEST(SpashTest, ThreadsSplitAndReadWhileTheDirectoryDoubles) {
+  // Writers split segments and double the directory while readers look up keys that
+  // are present throughout: every read must find its key with its value.
+  Options o = SpashOptions({}, 64ull << 20);
+  o.initial_capacity = 16;
+  auto index = OpenOrDie(o);
+  constexpr uint64_t kStable = 2000;
+  for (uint64_t i = 0; i < kStable; ++i) ASSERT_TRUE(index->Insert(Key8(i), Key8(~i)).ok());
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> bad{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([&, t] {
+      for (uint64_t i = 0; i < 20000; ++i) {
+        const uint64_t k = 1'000'000 * (t + 1) + i;
+        if (!index->Insert(Key8(k), Key8(k)).ok()) bad.fetch_add(1);
+        if (i % 3 == 0 && !index->Delete(Key8(k)).ok()) bad.fetch_add(1);
+      }
+    });
+  }
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937_64 rng(t);
+      std::string v;
+      while (!stop.load()) {
+        const uint64_t i = rng() % kStable;
+        if (!index->Get(Key8(i), &v).ok() || v != Key8(~i)) bad.fetch_add(1);
+      }
+    });
+  }
+  threads[0].join();
+  threads[1].join();
+  stop.store(true);
+  threads[2].join();
+  threads[3].join();
+  EXPECT_EQ(bad.load(), 0u);
+  EXPECT_GT(Counter(index.get(), "doublings"), 5u);
+  EXPECT_TRUE(AsSpash(index.get())->CheckInvariants().ok());
+}
+
+TEST(SpashTest, EmulatedHtmRetriesAbortsAndFallsBack) {
+  for (const PersistMode mode : {PersistMode::kAdr, PersistMode::kEadr}) {
+    Options o = SpashOptions({{"htm_emulated", "on"}, {"htm_abort_rate", "0.3"},
+                              {"htm_retries", "3"}});
+    o.persist = mode;
+    o.initial_capacity = 16;
+    auto index = OpenOrDie(o);
+    Model model;
+    for (uint64_t i = 0; i < 2000; ++i) {
+      // A third of the keys hold records, always of one size: in place in eadr.
+      const std::string v = i % 700 % 3 == 0 ? std::string(24, 'a' + i % 26) : Key8(i);
+      ASSERT_TRUE(index->Put(Key8(i % 700), v).ok());
+      model[Key8(i % 700)] = v;
+      if (i % 5 == 0) {
+        ASSERT_TRUE(index->Delete(Key8(i % 700)).ok());
+        model.erase(Key8(i % 700));
+      }
+    }
+    ExpectMatches(index.get(), model);
+    EXPECT_GT(Counter(index.get(), "htm_commits"), 500u);
+    EXPECT_GT(Counter(index.get(), "htm_aborts"), 200u);
+    EXPECT_GT(Counter(index.get(), "htm_fallbacks"), 10u);  // aborted 3 times, or a split
+    if (mode == PersistMode::kEadr) {
+      EXPECT_GT(Counter(index.get(), "in_place_updates"), 50u);
+    }
+  }
+}
+
+TEST(SpashTest, ReadLockVariantAgrees) {
+  auto index = OpenOrDie(SpashOptions({{"read_lock", "on"}}));
+  Model model;
+  for (uint64_t i = 0; i < 1000; ++i) {
+    ASSERT_TRUE(index->Insert(Key8(i), std::string(i % 50, 'x')).ok());
+    model[Key8(i)] = std::string(i % 50, 'x');
+  }
+  ExpectMatches(index.get(), model);
+}
+
+TEST(SpashTest, HotKeysAreUpdatedWithoutWriteBackInEadr) {
+  Options o = SpashOptions();
+  o.persist = PersistMode::kEadr;
+  auto index = OpenOrDie(o);
+  const std::string big(200, 'b');
+  for (uint64_t i = 0; i < 100; ++i) ASSERT_TRUE(index->Insert(Key8(i), big).ok());
+  // The same key over and over: hot after its first update.
+  const uint64_t wb0 = index->Stats().persist.write_backs;
+  for (int i = 0; i < 50; ++i) ASSERT_TRUE(index->Update(Key8(7), big).ok());
+  EXPECT_GE(Counter(index.get(), "hot_updates"), 49u);
+  const uint64_t wb_hot = index->Stats().persist.write_backs - wb0;
+  // Fifty different keys: cold, each > 64 bytes, so each new copy is written back.
+  for (uint64_t i = 50; i < 100; ++i) ASSERT_TRUE(index->Update(Key8(i), big).ok());
+  const uint64_t wb_cold = index->Stats().persist.write_backs - wb0 - wb_hot;
+  EXPECT_LE(wb_hot, 4u);        // at most the first, cold, update
+  EXPECT_GE(wb_cold, 50u * 3);  // 216 bytes: four lines each
+}
+
+TEST(SpashTest, KeyWordLayout) {
+  using spash::KeyWord;
+  const uint64_t h = 0xfedcba9876543210ull;
+  const uint64_t w = KeyWord::Inline(h);
+  EXPECT_EQ(KeyWord::Form(w), KeyWord::kInline);
+  EXPECT_EQ(KeyWord::LowHash(w), h & 0x1ffff);
+  const uint64_t r = KeyWord::Record(h, 0x123456780ull, true);
+  EXPECT_EQ(KeyWord::Form(r), KeyWord::kRecord);
+  EXPECT_TRUE(KeyWord::Chunked(r));
+  EXPECT_EQ(KeyWord::RecordOffset(r), 0x123456780ull);
+  EXPECT_EQ(KeyWord::Fingerprint(r), h & 0x1ffff);
+  EXPECT_EQ(r & KeyWord::kHint, 0u);
+  // The largest pool's last 16 bytes.
+  EXPECT_EQ(KeyWord::RecordOffset(KeyWord::Record(h, pm::kMaxPoolSize - 16, false)),
+            pm::kMaxPoolSize - 16);
+}
+
+}  // namespace
+}  // namespace pmhash::engines
