@@ -84,9 +84,10 @@ Status SlotCodec::EncodeRecord(std::string_view key, std::string_view value,
   Result<uint64_t> block = allocator_.Allocate(size);
   if (!block.ok()) return block.status();
   const uint64_t offset = *block;
+  char* rec = pool_.At<char>(offset);
   WriteRecord(offset, key, value);
   // No fence: the caller fences once before its commit store.
-  persister_.Flush(pool_.At<char>(offset), size);
+  persister_.Flush(rec, size);
   *record_offset = offset;
   return Status::OK();
 }
