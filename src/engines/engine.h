@@ -96,6 +96,11 @@ class Engine : public Index {
   // (they only note when a line was asked for), so each key's read set is its own.
   void MultiGet(std::span<const std::string_view> keys, std::span<std::string> values,
                 std::span<Status> statuses) final;
+  // Engines with capabilities.pipelined_write: op i + depth is checked, hashed and
+  // prefetched (Prefetch) before op i runs (depth: the write_depth option); the others
+  // run Insert / Update / Put / Delete one after another (Index::Write). Either way each
+  // op is an operation of its own for the counters and runs whole before the next.
+  void Write(std::span<const WriteOp> ops, std::span<Status> statuses) final;
 
   Status Close() final;
   Status Sync() final;
@@ -301,6 +306,7 @@ class Engine : public Index {
   EngineRoot* attached_root_ = nullptr;  // set by CreateRoot / OpenRoot
   size_t root_bytes_ = 0;                // RootLayout::bytes, likewise
   size_t multiget_depth_ = 8;
+  size_t write_depth_ = 4;
   bool resize_enabled_ = true;
   uint64_t initial_capacity_ = 0;
   bool recovered_ = false;

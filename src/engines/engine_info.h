@@ -58,6 +58,7 @@ struct EngineCapabilities {
   bool background_work = false;   // threads of its own (WaitForBackgroundWork waits)
   bool variable_size_keys = true;  // keys and values of any size up to the limits
   bool pipelined_multiget = false;  // MultiGet prefetches ahead (Engine::Prefetch)
+  bool pipelined_write = false;     // Write prefetches ahead (Engine::Prefetch)
   // An inline (8-byte) key's 8 bytes appear as they are in its slot; false for an engine
   // that stores another form (spash: the key's hash, from which the key is recovered).
   bool inline_keys_verbatim = true;

@@ -1805,6 +1805,7 @@ void RegisterEngines_spash(EngineRegistry& registry) {
                                       "it must); a sparse buddy pair merges",
                        .refuses_when_full = true,
                        .pipelined_multiget = true,
+                       .pipelined_write = true,
                        .inline_keys_verbatim = false};
   // From 8 segments (initial_capacity 16): splits, doublings, merges and halvings within
   // the crash suite's short scripts.
