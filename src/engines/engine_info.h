@@ -78,6 +78,11 @@ struct TestProfile {
   // Engine counters (IndexStats::engine_counters) counting that growth; the crash suite
   // asserts each moved.
   std::vector<std::string> growth_counters;
+  // The value size of the shared-arena crash test (CrashThreads.SharedArena*), whose
+  // records one thread frees and another allocates at once: large enough that the
+  // engine's records come from the allocator's shared arena (spash keeps records of up
+  // to 128 bytes in per-thread chunks instead).
+  size_t shared_arena_value_bytes = 40;
   uint64_t crash_pool_size = 4ull << 20;         // each crash-suite script's pool
   uint64_t conformance_pool_size = 16ull << 20;  // a conformance test's pool
 };

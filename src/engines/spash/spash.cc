@@ -1811,7 +1811,8 @@ void RegisterEngines_spash(EngineRegistry& registry) {
   // the crash suite's short scripts.
   info.test = {.crash_options = {},
                .thread_crash_options = {},
-               .growth_counters = {"splits", "doublings", "merges", "halvings"}};
+               .growth_counters = {"splits", "doublings", "merges", "halvings"},
+               .shared_arena_value_bytes = 200};
   info.description = {"spash",
                       "fine-grained extendible hashing: DRAM directory with versions and "
                       "locks over metadata-free 256-B segments; compound slots, overflow "
