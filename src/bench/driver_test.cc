@@ -2,6 +2,7 @@
 // and the consistency of the figures, run against a tiny test-only engine (not
 // registered, so no other suite sees it). Nothing here is timed.
 #include "bench/driver.h"
+#include "bench/index_setup.h"
 
 #include <dirent.h>
 #include <sys/stat.h>
@@ -246,6 +247,7 @@ const engines::EngineInfo& InfoFor(EngineMode mode) {
     info.capabilities.resize_switch = knows_resize;  // the kit declares resize=on|off
     info.capabilities.refuses_when_full = !grows;
     info.capabilities.pipelined_multiget = true;
+    info.capabilities.pipelined_write = true;
     return info;
   };
   static const engines::EngineInfo infos[2][2] = {{make(false, false), make(false, true)},
@@ -1075,7 +1077,8 @@ TEST(BenchDriver, BatchRunsLookupsThroughMultiGetAsRowsOfTheirOwn) {
                      &cap, &code);
   ASSERT_EQ(code, 0) << cap.err;
   EXPECT_EQ(doc.Find("config")->Find("batch")->uint(), 7u);
-  ASSERT_EQ(doc.Find("results")->items().size(), 6u);  // load, 2 x search, 2 x negative, update
+  // load, 2 x search, 2 x negative, update, and the write phases' batched rows (Write).
+  ASSERT_EQ(doc.Find("results")->items().size(), 8u);
   auto prefetched = [](const Json* row) {
     return row->Find("engine_counters")->Find("prefetched_keys")->uint();
   };
@@ -1090,6 +1093,20 @@ TEST(BenchDriver, BatchRunsLookupsThroughMultiGetAsRowsOfTheirOwn) {
   EXPECT_EQ(prefetched(search7) - prefetched(search), 1000u);
   EXPECT_EQ(prefetched(negative7) - prefetched(negative), 1000u);
   EXPECT_EQ(prefetched(Result(doc, "bench-test", "update")), prefetched(negative7));
+  // The batched writes run on a second index (its counters start at 0) through Write,
+  // whose pipeline prefetches every op: its load row prefetched the 2000 keys, its
+  // update row 1000 more.
+  const Json* load7 = Result(doc, "bench-test", "load", 1, 7);
+  const Json* update7 = Result(doc, "bench-test", "update", 1, 7);
+  ASSERT_TRUE(load7 && update7);
+  EXPECT_EQ(prefetched(load7), 2000u);
+  EXPECT_EQ(prefetched(update7), 3000u);
+  for (const Json* row : {load7, update7}) {
+    EXPECT_EQ(row->Find("errors")->uint(), 0u) << row->Find("first_error")->Dump(-1);
+  }
+  EXPECT_EQ(load7->Find("ops")->uint(), 2000u);
+  EXPECT_EQ(update7->Find("ops")->uint(), 1000u);
+  EXPECT_NE(cap.out.find("== load (batch 7)"), std::string::npos) << cap.out;
   for (const Json* row : {search7, negative7}) {
     EXPECT_EQ(row->Find("ops")->uint(), 1000u);
     EXPECT_EQ(row->Find("errors")->uint(), 0u) << row->Find("first_error")->Dump(-1);
@@ -1101,6 +1118,41 @@ TEST(BenchDriver, BatchRunsLookupsThroughMultiGetAsRowsOfTheirOwn) {
   EXPECT_EQ(negative7->Find("checksum")->uint(), 0u);
   EXPECT_NE(cap.out.find("== search (batch 7)"), std::string::npos) << cap.out;
   EXPECT_NE(cap.out.find("== negative (batch 7)"), std::string::npos) << cap.out;
+}
+
+// --engine LABEL=ENGINE: a variant of an engine in rows of its own name, with options of
+// its own on top of the engine's (--opt LABEL:name=value), in the same rounds.
+TEST(BenchDriver, VariantsRunAnEngineUnderAnotherNameWithItsOwnOptions) {
+  BenchConfig config;
+  std::vector<std::string> args = {"--engine", "bench-test,wide=bench-test", "--opt",
+                                   "bench-test:resize=off", "--opt", "wide:resize=on"};
+  GlobalOptions global;
+  ASSERT_TRUE(ParseBenchArgs(args, &config, &global).ok());
+  EXPECT_EQ(config.engines, (std::vector<std::string>{"bench-test", "wide"}));
+  EXPECT_EQ(EngineOf(config, "wide"), "bench-test");
+  EXPECT_EQ(EngineOf(config, "bench-test"), "bench-test");
+  EXPECT_EQ(BaseOptions(config, "wide").engine, "bench-test");
+  EXPECT_EQ(BaseOptions(config, "wide").engine_options.at("resize"), "on");
+  EXPECT_EQ(BaseOptions(config, "bench-test").engine_options.at("resize"), "off");
+  for (const char* bad : {"=bench-test", "x=", "a:b=bench-test"}) {
+    BenchConfig c;
+    std::vector<std::string> a = {"--engine", bad};
+    EXPECT_TRUE(ParseBenchArgs(a, &c, &global).IsInvalidArgument()) << bad;
+  }
+  Captured cap;
+  int code = -1;
+  Json doc = RunJson({"--engine", "bench-test,other=bench-test", "--records", "500",
+                      "--phases", "load,search", "--pool", "dram", "--pool-size", "8M",
+                      "--repeat", "2"},
+                     &cap, &code);
+  ASSERT_EQ(code, 0) << cap.err;
+  EXPECT_NE(Result(doc, "other", "search"), nullptr);
+  EXPECT_NE(Result(doc, "bench-test", "search"), nullptr);
+  EXPECT_EQ(doc.Find("config")->Find("variants")->Find("other")->string(), "bench-test");
+  cap = Captured();
+  code = RunBenchArgs({"--engine", "x=no-such-engine", "--pool", "dram"}, TestEnv(&cap, {}));
+  EXPECT_NE(code, 0);
+  EXPECT_NE(cap.err.find("unknown engine"), std::string::npos) << cap.err;
 }
 
 // --pin: each worker thread is pinned, and every row says to which CPU; without it, null.

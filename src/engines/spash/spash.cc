@@ -668,9 +668,20 @@ Status Spash::GetLocked(std::string_view key, uint64_t h, std::string* value) {
 }
 
 void Spash::Prefetch(uint64_t hash) const {
+  // Two stages, as the paper's pipeline (Fig. 5a) loads the directory (step 1) before the
+  // bucket (step 2): this key's directory entry is prefetched now, and the main bucket
+  // of the key prefetched kPrefetchLag calls ago, whose entry has had that long to arrive.
+  // A batch's keys come one call each, `depth` calls before their operation runs.
   EpochReclaimer::Guard guard(dir_.epochs());
-  const uint64_t e = Directory::Load(dir_.Resolve(hash));
-  if (!DirEntry::Busy(e)) persister().Prefetch(&SegmentAt(e)->bucket[MainBucket(hash)]);
+  const Directory::Place place = dir_.Resolve(hash);
+  __builtin_prefetch(&place.table->entries[place.index], 0, 3);
+  ThreadState& ts = MyState();
+  if (IsShared(ts)) return;  // threads beyond the table keep no pipeline
+  uint64_t& slot = ts.pipeline[ts.pipeline_pos++ % kPrefetchLag];
+  const uint64_t earlier = slot;
+  slot = hash;
+  const uint64_t e = Directory::Load(dir_.Resolve(earlier));
+  if (!DirEntry::Busy(e)) persister().Prefetch(&SegmentAt(e)->bucket[MainBucket(earlier)]);
 }
 
 // ---- Insert, update, put ----------------------------------------------------------------------

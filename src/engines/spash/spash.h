@@ -255,7 +255,8 @@ class Spash : public Engine {
   // and transitions (keys never move in hash order). CheckInvariants checks invariants
   // 1-4 by a full scan.
   PMHASH_ENGINE_KIT_OVERRIDES;
-  // The key's directory entry, then its main bucket.
+  // The key's directory entry now, and the main bucket of the key prefetched
+  // kPrefetchLag calls before (a two-stage pipeline over the kit's MultiGet and Write).
   void Prefetch(uint64_t hash) const override;
   Status Shutdown() override;
   // Frees directory tables no reader can hold any more.
@@ -286,7 +287,12 @@ class Spash : public Engine {
     uint32_t chunk_used = 0;  // bytes appended to it
     std::vector<uint64_t> free[kSpashRecordClasses];
     uint64_t rng = 0;        // injected aborts (htm_emulated)
+    // Prefetch's pipeline: the hashes of the last kPrefetchLag keys prefetched.
+    uint64_t pipeline[4] = {};
+    uint32_t pipeline_pos = 0;
   };
+  static constexpr unsigned kPrefetchLag = 2;
+  static_assert(kPrefetchLag <= 4, "the pipeline holds 4 hashes");
   class StateUse;
   ThreadState& MyState() const;
   bool IsShared(const ThreadState& t) const;
