@@ -85,9 +85,13 @@ def sync_tree():
             continue  # deleted in the working tree
         dst = os.path.join(TREE, rel)
         os.makedirs(os.path.dirname(dst), exist_ok=True)
-        # Copy only what changed, so the incremental build stays incremental.
+        # Copy only what changed, so the incremental build stays incremental. The copy
+        # gets the current time, not the source's: a source edited before the scratch
+        # build's last object was made would otherwise look older than that object, and
+        # the build would keep the stale object.
         if not os.path.exists(dst) or open(src, "rb").read() != open(dst, "rb").read():
-            shutil.copy2(src, dst)
+            shutil.copyfile(src, dst)
+            shutil.copymode(src, dst)
 
 
 def build(tests, jobs, log):
