@@ -48,11 +48,6 @@ static bool ParseUint(const std::string& text, uint64_t* out) {
   return !text.empty() && ec == std::errc() && end == text.data() + text.size();
 }
 
-std::string EngineOf(const BenchConfig& config, const std::string& name) {
-  const auto it = config.variant_of.find(name);
-  return it == config.variant_of.end() ? name : it->second;
-}
-
 Status ParseMix(const std::string& text, Mix* out) {
   Mix mix{0, 0, 0, 0};
   for (const std::string& part : SplitList(text)) {
@@ -101,11 +96,6 @@ Json BenchConfig::ToJson() const {
   Json e = Json::Array();
   for (const auto& name : engines) e.Push(name);
   j.Set("engines", e);
-  if (!variant_of.empty()) {
-    Json v = Json::Object();
-    for (const auto& [label, engine] : variant_of) v.Set(label, engine);
-    j.Set("variants", v);
-  }
   Json t = Json::Array();
   for (int n : threads) t.Push(n);
   j.Set("threads", t);
@@ -234,8 +224,7 @@ Status ParseBenchArgs(const std::vector<std::string>& args, BenchConfig* config,
   };
   last(app.add_option("--engine", engines,
                       "Engines to compare, comma-separated (default: every registered engine; "
-                      "'all' means the same). LABEL=ENGINE adds a variant: ENGINE in rows "
-                      "named LABEL, with options of its own (--opt LABEL:name=value)"));
+                      "'all' means the same)"));
   last(app.add_option("--threads", threads, "Thread counts, comma-separated (default 1)"));
   std::string records, ops;
   last(app.add_option("--records", records,
@@ -482,22 +471,7 @@ Status ParseBenchArgs(const std::vector<std::string>& args, BenchConfig* config,
     return Status::InvalidArgument("--ops '" + ops + "': expected a whole number");
   }
   if (!engines.empty()) {
-    config->engines.clear();
-    config->variant_of.clear();
-    for (const std::string& e : SplitList(engines)) {
-      const size_t eq = e.find('=');
-      if (eq == std::string::npos) {
-        config->engines.push_back(e);
-        continue;
-      }
-      const std::string label = e.substr(0, eq), engine = e.substr(eq + 1);
-      if (label.empty() || engine.empty() || label.find(':') != std::string::npos) {
-        return Status::InvalidArgument("--engine '" + e +
-                                       "': a variant is LABEL=ENGINE (LABEL without ':')");
-      }
-      config->engines.push_back(label);
-      config->variant_of[label] = engine;
-    }
+    config->engines = SplitList(engines);
     if (config->engines.size() == 1 && config->engines[0] == "all") config->engines.clear();
   }
   if (!threads.empty()) {

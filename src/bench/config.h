@@ -26,18 +26,11 @@ struct Mix {
   int search = 50, update = 50, insert = 0, negative = 0;
 };
 Status ParseMix(const std::string& text, Mix* out);
-// The registered engine a row name of `config` runs: ENGINE for a variant LABEL=ENGINE,
-// else the name itself.
-std::string EngineOf(const struct BenchConfig& config, const std::string& name);
 std::string MixText(const Mix& mix);
 
 // One run: every engine x every thread count, the phases in order.
 struct BenchConfig {
-  // Empty: every registered engine. An entry LABEL=ENGINE (--engine) is a variant: ENGINE
-  // under the row name LABEL, with its own options (--opt LABEL:name=value, applied after
-  // --opt ENGINE:name=value), so that two settings of one engine share the rounds.
-  std::vector<std::string> engines;
-  std::map<std::string, std::string> variant_of;  // LABEL -> ENGINE
+  std::vector<std::string> engines;  // empty: every registered engine
   std::vector<int> threads = {1};
   uint64_t records = 1000000;        // keys loaded (or, with load_factor, table sizing)
   uint64_t ops = 0;                  // operations per measured phase; 0: records

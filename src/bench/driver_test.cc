@@ -2,7 +2,6 @@
 // and the consistency of the figures, run against a tiny test-only engine (not
 // registered, so no other suite sees it). Nothing here is timed.
 #include "bench/driver.h"
-#include "bench/index_setup.h"
 
 #include <dirent.h>
 #include <sys/stat.h>
@@ -1118,41 +1117,6 @@ TEST(BenchDriver, BatchRunsLookupsThroughMultiGetAsRowsOfTheirOwn) {
   EXPECT_EQ(negative7->Find("checksum")->uint(), 0u);
   EXPECT_NE(cap.out.find("== search (batch 7)"), std::string::npos) << cap.out;
   EXPECT_NE(cap.out.find("== negative (batch 7)"), std::string::npos) << cap.out;
-}
-
-// --engine LABEL=ENGINE: a variant of an engine in rows of its own name, with options of
-// its own on top of the engine's (--opt LABEL:name=value), in the same rounds.
-TEST(BenchDriver, VariantsRunAnEngineUnderAnotherNameWithItsOwnOptions) {
-  BenchConfig config;
-  std::vector<std::string> args = {"--engine", "bench-test,wide=bench-test", "--opt",
-                                   "bench-test:resize=off", "--opt", "wide:resize=on"};
-  GlobalOptions global;
-  ASSERT_TRUE(ParseBenchArgs(args, &config, &global).ok());
-  EXPECT_EQ(config.engines, (std::vector<std::string>{"bench-test", "wide"}));
-  EXPECT_EQ(EngineOf(config, "wide"), "bench-test");
-  EXPECT_EQ(EngineOf(config, "bench-test"), "bench-test");
-  EXPECT_EQ(BaseOptions(config, "wide").engine, "bench-test");
-  EXPECT_EQ(BaseOptions(config, "wide").engine_options.at("resize"), "on");
-  EXPECT_EQ(BaseOptions(config, "bench-test").engine_options.at("resize"), "off");
-  for (const char* bad : {"=bench-test", "x=", "a:b=bench-test"}) {
-    BenchConfig c;
-    std::vector<std::string> a = {"--engine", bad};
-    EXPECT_TRUE(ParseBenchArgs(a, &c, &global).IsInvalidArgument()) << bad;
-  }
-  Captured cap;
-  int code = -1;
-  Json doc = RunJson({"--engine", "bench-test,other=bench-test", "--records", "500",
-                      "--phases", "load,search", "--pool", "dram", "--pool-size", "8M",
-                      "--repeat", "2"},
-                     &cap, &code);
-  ASSERT_EQ(code, 0) << cap.err;
-  EXPECT_NE(Result(doc, "other", "search"), nullptr);
-  EXPECT_NE(Result(doc, "bench-test", "search"), nullptr);
-  EXPECT_EQ(doc.Find("config")->Find("variants")->Find("other")->string(), "bench-test");
-  cap = Captured();
-  code = RunBenchArgs({"--engine", "x=no-such-engine", "--pool", "dram"}, TestEnv(&cap, {}));
-  EXPECT_NE(code, 0);
-  EXPECT_NE(cap.err.find("unknown engine"), std::string::npos) << cap.err;
 }
 
 // --pin: each worker thread is pinned, and every row says to which CPU; without it, null.

@@ -10,8 +10,7 @@ void Quiesce(engines::Engine* index) {
   index->persister().DrainMedia();
 }
 
-Options BaseOptions(const BenchConfig& config, const std::string& name) {
-  const std::string engine = EngineOf(config, name);
+Options BaseOptions(const BenchConfig& config, const std::string& engine) {
   Options o;
   o.engine = engine;
   o.persist = config.persist;
@@ -25,15 +24,13 @@ Options BaseOptions(const BenchConfig& config, const std::string& name) {
   o.count_stats = config.count_stats;
   o.create_if_missing = true;
   o.error_if_exists = true;
-  // "name=value" applies to every engine, "engine:name=value" to that engine (and its
-  // variants), then "label:name=value" to the variant of that row name.
-  for (const std::string& prefix : {std::string(), engine, name}) {
-    for (const auto& [key, value] : config.engine_options) {
-      const size_t colon = key.find(':');
-      if (prefix.empty() ? colon == std::string::npos
-                         : colon == prefix.size() && key.compare(0, colon, prefix) == 0) {
-        o.engine_options[prefix.empty() ? key : key.substr(colon + 1)] = value;
-      }
+  // "engine:name=value" applies to that engine only; "name=value" to every engine.
+  for (const auto& [name, value] : config.engine_options) {
+    const size_t colon = name.find(':');
+    if (colon == std::string::npos) {
+      o.engine_options[name] = value;
+    } else if (name.compare(0, colon, engine) == 0 && colon == engine.size()) {
+      o.engine_options[name.substr(colon + 1)] = value;
     }
   }
   return o;
