@@ -7,9 +7,23 @@
 
 namespace pmhash::engines::spash {
 
-Directory::Table::Table(unsigned d) : depth(d), size(uint64_t{1} << d) {
-  entries.reset(new std::atomic<uint64_t>[size]);
-  for (uint64_t i = 0; i < size; ++i) entries[i].store(0, std::memory_order_relaxed);
+std::unique_ptr<Directory::Table> Directory::Table::Make(unsigned d) {
+  static_assert(sizeof(std::atomic<uint64_t>) == sizeof(uint64_t) &&
+                    std::atomic<uint64_t>::is_always_lock_free,
+                "an entry is a plain 8-byte word in zeroed memory");
+  auto t = std::make_unique<Table>();
+  t->depth = d;
+  t->size = uint64_t{1} << d;
+  Result<DramBuffer> memory = DramBuffer::Allocate(t->size * sizeof(uint64_t));  // zeroed
+  if (!memory.ok()) return nullptr;
+  t->memory = std::move(memory.value());
+  t->entries = static_cast<std::atomic<uint64_t>*>(t->memory.data());
+  return t;
+}
+
+Status Directory::OutOfMemory(unsigned depth) {
+  return Status::ResourceExhausted("spash: no DRAM for a directory of 2^" +
+                                   std::to_string(depth) + " entries");
 }
 
 Directory::~Directory() {
@@ -22,9 +36,9 @@ void Directory::Free(Table* t) { delete t; }
 uint64_t Directory::MemoryBytes() const {
   const Table* t = Current();
   if (t == nullptr) return 0;
-  uint64_t bytes = sizeof(Table) + t->size * sizeof(uint64_t);
+  uint64_t bytes = sizeof(Table) + t->memory.size();
   if (const Table* n = t->next.load(std::memory_order_acquire)) {
-    bytes += sizeof(Table) + n->size * sizeof(uint64_t) + t->size / kPartition;
+    bytes += sizeof(Table) + n->memory.size() + t->size / kPartition;
   }
   return bytes;
 }
@@ -181,7 +195,8 @@ void Directory::CopyStage(Table* from, uint64_t partition) {
 }
 
 Directory::Table* Directory::BeginTransition(Table* from, unsigned to_depth) {
-  auto next = std::make_unique<Table>(to_depth);
+  std::unique_ptr<Table> next = Table::Make(to_depth);
+  if (next == nullptr) return nullptr;
   const uint64_t partitions = (from->size + kPartition - 1) / kPartition;
   from->stage.reset(new std::atomic<uint8_t>[partitions]);
   for (uint64_t p = 0; p < partitions; ++p) from->stage[p].store(kPending, std::memory_order_relaxed);
@@ -198,11 +213,14 @@ void Directory::RunTransition(Table* from, Table* to) {
   epochs_.Retire([from] { Free(from); });
 }
 
-void Directory::Double(const Table* from) {
+bool Directory::Double(const Table* from) {
   std::lock_guard<std::mutex> lock(transition_mu_);
   Table* cur = Current();
-  if (cur != from || cur->depth + 1 > kMaxDepth) return;
-  RunTransition(cur, BeginTransition(cur, cur->depth + 1));
+  if (cur != from || cur->depth + 1 > kMaxDepth) return true;
+  Table* next = BeginTransition(cur, cur->depth + 1);
+  if (next == nullptr) return false;
+  RunTransition(cur, next);
+  return true;
 }
 
 void Directory::Halve(const Table* from, unsigned min_depth, bool (*allow)(void* ctx), void* ctx) {
@@ -213,6 +231,7 @@ void Directory::Halve(const Table* from, unsigned min_depth, bool (*allow)(void*
   // table cannot hold (counts it, then checks `next`, both seq_cst), so either it sees
   // this transition and backs off, or `allow` sees its segment (Dekker's pattern).
   Table* n = BeginTransition(cur, cur->depth - 1);
+  if (n == nullptr) return;  // no DRAM: the table stays as it is
   if (!allow(ctx)) {
     // No stage has started, so nobody has used `n`: withdrawn.
     cur->next.store(nullptr, std::memory_order_seq_cst);

@@ -49,6 +49,8 @@
 #include <mutex>
 
 #include "common/epoch.h"
+#include "pmhash/status.h"
+#include "util/dram_buffer.h"
 
 namespace pmhash::engines::spash {
 
@@ -83,10 +85,14 @@ class Directory {
   static constexpr unsigned kMaxDepth = 40;  // 2^40 entries would be 8 TiB of DRAM
 
   struct Table {
-    explicit Table(unsigned depth);
+    // A table of 2^depth zero entries, in DRAM backed by huge pages where the kernel
+    // allows (util/dram_buffer.h: a lookup then costs a cache miss, not a page walk too);
+    // null if the system has no memory for it.
+    static std::unique_ptr<Table> Make(unsigned depth);
     unsigned depth;
     uint64_t size;
-    std::unique_ptr<std::atomic<uint64_t>[]> entries;
+    DramBuffer memory;
+    std::atomic<uint64_t>* entries;
     // The transition under way from this table (null: none) and its stages, one per
     // partition of this table: kPending, kCopying, kDone.
     std::atomic<Table*> next{nullptr};
@@ -122,11 +128,14 @@ class Directory {
   // Replaces everything by a table of 2^depth entries, entry i = init(i) (creation and
   // recovery; no other thread may use the directory).
   template <typename Init>
-  void Reset(unsigned depth, Init&& init) {
-    auto t = std::make_unique<Table>(depth);
+  Status Reset(unsigned depth, Init&& init) {
+    std::unique_ptr<Table> t = Table::Make(depth);
+    if (t == nullptr) return OutOfMemory(depth);
     for (uint64_t i = 0; i < t->size; ++i) t->entries[i].store(init(i), std::memory_order_relaxed);
     Free(current_.exchange(t.release(), std::memory_order_acq_rel));
+    return Status::OK();
   }
+  static Status OutOfMemory(unsigned depth);
 
   // The current table (readers: inside an epoch guard; it stays valid until they leave).
   Table* Current() const { return current_.load(std::memory_order_acquire); }
@@ -162,7 +171,8 @@ class Directory {
   // (someone completed a transition from it) or the transition could not start (the
   // depth limit, or `allow` said no once the lock was held); they may run the
   // transition themselves. Call with no range held.
-  void Double(const Table* from);
+  // False if the new table could not be allocated (no DRAM).
+  bool Double(const Table* from);
   // Halving to depth - 1 (not below min_depth): `allow` (called with the transition
   // published, see directory.cc) says whether no segment is as deep as G - 1.
   void Halve(const Table* from, unsigned min_depth, bool (*allow)(void* ctx), void* ctx);

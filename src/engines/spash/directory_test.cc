@@ -12,7 +12,7 @@ namespace {
 
 // A directory of 2^3 entries naming segments 1..8 at depth 3 (segment s + 1 for prefix s).
 void Fill(Directory* dir) {
-  dir->Reset(3, [](uint64_t i) { return DirEntry::Make(i + 1, 3, 0, 0); });
+  EXPECT_TRUE(dir->Reset(3, [](uint64_t i) { return DirEntry::Make(i + 1, 3, 0, 0); }).ok());
 }
 
 uint64_t SegmentFor(uint64_t hash) { return (hash >> 61) + 1; }

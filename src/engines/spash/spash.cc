@@ -282,7 +282,8 @@ Status Spash::Create() {
   p.Store(&root_->floor_depth, uint64_t{depth});
   p.Store(&root_->usage_saved, SealFor(&root_->usage_saved, 0));
   CreateRoot(kRootLayout, head_block_, 0);  // its fence orders every flush above first
-  dir_.Reset(depth, [&](uint64_t i) { return DirEntry::Make(segs[i] >> 8, depth, 0, 0); });
+  PMHASH_RETURN_IF_ERROR(
+      dir_.Reset(depth, [&](uint64_t i) { return DirEntry::Make(segs[i] >> 8, depth, 0, 0); }));
   for (auto& c : depth_count_) c.store(0);
   depth_count_[depth].store(n);
   live_segments_.store(n);
@@ -752,7 +753,10 @@ Status Spash::DoWrite(std::string_view key, std::string_view value, uint64_t h, 
       continue;
     }
     if (o == Outcome::kNeedsDoubling) {
-      dir_.Double(c.held.table);
+      if (!dir_.Double(c.held.table)) {
+        if (record != 0) FreeRecord(record);
+        return Directory::OutOfMemory(c.held.table->depth + 1);
+      }
       continue;
     }
     if (o == Outcome::kBlocked) {
@@ -1408,12 +1412,11 @@ Status Spash::RebuildDirectory(std::vector<SegmentRef>* live, bool crashed) {
     StoreRecord(pool().At<Segment>(x->offset), x->depth, x->prefix);
     i += range;
   }
-  dir_.Reset(g, [&](uint64_t i) {
+  return dir_.Reset(g, [&](uint64_t i) {
     const SegmentRef& x = (*live)[owner[i]];
     const bool primary = (x.prefix << (g - x.depth)) == i;
     return DirEntry::Make(x.offset >> 8, x.depth, primary ? kUnknownCount : 0, 0);
   });
-  return Status::OK();
 }
 
 Status Spash::CheckEntry(const Segment* s, int i, uint64_t prefix, unsigned depth,
