@@ -212,7 +212,10 @@ Status Spash::NewBlock(uint64_t kind, bool link, uint64_t* offset) {
   if (link) PublishRootTable(*offset);  // fence, the list's new head, persist
   head_block_ = *offset;
   NoteBlock(*offset);
-  if (!segments) chunk_blocks_.push_back(*offset);
+  if (!segments) {  // kept sorted: CheckEntry and the usage maps search it
+    chunk_blocks_.insert(std::upper_bound(chunk_blocks_.begin(), chunk_blocks_.end(), *offset),
+                         *offset);
+  }
   blocks_.push_back(*offset);
   return Status::OK();
 }
@@ -1483,14 +1486,7 @@ Status Spash::ScanSegments(const std::vector<SegmentRef>& live, bool repair, uin
                                   " holds a key of another segment (damaged)");
       }
       ++n;
-      if (KeyWord::Form(w) == KeyWord::kRecord && KeyWord::Chunked(w)) {
-        const uint64_t off = KeyWord::RecordOffset(w);
-        const auto it = std::upper_bound(chunk_blocks_.begin(), chunk_blocks_.end(), off);
-        const size_t bi = static_cast<size_t>(it - chunk_blocks_.begin()) - 1;
-        const uint64_t unit = (off - chunk_blocks_[bi] - kSpashChunkArea) / 16;
-        const uint64_t units = RecordUnits(codec().RecordBytesAt(off));
-        for (uint64_t u = unit; u < unit + units; ++u) usage[bi][u / 64] |= uint64_t{1} << (u % 64);
-      }
+      MarkUsage(w, &usage);
     }
     if (repair) {
       // Hints rebuilt exactly: an insert's hint and entry are in different lines, so a
@@ -1520,6 +1516,17 @@ bool Spash::HeldElsewhere(uint64_t w, uint64_t hash) const {
     if ((KeyWordOf(owner, i) & ~KeyWord::kHint) == w) return true;
   }
   return false;
+}
+
+void Spash::MarkUsage(uint64_t w, std::vector<std::vector<uint64_t>>* usage) const {
+  if (KeyWord::Form(w) != KeyWord::kRecord || !KeyWord::Chunked(w)) return;
+  // The entry was checked (CheckEntry) or written by this engine: its chunk block exists.
+  const uint64_t off = KeyWord::RecordOffset(w);
+  const auto it = std::upper_bound(chunk_blocks_.begin(), chunk_blocks_.end(), off);
+  const size_t bi = static_cast<size_t>(it - chunk_blocks_.begin()) - 1;
+  const uint64_t unit = (off - chunk_blocks_[bi] - kSpashChunkArea) / 16;
+  const uint64_t units = RecordUnits(codec().RecordBytesAt(off));
+  for (uint64_t u = unit; u < unit + units; ++u) (*usage)[bi][u / 64] |= uint64_t{1} << (u % 64);
 }
 
 void Spash::AdoptUsage(uint64_t block, const uint64_t* bits) {
@@ -1590,18 +1597,7 @@ Status Spash::Shutdown() {
     for (unsigned k = 0; k < kSpashSegmentsPerBlock; ++k) {
       if (records[k] == 0) continue;
       const auto* s = pool().At<const Segment>(block + kSpashSegmentArea + k * sizeof(Segment));
-      for (int i = 0; i < kSlots; ++i) {
-        const uint64_t w = KeyWordOf(s, i);
-        if (KeyWord::Form(w) != KeyWord::kRecord || !KeyWord::Chunked(w)) continue;
-        const uint64_t off = KeyWord::RecordOffset(w);
-        const auto it = std::upper_bound(chunk_blocks_.begin(), chunk_blocks_.end(), off);
-        const size_t bi = static_cast<size_t>(it - chunk_blocks_.begin()) - 1;
-        const uint64_t unit = (off - chunk_blocks_[bi] - kSpashChunkArea) / 16;
-        const uint64_t units = RecordUnits(codec().RecordBytesAt(off));
-        for (uint64_t u = unit; u < unit + units; ++u) {
-          usage[bi][u / 64] |= uint64_t{1} << (u % 64);
-        }
-      }
+      for (int i = 0; i < kSlots; ++i) MarkUsage(KeyWordOf(s, i), &usage);
     }
   }
   pm::Persister& p = persister();
@@ -1624,14 +1620,20 @@ void Spash::WaitForBackgroundWork() { dir_.epochs().Collect(); }
 void Spash::FillStats(IndexStats* stats) const {
   stats->count = Count();
   stats->key_slots = live_segments_.load(std::memory_order_relaxed) * kSlots;
-  uint64_t lists = 0;
-  for (size_t i = 0; i <= pm::CounterTable::kMaxThreads; ++i) {
-    for (const auto& f : threads_[i].free) lists += f.capacity() * sizeof(uint64_t);
+  uint64_t blocks = 0, chunk_blocks = 0, free_lists = 0;
+  {
+    std::lock_guard<std::mutex> lock(alloc_mu_);
+    blocks = blocks_.size();
+    chunk_blocks = chunk_blocks_.size();
+    free_lists = free_segments_.capacity() + free_chunks_.capacity();
+    for (const auto& f : free_units_) free_lists += f.capacity();
   }
   stats->dram_bytes = sizeof(*this) + dir_.MemoryBytes() + hot_.bytes() +
-                      (pm::CounterTable::kMaxThreads + 1) * sizeof(ThreadState) + lists +
+                      // (the per-thread free lists, which other threads may be growing,
+                      // are not counted: 8 bytes per freed record held for reuse)
+                      (pm::CounterTable::kMaxThreads + 1) * sizeof(ThreadState) +
                       (pool().heap_size() / kSpashBlockBytes + 1) * sizeof(uint64_t) +
-                      (free_segments_.capacity() + free_chunks_.capacity()) * sizeof(uint64_t);
+                      free_lists * sizeof(uint64_t);
   auto& c = stats->engine_counters;
   c["global_depth"] = dir_.Current()->depth;
   c["segments"] = live_segments_.load();
@@ -1646,8 +1648,8 @@ void Spash::FillStats(IndexStats* stats) const {
   c["htm_commits"] = htm_commits_.load();
   c["htm_aborts"] = htm_aborts_.load();
   c["htm_fallbacks"] = htm_fallbacks_.load();
-  c["blocks"] = blocks_.size();
-  c["chunk_blocks"] = chunk_blocks_.size();
+  c["blocks"] = blocks;
+  c["chunk_blocks"] = chunk_blocks;
   c["directory_bytes"] = dir_.MemoryBytes();
 }
 

@@ -393,6 +393,9 @@ class Spash : public Engine {
   // Whether the segment the directory names for `hash` holds key word `w` (hint aside):
   // then `w` elsewhere is a copy an interrupted split or merge left behind.
   bool HeldElsewhere(uint64_t w, uint64_t hash) const;
+  // Marks the 16-byte units of key word w's record if it lies in a chunk (usage[i]: the
+  // bits of chunk_blocks_[i]).
+  void MarkUsage(uint64_t w, std::vector<std::vector<uint64_t>>* usage) const;
   void AdoptUsage(uint64_t block, const uint64_t* bits);
   Status LoadUsage();
 
@@ -419,7 +422,7 @@ class Spash : public Engine {
   // Blocks (alloc_mu_ guards what follows it, except block_start_, which is written
   // before a block's segments are handed out).
   std::unique_ptr<std::atomic<uint64_t>[]> block_start_;  // per 64 KiB heap window
-  std::mutex alloc_mu_;
+  mutable std::mutex alloc_mu_;
   uint64_t head_block_ = 0;
   std::vector<uint64_t> blocks_;        // every block
   std::vector<uint64_t> chunk_blocks_;  // the chunk blocks, sorted by offset at open
