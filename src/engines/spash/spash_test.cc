@@ -238,6 +238,37 @@ TEST(SpashTest, ThreadsSplitAndReadWhileTheDirectoryDoubles) {
   EXPECT_TRUE(AsSpash(index.get())->CheckInvariants().ok());
 }
 
+TEST(SpashTest, SearchesNeverReturnATornRecord) {
+  // A writer replaces a key's 64 KiB value again and again (each a new record: the
+  // allocator hands the block just freed to the next update, which rewrites it while a
+  // search may still be copying it); searches copy the value with no lock and must
+  // return one version whole: every byte the same.
+  auto index = OpenOrDie(SpashOptions({}, 64ull << 20));
+  const std::string key = "the key of a large record";
+  ASSERT_TRUE(index->Insert(key, std::string(64 << 10, 'a')).ok());
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> torn{0}, reads{0};
+  std::thread writer([&] {
+    for (int i = 0; i < 1000 && torn.load() == 0; ++i) {
+      ASSERT_TRUE(index->Update(key, std::string(64 << 10, static_cast<char>('a' + i % 26))).ok());
+    }
+    stop.store(true);
+  });
+  std::thread reader([&] {
+    std::string v;
+    while (!stop.load()) {
+      ASSERT_TRUE(index->Get(key, &v).ok());
+      ASSERT_EQ(v.size(), size_t{64} << 10);
+      if (v.find_first_not_of(v[0]) != std::string::npos) torn.fetch_add(1);
+      reads.fetch_add(1);
+    }
+  });
+  writer.join();
+  reader.join();
+  EXPECT_EQ(torn.load(), 0u) << "of " << reads.load() << " reads";
+  EXPECT_GT(reads.load(), 0u);
+}
+
 TEST(SpashTest, EmulatedHtmRetriesAbortsAndFallsBack) {
   for (const PersistMode mode : {PersistMode::kAdr, PersistMode::kEadr}) {
     Options o = SpashOptions({{"htm_emulated", "on"}, {"htm_abort_rate", "0.3"},
