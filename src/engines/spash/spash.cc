@@ -17,6 +17,8 @@ namespace pmhash::engines {
 namespace {
 
 using spash::Bucket;
+using spash::BucketMatch;
+using spash::MatchBucket;
 using spash::DirEntry;
 using spash::Directory;
 using spash::KeyWord;
@@ -310,39 +312,35 @@ bool Spash::RecordMatches(uint64_t w, std::string_view key, uint64_t h) const {
   return codec().KeyEquals(SlotForm::kRecord, KvWords{KeyWord::RecordOffset(w), h}, key, h);
 }
 
+int Spash::MatchIn(const Bucket* bucket, int c, const BucketMatch& m, std::string_view key,
+                   uint64_t h) const {
+  if (m.inline_eq != 0) return c * 4 + std::countr_zero(m.inline_eq);
+  for (unsigned r = m.record; r != 0; r &= r - 1) {
+    const int j = std::countr_zero(r);
+    if (RecordMatches(Load(&bucket->slot[j].key), key, h)) return c * 4 + j;
+  }
+  return -1;
+}
+
 Spash::Probe Spash::Find(const Segment* s, std::string_view key, uint64_t h,
                          bool want_free) const {
   Probe p;
   const int b = MainBucket(h);
   const uint64_t inline_word = InlineWordFor(key, h);
   persister().NoteRead(&s->bucket[b], sizeof(Bucket));
-  unsigned hints = 0;
-  for (int j = 0; j < 4; ++j) {
-    const uint64_t w = Load(&s->bucket[b].slot[j].key);
-    if (j > 0 && (w & KeyWord::kHint) != 0) hints |= 1u << j;
-    if (KeyWord::Empty(w)) {
-      if (p.free < 0) p.free = b * 4 + j;
-    } else if ((w & ~KeyWord::kHint) == inline_word || RecordMatches(w, key, h)) {
-      p.found = b * 4 + j;
-      return p;
-    }
-  }
+  const BucketMatch m = MatchBucket(&s->bucket[b], inline_word, h);
+  if (m.empty != 0) p.free = b * 4 + std::countr_zero(m.empty);
+  if ((p.found = MatchIn(&s->bucket[b], b, m, key, h)) >= 0) return p;
   // The buckets the hints name (the key may be there) and, when a free slot is wanted
   // and the main bucket has none, the others in circular order.
   for (int k = 1; k < 4; ++k) {
-    const bool hinted = (hints >> k & 1) != 0;
+    const bool hinted = (m.hints >> k & 1) != 0;
     if (!hinted && !(want_free && p.free < 0)) continue;
     const int c = (b + k) & 3;
     persister().NoteRead(&s->bucket[c], sizeof(Bucket));
-    for (int j = 0; j < 4; ++j) {
-      const uint64_t w = Load(&s->bucket[c].slot[j].key);
-      if (KeyWord::Empty(w)) {
-        if (want_free && p.free < 0) p.free = c * 4 + j;
-      } else if (hinted && ((w & ~KeyWord::kHint) == inline_word || RecordMatches(w, key, h))) {
-        p.found = c * 4 + j;
-        return p;
-      }
-    }
+    const BucketMatch o = MatchBucket(&s->bucket[c], inline_word, h);
+    if (want_free && p.free < 0 && o.empty != 0) p.free = c * 4 + std::countr_zero(o.empty);
+    if (hinted && (p.found = MatchIn(&s->bucket[c], c, o, key, h)) >= 0) return p;
   }
   return p;
 }
@@ -601,35 +599,21 @@ Status Spash::DoGet(std::string_view key, uint64_t h, std::string* value) {
     const Segment* s = SegmentAt(e);
     const Bucket* mb = &s->bucket[b];
     persister().NoteRead(mb, sizeof(Bucket));
-    const Slot* hit = nullptr;
-    uint64_t w = 0;
-    unsigned hints = 0;
-    for (int j = 0; j < 4; ++j) {
-      w = Load(&mb->slot[j].key);
-      hints |= static_cast<unsigned>((w >> 61) & 1) << j;
-      if ((w & ~KeyWord::kHint) == inline_word || RecordMatches(w, key, h)) {
-        hit = &mb->slot[j];
-        break;
-      }
-    }
+    const BucketMatch m = MatchBucket(mb, inline_word, h);
+    int found = MatchIn(mb, b, m, key, h);
     // Overflow buckets only where the main bucket's hints point (slot 0's bit is 0):
     // otherwise a miss stops at the main bucket.
-    for (int k = 1; hit == nullptr && k < 4; ++k) {
-      if ((hints >> k & 1) == 0) continue;
-      const Bucket* ob = &s->bucket[(b + k) & 3];
-      persister().NoteRead(ob, sizeof(Bucket));
-      for (int j = 0; j < 4; ++j) {
-        w = Load(&ob->slot[j].key);
-        if ((w & ~KeyWord::kHint) == inline_word || RecordMatches(w, key, h)) {
-          hit = &ob->slot[j];
-          break;
-        }
-      }
+    for (unsigned rest = m.hints & 0xe; found < 0 && rest != 0; rest &= rest - 1) {
+      const int c = (b + std::countr_zero(rest)) & 3;
+      persister().NoteRead(&s->bucket[c], sizeof(Bucket));
+      found = MatchIn(&s->bucket[c], c, MatchBucket(&s->bucket[c], inline_word, h), key, h);
     }
-    if (hit == nullptr) {
+    if (found < 0) {
       if (Directory::Load(place) == e) return Status::NotFound();
       continue;
     }
+    const Slot* hit = &s->bucket[found / 4].slot[found % 4];
+    const uint64_t w = Load(&hit->key);
     if (KeyWord::Form(w) == KeyWord::kInline) {
       const uint64_t v = Load(&hit->value);
       if (Directory::Load(place) != e) continue;
@@ -728,7 +712,7 @@ Status Spash::DoWrite(std::string_view key, std::string_view value, uint64_t h, 
     }
     if (a == Acquired::kRetry) continue;
     if (!try_region && htm_) htm_fallbacks_.fetch_add(1, std::memory_order_relaxed);
-    if (c.held.word != (e & ~DirEntry::kBusy)) {
+    if (!SameVersion(c.held.word, e)) {
       // A writer committed between the preparation and the lock: prepare again, now
       // under the lock (in a region the validation above has already refused this).
       p = Find(SegmentAt(c.held.word), key, h, mode != WriteMode::kUpdate);
@@ -1020,7 +1004,7 @@ Status Spash::DoDelete(std::string_view key, uint64_t h) {
       continue;
     }
     if (a == Acquired::kRetry) continue;
-    if (c.held.word != (e & ~DirEntry::kBusy)) p = Find(SegmentAt(c.held.word), key, h, false);
+    if (!SameVersion(c.held.word, e)) p = Find(SegmentAt(c.held.word), key, h, false);
     Status result = Status::NotFound();
     unsigned left = 0;
     if (p.found >= 0) {

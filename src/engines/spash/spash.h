@@ -230,6 +230,32 @@ struct KeyWord {
 static_assert((uint64_t{1} << 47) >= pm::kMaxPoolSize,
               "43 bits of offset / 16 reach every byte of the largest pool");
 
+// One bucket's four key words against a key, as bit masks (bit j: slot j), with four
+// loads and no branch: `inline_eq`, the slot holds the key inline; `record`, a record slot
+// whose fingerprint matches (the key may be there: its record decides); `empty`; `hints`,
+// the hint bits (of a main bucket: bit k names bucket b + k).
+struct BucketMatch {
+  unsigned inline_eq = 0, record = 0, empty = 0, hints = 0;
+};
+[[gnu::always_inline]] inline BucketMatch MatchBucket(const Bucket* b, uint64_t inline_word,
+                                                      uint64_t fingerprint) {
+  const uint64_t record_word =
+      KeyWord::kRecord | (fingerprint & KeyWord::kFingerprintMask) << KeyWord::kFingerprintShift;
+  constexpr uint64_t kRecordBits =
+      KeyWord::kFormMask | KeyWord::kFingerprintMask << KeyWord::kFingerprintShift;
+  BucketMatch m;
+#pragma GCC unroll 4
+  for (unsigned j = 0; j < 4; ++j) {
+    const uint64_t w = __atomic_load_n(&b->slot[j].key, __ATOMIC_ACQUIRE);
+    m.inline_eq |= static_cast<unsigned>((w & ~KeyWord::kHint) == inline_word) << j;
+    m.record |= static_cast<unsigned>((w & kRecordBits) == record_word) << j;
+    m.empty |= static_cast<unsigned>(KeyWord::Empty(w)) << j;
+    m.hints |= static_cast<unsigned>(w >> 61 & 1) << j;
+  }
+  return m;
+}
+
+
 }  // namespace spash
 
 struct SpashRoot {
@@ -332,6 +358,17 @@ class Spash : public Engine {
   uint64_t InlineWordFor(std::string_view key, uint64_t h) const;
   // Whether record-form word `w` holds `key`: its fingerprint, then its record's key.
   bool RecordMatches(uint64_t w, std::string_view key, uint64_t h) const;
+  // The slot of bucket `c` (index c * 4 + j) holding `key` among the candidates `m`
+  // (MatchBucket in spash.cc: an inline match, else a record whose fingerprint matches
+  // and whose key is the key), or -1.
+  int MatchIn(const spash::Bucket* bucket, int c, const spash::BucketMatch& m,
+              std::string_view key, uint64_t h) const;
+  // Whether two entry words of one segment's range carry the same segment and version
+  // (the range's count lives in its first entry only).
+  static bool SameVersion(uint64_t a, uint64_t b) {
+    return DirEntry::Segment(a) == DirEntry::Segment(b) &&
+           DirEntry::Version(a) == DirEntry::Version(b) && DirEntry::Depth(a) == DirEntry::Depth(b);
+  }
   // The main bucket, the buckets its hints name and, with want_free and no free slot in
   // the main bucket, the others; the lines read are noted.
   Probe Find(const Segment* s, std::string_view key, uint64_t h, bool want_free) const;
