@@ -446,6 +446,7 @@ class Spash : public Engine {
   unsigned htm_retries_ = 4;
   double htm_abort_rate_ = 0;
   bool read_lock_ = false;
+  bool nta_reads_ = false;
   spash::HotKeys hot_;
 
   // Structure.
