@@ -249,7 +249,7 @@ TEST(SpashTest, SearchesNeverReturnATornRecord) {
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> torn{0}, reads{0};
   std::thread writer([&] {
-    for (int i = 0; i < 1000 && torn.load() == 0; ++i) {
+    for (int i = 0; i < 500 && torn.load() == 0; ++i) {
       ASSERT_TRUE(index->Update(key, std::string(64 << 10, static_cast<char>('a' + i % 26))).ok());
     }
     stop.store(true);
