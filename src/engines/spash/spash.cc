@@ -486,6 +486,8 @@ struct Spash::Commit {
   int ndirty = 0;
   uint64_t to_free[2];  // record words freed once the commit is durable
   int nfree = 0;
+  Segment* retired[kMaxParts];  // segments split away, reused once the commit is durable
+  int nretired = 0;
   const void* write_back = nullptr;  // eadr, Table I: a new copy written back after
   uint64_t write_back_bytes = 0;
 
@@ -580,6 +582,7 @@ bool Spash::Finish(Commit& c) {
   }
   if (c.write_back != nullptr) p.WriteBack(c.write_back, c.write_back_bytes);
   for (int i = 0; i < c.nfree; ++i) FreeRecord(c.to_free[i]);
+  for (int i = 0; i < c.nretired; ++i) FreeSegment(c.retired[i]);  // their free records durable
   return true;
 }
 
@@ -922,60 +925,54 @@ Status Spash::Split(Commit& c, int k, Outcome* outcome) {
     return Status::OK();
   }
   Segment* s = SegmentAt(part.word);
-  Segment* ns = nullptr;
-  if (Status st = NewSegment(&ns); !st.ok()) {
-    depth_count_[d + 1].fetch_sub(2, std::memory_order_seq_cst);
-    return st;
+  Segment* half[2] = {nullptr, nullptr};  // prefix p0, p1 at depth d + 1
+  for (Segment*& n : half) {
+    if (Status st = NewSegment(&n); !st.ok()) {
+      if (half[0] != nullptr) FreeSegment(half[0]);
+      depth_count_[d + 1].fetch_sub(2, std::memory_order_seq_cst);
+      return st;
+    }
   }
   depth_count_[d].fetch_sub(1, std::memory_order_seq_cst);
   pm::Persister& p = persister();
   const uint64_t prefix = part.first >> (g - d);
-  // The entries whose next prefix bit is 1 move to the new segment, placed there by
-  // circular probing; the others stay where they are.
-  uint64_t keep[kSlots], moved[kSlots] = {}, moved_value[kSlots] = {};
-  unsigned kept = 0, moving = 0;
+  // Both halves written afresh (Fig. 3: "both segments rewritten"): each entry goes to
+  // the half of its next prefix bit, placed by circular probing from its main bucket, so
+  // an entry that overflowed while the segment was full returns to its main bucket
+  // where the half has room. The old segment is not changed: a reader that still reads
+  // it sees what it held, and a crash keeps it whole.
+  Segment image[2] = {};
+  uint64_t words[2][kSlots] = {};
+  unsigned count[2] = {0, 0};
   for (int i = 0; i < kSlots; ++i) {
     const uint64_t w = KeyWordOf(s, i) & ~KeyWord::kHint;
-    keep[i] = w;
     if (KeyWord::Empty(w)) continue;
     const uint64_t hash = HashOfEntry(w, prefix, d);
-    if ((hash >> (63 - d) & 1) == 0) {
-      ++kept;
-      continue;
-    }
-    const int j = PlaceInImage(moved, MainBucket(hash));
-    moved[j] = w | (moved[j] & KeyWord::kHint);
-    moved_value[j] = s->bucket[i / 4].slot[i % 4].value;
-    keep[i] = 0;
-    ++moving;
+    const int side = static_cast<int>(hash >> (63 - d) & 1);
+    const int j = PlaceInImage(words[side], MainBucket(hash));
+    words[side][j] = w | (words[side][j] & KeyWord::kHint);
+    image[side].bucket[j / 4].slot[j % 4].value = s->bucket[i / 4].slot[i % 4].value;
+    ++count[side];
   }
-  Segment image;
-  for (int i = 0; i < kSlots; ++i) {
-    image.bucket[i / 4].slot[i % 4] = {moved[i], moved_value[i]};
+  for (int side = 0; side < 2; ++side) {
+    for (int i = 0; i < kSlots; ++i) image[side].bucket[i / 4].slot[i % 4].key = words[side][i];
+    p.Copy(half[side], &image[side], sizeof(Segment));
+    p.Flush(half[side], sizeof(Segment));
   }
-  // The new segment, durable before its record makes it live; the record durable before
-  // the old segment lets its entries go.
-  p.Copy(ns, &image, sizeof(Segment));
-  p.Flush(ns, sizeof(Segment));
+  // The halves durable before their records make them live; their records durable
+  // before the old segment's is cleared (a crash between leaves the old one shadowed by
+  // deeper ones, which recovery drops).
   p.Fence();
-  StoreRecord(ns, d + 1, prefix * 2 + 1);
+  StoreRecord(half[1], d + 1, prefix * 2 + 1);
+  StoreRecord(half[0], d + 1, prefix * 2);
   p.Fence();
-  StoreRecord(s, d + 1, prefix * 2);
-  SetExactHints(keep);
-  bool changed = false;
-  for (int i = 0; i < kSlots; ++i) {
-    uint64_t* w = &KeyWordOf(s, i);
-    if (*w != keep[i]) {
-      p.Store(w, keep[i]);
-      changed = true;
-    }
-  }
-  if (changed) p.Flush(s, sizeof(Segment));  // the operation's fence follows (Finish)
-  const uint64_t half = part.count / 2;
+  StoreRecord(s, 0, 0);  // durable with the operation's fence (Finish), then reused
+  c.retired[c.nretired++] = s;
+  const uint64_t span = part.count / 2;
   const uint64_t version = DirEntry::Version(part.word);
-  c.parts[c.nparts++] = {part.first + half, half,
-                         DirEntry::Make(SegmentIndex(ns), d + 1, moving, version)};
-  part = {part.first, half, DirEntry::Make(SegmentIndex(s), d + 1, kept, version)};
+  c.parts[c.nparts++] = {part.first + span, span,
+                         DirEntry::Make(SegmentIndex(half[1]), d + 1, count[1], version)};
+  part = {part.first, span, DirEntry::Make(SegmentIndex(half[0]), d + 1, count[0], version)};
   c.changed = true;
   live_segments_.fetch_add(1, std::memory_order_relaxed);
   splits_.fetch_add(1, std::memory_order_relaxed);
@@ -1306,7 +1303,26 @@ Status Spash::Recover(bool clean) {
     }
   }
   std::sort(chunk_blocks_.begin(), chunk_blocks_.end());
-  PMHASH_RETURN_IF_ERROR(RebuildDirectory(&live, !clean));
+  std::vector<SegmentRef> shadowed;
+  PMHASH_RETURN_IF_ERROR(RebuildDirectory(&live, !clean, &shadowed));
+  for (const SegmentRef& x : shadowed) {
+    // Every entry of a shadowed segment must be a copy the halves of its split hold.
+    Segment* s = pool().At<Segment>(x.offset);
+    for (int i = 0; i < kSlots; ++i) {
+      const uint64_t w = KeyWordOf(s, i) & ~KeyWord::kHint;
+      if (KeyWord::Empty(w)) continue;
+      uint64_t hash = 0;
+      PMHASH_RETURN_IF_ERROR(CheckEntry(s, i, x.prefix, x.depth, &hash));
+      if (!HeldElsewhere(w, hash)) {
+        return Status::Corruption("spash: the segment at pool offset " +
+                                  std::to_string(x.offset) +
+                                  " is covered by deeper segments that lack its slot " +
+                                  std::to_string(i) + " (damaged)");
+      }
+    }
+    StoreRecord(s, 0, 0);  // persisted with the recovery's last fence
+    free_segments_.push_back(x.offset);
+  }
   uint64_t count = stored;
   if (!clean) {
     PMHASH_RETURN_IF_ERROR(ScanSegments(live, /*repair=*/true, &count));
@@ -1331,7 +1347,8 @@ Status Spash::Recover(bool clean) {
   return Status::OK();
 }
 
-Status Spash::RebuildDirectory(std::vector<SegmentRef>* live, bool crashed) {
+Status Spash::RebuildDirectory(std::vector<SegmentRef>* live, bool crashed,
+                               std::vector<SegmentRef>* shadowed) {
   unsigned g = floor_depth_;
   for (const SegmentRef& x : *live) g = std::max(g, x.depth);
   const uint64_t n = uint64_t{1} << g;
@@ -1359,9 +1376,15 @@ Status Spash::RebuildDirectory(std::vector<SegmentRef>* live, bool crashed) {
     SegmentRef& x = (*live)[xi];
     const uint64_t first = x.prefix << (g - x.depth), range = uint64_t{1} << (g - x.depth);
     if (owned[xi] == range) continue;
-    // An interrupted split (the new segment's record durable, the old one's not) or
-    // merge (the merged record durable, the buddy not yet freed): the deeper segment
-    // holds one half, and this one keeps the other, whose entries it still has.
+    if (owned[xi] == 0 && crashed) {
+      // A split whose two halves are durable and the old segment's record not yet
+      // cleared: the halves hold its entries (Recover checks that, then frees it).
+      shadowed->push_back(x);
+      continue;
+    }
+    // An interrupted split (one half's record durable, not the other's) or merge (the
+    // merged record durable, the buddy not yet freed): the deeper segment holds one
+    // half, and this one keeps the other, whose entries it still has.
     const auto owns = [&](uint64_t a) {
       for (uint64_t i = a; i < a + range / 2; ++i) {
         if (owner[i] != xi) return false;
@@ -1405,11 +1428,16 @@ Status Spash::RebuildDirectory(std::vector<SegmentRef>* live, bool crashed) {
     StoreRecord(pool().At<Segment>(x->offset), x->depth, x->prefix);
     i += range;
   }
-  return dir_.Reset(g, [&](uint64_t i) {
+  PMHASH_RETURN_IF_ERROR(dir_.Reset(g, [&](uint64_t i) {
     const SegmentRef& x = (*live)[owner[i]];
     const bool primary = (x.prefix << (g - x.depth)) == i;
     return DirEntry::Make(x.offset >> 8, x.depth, primary ? kUnknownCount : 0, 0);
+  }));
+  std::erase_if(*live, [&](const SegmentRef& x) {
+    return std::any_of(shadowed->begin(), shadowed->end(),
+                       [&](const SegmentRef& y) { return y.offset == x.offset; });
   });
+  return Status::OK();
 }
 
 Status Spash::CheckEntry(const Segment* s, int i, uint64_t prefix, unsigned depth,

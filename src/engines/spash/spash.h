@@ -100,12 +100,14 @@
 //  delete: the key word cleared (its hint bit kept), and, if the entry was the last of
 //    its main bucket in an overflow bucket, that hint cleared (a stale hint is harmless);
 //    flushed, fence; the record freed.
-//  split (Fig. 3, inside the inserting operation): a free segment N gets the entries
-//    whose next prefix bit is 1 (a 256-byte copy, flushed); fence; N's record (d+1, p1)
-//    stored and flushed; fence; the old segment's record (d+1, p0) stored, the moved
-//    entries' key words cleared and its hints recomputed, flushed; the operation's fence.
-//    A crash leaves N unborn (record 0) or both records overlapping (the deeper wins;
-//    recovery clears the old segment's copies).
+//  split (Fig. 3, inside the inserting operation): two free segments get the entries of
+//    the old one, split by their next prefix bit and placed afresh by circular probing
+//    (two 256-byte copies, flushed: "both segments rewritten"); fence; their records
+//    (d+1, p1) and (d+1, p0) stored and flushed; fence; the old segment's record cleared
+//    (durable with the operation's fence, which comes before the segment is reused). A
+//    crash leaves the halves unborn (records 0), one half or both overlapping the old
+//    segment (the deeper wins: recovery narrows the old one to the other half and drops
+//    its copies, or frees it if both halves are there), or the old one freed.
 //  merge (the reverse, after a delete): the buddy's entries copied into the segment of
 //    prefix p0, flushed; fence; its record (d-1, p) and the buddy's record 0 stored,
 //    flushed; fence. A crash between the two records leaves an overlap (the buddy keeps
@@ -423,7 +425,11 @@ class Spash : public Engine {
 
   // ---- Recovery ----
   Status ReadBlocks(std::vector<BlockRef>* blocks) const;
-  Status RebuildDirectory(std::vector<SegmentRef>* live, bool crashed);
+  // The directory from the live segments' depth records, settling what an interrupted
+  // split or merge left (spash.h, persist order); a segment that deeper ones cover whole
+  // goes to *shadowed (and out of *live).
+  Status RebuildDirectory(std::vector<SegmentRef>* live, bool crashed,
+                          std::vector<SegmentRef>* shadowed);
   Status CheckEntry(const Segment* s, int i, uint64_t prefix, unsigned depth,
                     uint64_t* hash) const;
   Status ScanSegments(const std::vector<SegmentRef>& live, bool repair, uint64_t* count);
