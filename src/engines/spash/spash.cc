@@ -608,23 +608,14 @@ Status Spash::DoGet(std::string_view key, uint64_t h, std::string* value) {
     // from the last-level cache.
     if (nta_reads_) _mm_prefetch(reinterpret_cast<const char*>(mb), _MM_HINT_NTA);
     persister().NoteRead(mb, sizeof(Bucket));
-    // The common case first, in as few instructions as a lookup can take (issue 29: the
-    // next call's miss issues sooner): the key inline in its main bucket.
-    const uint64_t w0 = Load(&mb->slot[0].key), w1 = Load(&mb->slot[1].key);
-    const uint64_t w2 = Load(&mb->slot[2].key), w3 = Load(&mb->slot[3].key);
-    constexpr uint64_t kNoHint = ~KeyWord::kHint;
-    const unsigned eq = static_cast<unsigned>((w0 & kNoHint) == inline_word) |
-                        static_cast<unsigned>((w1 & kNoHint) == inline_word) << 1 |
-                        static_cast<unsigned>((w2 & kNoHint) == inline_word) << 2 |
-                        static_cast<unsigned>((w3 & kNoHint) == inline_word) << 3;
-    int found = b * 4 + std::countr_zero(eq);
-    // Else a record slot of the main bucket (bit 63: the record form), then the buckets
-    // its hints name (slot 0's bit is 0); with neither, a miss stops at the main bucket.
-    if (eq == 0 && ((w0 | w1 | w2 | w3) >> 63 != 0 ||
-                    ((w1 | w2 | w3) & KeyWord::kHint) != 0)) {
-      found = FindBeyondInline(s, b, key, h);
-    } else if (eq == 0) {
-      found = -1;
+    const BucketMatch m = MatchBucket(mb, inline_word, h);
+    int found = MatchIn(mb, b, m, key, h);
+    // Overflow buckets only where the main bucket's hints point (slot 0's bit is 0):
+    // otherwise a miss stops at the main bucket.
+    for (unsigned rest = m.hints & 0xe; found < 0 && rest != 0; rest &= rest - 1) {
+      const int c = (b + std::countr_zero(rest)) & 3;
+      persister().NoteRead(&s->bucket[c], sizeof(Bucket));
+      found = MatchIn(&s->bucket[c], c, MatchBucket(&s->bucket[c], inline_word, h), key, h);
     }
     if (found < 0) {
       if (Directory::Load(place) == e) return Status::NotFound();
@@ -643,18 +634,6 @@ Status Spash::DoGet(std::string_view key, uint64_t h, std::string* value) {
     *value = std::move(copy);
     return Status::OK();
   }
-}
-
-int Spash::FindBeyondInline(const Segment* s, int b, std::string_view key, uint64_t h) const {
-  const uint64_t inline_word = InlineWordFor(key, h);
-  const BucketMatch m = MatchBucket(&s->bucket[b], inline_word, h);
-  int found = MatchIn(&s->bucket[b], b, m, key, h);
-  for (unsigned rest = m.hints & 0xe; found < 0 && rest != 0; rest &= rest - 1) {
-    const int c = (b + std::countr_zero(rest)) & 3;
-    persister().NoteRead(&s->bucket[c], sizeof(Bucket));
-    found = MatchIn(&s->bucket[c], c, MatchBucket(&s->bucket[c], inline_word, h), key, h);
-  }
-  return found;
 }
 
 Status Spash::GetLocked(std::string_view key, uint64_t h, std::string* value) {

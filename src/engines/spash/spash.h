@@ -361,15 +361,10 @@ class Spash : public Engine {
   // Whether record-form word `w` holds `key`: its fingerprint, then its record's key.
   bool RecordMatches(uint64_t w, std::string_view key, uint64_t h) const;
   // The slot of bucket `c` (index c * 4 + j) holding `key` among the candidates `m`
-  // (spash::MatchBucket: an inline match, else a record whose fingerprint matches
+  // (MatchBucket in spash.cc: an inline match, else a record whose fingerprint matches
   // and whose key is the key), or -1.
   int MatchIn(const spash::Bucket* bucket, int c, const spash::BucketMatch& m,
               std::string_view key, uint64_t h) const;
-  // DoGet past its inline fast path: a record slot of main bucket b, then the buckets
-  // b's hints name. The slot (c * 4 + j) of the key, or -1. Out of line: rare, and the
-  // fast path stays short.
-  __attribute__((noinline)) int FindBeyondInline(const Segment* s, int b, std::string_view key,
-                                                 uint64_t h) const;
   // Whether two entry words of one segment's range carry the same segment and version
   // (the range's count lives in its first entry only).
   static bool SameVersion(uint64_t a, uint64_t b) {
