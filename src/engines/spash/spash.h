@@ -361,7 +361,7 @@ class Spash : public Engine {
   // Whether record-form word `w` holds `key`: its fingerprint, then its record's key.
   bool RecordMatches(uint64_t w, std::string_view key, uint64_t h) const;
   // The slot of bucket `c` (index c * 4 + j) holding `key` among the candidates `m`
-  // (MatchBucket in spash.cc: an inline match, else a record whose fingerprint matches
+  // (spash::MatchBucket: an inline match, else a record whose fingerprint matches
   // and whose key is the key), or -1.
   int MatchIn(const spash::Bucket* bucket, int c, const spash::BucketMatch& m,
               std::string_view key, uint64_t h) const;
