@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <random>
 #include <thread>
 #include <vector>
@@ -111,6 +112,15 @@ TEST(SpashDirectoryTest, StagedTransitionsRaceLockersAndReaders) {
     }
   });
   for (int round = 0; round < 200; ++round) {
+    // Each cycle of four doublings and four halvings once the lockers' and the reader's
+    // counts have moved since the last (or 100 ms passed): on a loaded machine the
+    // transitions alone could otherwise finish before the racers were ever scheduled.
+    const uint64_t locked_before = locked.load(), read_before = read.load();
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+    while (round % 8 == 0 && (locked.load() == locked_before || read.load() == read_before) &&
+           std::chrono::steady_clock::now() < until) {
+      std::this_thread::yield();
+    }
     {
       EpochReclaimer::Guard guard(dir.epochs());
       if (round % 8 < 4) {
