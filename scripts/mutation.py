@@ -85,13 +85,11 @@ def sync_tree():
             continue  # deleted in the working tree
         dst = os.path.join(TREE, rel)
         os.makedirs(os.path.dirname(dst), exist_ok=True)
-        # Copy only what changed, so the incremental build stays incremental. The copy
-        # gets the current time, not the source's: a source edited before the scratch
-        # build's last object was made would otherwise look older than that object, and
-        # the build would keep the stale object.
+        # Copy only what changed, so the incremental build stays incremental; with a new
+        # modification time (not copy2's, the source's), or a file changed since an older
+        # build but dated before its object file would not be rebuilt.
         if not os.path.exists(dst) or open(src, "rb").read() != open(dst, "rb").read():
-            shutil.copyfile(src, dst)
-            shutil.copymode(src, dst)
+            shutil.copy(src, dst)
 
 
 def build(tests, jobs, log):

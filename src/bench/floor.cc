@@ -5,6 +5,7 @@
 
 #include "bench/index_setup.h"
 #include "bench/keygen.h"
+#include "bench/latency.h"
 #include "bench/phase_stats.h"
 #include "bench/pool_files.h"
 #include "bench/threads.h"
@@ -112,11 +113,6 @@ __attribute__((noinline)) void DependentLoop(const char* table, Slice& s) {
     b = s.first + Below(Mix64(word ^ i), s.count);
   }
   s.checksum += sum;
-}
-
-double MsSince(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-      .count();
 }
 
 }  // namespace

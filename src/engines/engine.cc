@@ -64,6 +64,11 @@ Status Open(const Options& options, std::unique_ptr<Index>* index) {
 
 namespace engines {
 
+namespace {
+// Keys Scan's cursor check, with the pool's uuid and seed (engines/scan.h).
+constexpr uint64_t kScanKeySalt = 0x7372756363616e73ull;  // "scancurs"
+}  // namespace
+
 pm::PersistConfig PersistConfigOf(const Options& options) {
   pm::PersistConfig config;
   config.mode = options.persist;
@@ -87,7 +92,8 @@ Status Open(const Options& options, std::unique_ptr<Engine>* engine) {
     return UnknownEngine(engine_name);
   }
   if (options.path.empty()) {
-    PMHASH_RETURN_IF_ERROR(pm::Pool::CreateDram(engine_name, options.pool_size, &pool));
+    PMHASH_RETURN_IF_ERROR(
+        pm::Pool::CreateDram(engine_name, options.pool_size, &pool, options.hash_seed));
     fresh = true;
   } else {
     struct stat st;
@@ -105,7 +111,8 @@ Status Open(const Options& options, std::unique_ptr<Engine>* engine) {
       if (engine_name.empty()) {
         return Status::InvalidArgument("options.engine is required to create a pool");
       }
-      PMHASH_RETURN_IF_ERROR(pm::Pool::Create(options.path, engine_name, options.pool_size, &pool));
+      PMHASH_RETURN_IF_ERROR(pm::Pool::Create(options.path, engine_name, options.pool_size, &pool,
+                                             options.hash_seed));
       fresh = true;
     }
   }
@@ -159,6 +166,15 @@ Status Engine::Start(std::unique_ptr<pm::Pool> pool, bool fresh, const Options& 
   if (std::find(modes.begin(), modes.end(), options.persist) == modes.end()) {
     return Status::InvalidArgument("engine " + engine_name_ + " does not support persist mode " +
                                    PersistModeName(options.persist));
+  }
+  // The seed is the pool's, fixed when it was created.
+  hash_seed_ = pool_->hash_seed();
+  scan_key_ = Hash64(pool_->header().uuid, sizeof(pool_->header().uuid),
+                     hash_seed_ ^ kScanKeySalt);
+  if (options.hash_seed.has_value() && *options.hash_seed != hash_seed_) {
+    return Status::InvalidArgument(
+        "options.hash_seed " + std::to_string(*options.hash_seed) + " does not match the seed " +
+        std::to_string(hash_seed_) + " of the pool (it is fixed when the pool is created)");
   }
   pm::PersistConfig config = PersistConfigOf(options);
   config.observer = observer;
@@ -303,31 +319,31 @@ class OpScope {
 Status Engine::Insert(std::string_view key, std::string_view value) {
   PMHASH_RETURN_IF_ERROR(CheckKeyValue(key, value));
   OpScope op(*persister_, key.size() + value.size());
-  return DoWrite(key, value, HashKey(key), WriteMode::kInsert);
+  return DoWrite(key, value, KeyHash(key), WriteMode::kInsert);
 }
 
 Status Engine::Update(std::string_view key, std::string_view value) {
   PMHASH_RETURN_IF_ERROR(CheckKeyValue(key, value));
   OpScope op(*persister_, key.size() + value.size());
-  return DoWrite(key, value, HashKey(key), WriteMode::kUpdate);
+  return DoWrite(key, value, KeyHash(key), WriteMode::kUpdate);
 }
 
 Status Engine::Put(std::string_view key, std::string_view value) {
   PMHASH_RETURN_IF_ERROR(CheckKeyValue(key, value));
   OpScope op(*persister_, key.size() + value.size());
-  return DoWrite(key, value, HashKey(key), WriteMode::kPut);
+  return DoWrite(key, value, KeyHash(key), WriteMode::kPut);
 }
 
 Status Engine::Get(std::string_view key, std::string* value) {
   PMHASH_RETURN_IF_ERROR(SlotCodec::CheckKey(key));
   OpScope op(*persister_, 0);
-  return DoGet(key, HashKey(key), value);
+  return DoGet(key, KeyHash(key), value);
 }
 
 Status Engine::Delete(std::string_view key) {
   PMHASH_RETURN_IF_ERROR(SlotCodec::CheckKey(key));
   OpScope op(*persister_, key.size());
-  return DoDelete(key, HashKey(key));
+  return DoDelete(key, KeyHash(key));
 }
 
 void Engine::MultiGet(std::span<const std::string_view> keys, std::span<std::string> values,
@@ -337,6 +353,34 @@ void Engine::MultiGet(std::span<const std::string_view> keys, std::span<std::str
     return;
   }
   for (size_t i = 0; i < keys.size(); ++i) statuses[i] = Get(keys[i], &values[i]);
+}
+
+Status Engine::Scan(uint64_t cursor, size_t max_keys, const Visitor& fn,
+                    uint64_t* next_cursor) const {
+  if (pool_ == nullptr) return Status::InvalidArgument("index is closed");
+  if (max_keys == 0) return Status::InvalidArgument("Scan: max_keys must be at least 1");
+  // Cursor 0 is the start; any other carries a position and its check (engines/scan.h).
+  const uint64_t from = cursor & ~kScanCheckMask;
+  if (cursor != 0 && (cursor & kScanCheckMask) != ScanCursorCheck(from, scan_key_)) {
+    return Status::InvalidArgument("Scan: cursor " + std::to_string(cursor) +
+                                   " was not handed out by a Scan of this pool");
+  }
+  ScanPage page(from, max_keys);
+  PMHASH_RETURN_IF_ERROR(DoScan(&page));
+  const auto cursor_at = [&](uint64_t position) {
+    return position | ScanCursorCheck(position, scan_key_);
+  };
+  const std::vector<ScanEntry>& entries = page.entries();
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (fn(entries[i].key, entries[i].value)) continue;
+    if (i + 1 < entries.size()) {
+      *next_cursor = cursor_at(page.ResumeAt(entries[i + 1].hash));
+      return Status::OK();
+    }
+    break;  // stopped at the page's last key: the page's own end
+  }
+  *next_cursor = page.done() ? 0 : cursor_at(page.next());
+  return Status::OK();
 }
 
 void Engine::MultiGetPipelined(std::span<const std::string_view> keys,
@@ -355,7 +399,7 @@ void Engine::MultiGetPipelined(std::span<const std::string_view> keys,
       statuses[j] = std::move(s);
       return;
     }
-    hashes[j % depth] = HashKey(keys[j]);
+    hashes[j % depth] = KeyHash(keys[j]);
     Prefetch(hashes[j % depth]);
   };
   for (; ahead < n && ahead < depth; ++ahead) start(ahead);
@@ -393,7 +437,7 @@ void Engine::Write(std::span<const WriteOp> ops, std::span<Status> statuses) {
       statuses[j] = std::move(s);
       return;
     }
-    hashes[j % depth] = HashKey(op.key);
+    hashes[j % depth] = KeyHash(op.key);
     Prefetch(hashes[j % depth]);
   };
   for (; ahead < n && ahead < depth; ++ahead) start(ahead);

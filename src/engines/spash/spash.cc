@@ -157,6 +157,8 @@ Status Spash::Configure(EngineOptions& options, const Options& /*index_options*/
   htm_abort_rate_ = options.Double("htm_abort_rate");
   read_lock_ = options.Bool("read_lock");
   nta_reads_ = options.Bool("nta_reads");
+  // A test hash (the degenerate-hash run) is no bijection: every key is then a record.
+  inline_keys_ = key_hash_invertible();
   if (hot != 0 && (hot % per != 0 || !std::has_single_bit(hot / per))) {
     return Status::InvalidArgument("option hot_keys=" + std::to_string(hot) +
                                    " must be hot_per_partition (" + std::to_string(per) +
@@ -302,7 +304,7 @@ Status Spash::Create() {
 
 uint64_t Spash::InlineWordFor(std::string_view key, uint64_t h) const {
   // No key word has the form 11, so kFormMask matches nothing.
-  return key.size() == 8 ? KeyWord::Inline(h) : KeyWord::kFormMask;
+  return key.size() == 8 && inline_keys_ ? KeyWord::Inline(h) : KeyWord::kFormMask;
 }
 
 bool Spash::RecordMatches(uint64_t w, std::string_view key, uint64_t h) const {
@@ -351,14 +353,14 @@ uint64_t Spash::HashOfEntry(uint64_t w, uint64_t prefix, unsigned depth) const {
   if (KeyWord::Form(w) == KeyWord::kInline) {
     return (prefix >> (depth - kSpashMinDepth)) << 61 | (w & KeyWord::kHashMask);
   }
-  return HashKey(codec().Key(SlotForm::kRecord, KvWords{KeyWord::RecordOffset(w), 0}));
+  return KeyHash(codec().Key(SlotForm::kRecord, KvWords{KeyWord::RecordOffset(w), 0}));
 }
 
 void Spash::EntryKeyValue(uint64_t w, uint64_t v, uint64_t h, std::string* key,
                           std::string* value) const {
   if (KeyWord::Form(w) == KeyWord::kInline) {
     char k[8];
-    UnhashKey8(h, 0, k);
+    UnhashKey8(h, hash_seed(), k);
     key->assign(k, 8);
     value->assign(reinterpret_cast<const char*>(&v), 8);
     return;
@@ -685,7 +687,7 @@ void Spash::Prefetch(uint64_t hash) const {
 
 Status Spash::DoWrite(std::string_view key, std::string_view value, uint64_t h, WriteMode mode) {
   EpochReclaimer::Guard guard(dir_.epochs());
-  const bool as_inline = key.size() == 8 && value.size() == 8;
+  const bool as_inline = Inlinable(key, value);
   const bool in_place = htm_ && persister().mode() == PersistMode::kEadr;
   uint64_t record = 0;  // the key word of a record this write publishes (0: none yet)
   unsigned aborts = 0;
@@ -785,7 +787,7 @@ Spash::Outcome Spash::InsertLocked(Commit& c, int free_slot, std::string_view ke
       return Outcome::kDone;
     }
     Outcome o = Outcome::kDone;
-    *result = Split(c, k, &o);
+    *result = Split(c, k, h, &o);
     if (!result->ok() || o != Outcome::kDone) return o;
   }
 }
@@ -837,7 +839,7 @@ Status Spash::UpdateLocked(Commit& c, int slot, std::string_view key, std::strin
   Slot& sl = s->bucket[slot / 4].slot[slot % 4];
   const uint64_t old = sl.key;
   const uint64_t hint = old & KeyWord::kHint;
-  const bool as_inline = key.size() == 8 && value.size() == 8;
+  const bool as_inline = Inlinable(key, value);
   const bool eadr = p.mode() == PersistMode::kEadr;
   // Table I: the detector is asked in eadr only (in adr every write is flushed anyway).
   const bool hot = eadr && update_flush_ == UpdateFlush::kAdaptive && hot_.Access(h);
@@ -903,13 +905,35 @@ void Spash::TableOneWriteBack(Commit& c, const void* at, uint64_t bytes, bool ho
 
 // ---- Split (Fig. 3) --------------------------------------------------------------------------
 
-Status Spash::Split(Commit& c, int k, Outcome* outcome) {
+Status Spash::Split(Commit& c, int k, uint64_t h, Outcome* outcome) {
   Directory::Table* t = c.held.table;
   Commit::Part& part = c.parts[k];
   const unsigned d = DirEntry::Depth(part.word), g = t->depth;
-  if (d >= Directory::kMaxDepth) {
-    return Status::TableFull("spash: a segment at depth " + std::to_string(d) +
-                             " is full: more than 16 keys share the hash prefix");
+  Segment* s = SegmentAt(part.word);
+  const uint64_t prefix = part.first >> (g - d);
+  uint64_t hashes[kSlots] = {};
+  uint64_t differ = 0;  // the bits in which some entry's hash differs from the key's
+  for (int i = 0; i < kSlots; ++i) {
+    const uint64_t w = KeyWordOf(s, i) & ~KeyWord::kHint;
+    if (KeyWord::Empty(w)) continue;
+    hashes[i] = HashOfEntry(w, prefix, d);
+    differ |= hashes[i] ^ h;
+  }
+  // Splits separate keys by their next prefix bit only: the key finds room no sooner than
+  // at depth `need`, one past the top bits it shares with all 16 entries. A refusal
+  // comes before any futile split or doubling: keys of one full hash (need 65), a
+  // prefix deeper than kMaxDepth, or a doubling to a directory of more than
+  // kSpashDirectoryPerSegment entries per segment (and over 2^20): keys crowded into a
+  // sliver of the hash space, which only crafted keys or a test hash make.
+  const unsigned need = static_cast<unsigned>(std::countl_zero(differ)) + 1;
+  if (need > Directory::kMaxDepth ||
+      (need > g && (uint64_t{1} << need) > std::max<uint64_t>(
+                                               uint64_t{1} << 20,
+                                               kSpashDirectoryPerSegment * segments()))) {
+    return Status::TableFull("spash: a full segment at depth " + std::to_string(d) +
+                             " whose 16 keys and the new one share their top " +
+                             std::to_string(need - 1) + " hash bits: no split within the "
+                             "directory's bounds separates them");
   }
   if (d + 1 > g || c.nparts == Commit::kMaxParts) {
     *outcome = Outcome::kNeedsDoubling;
@@ -924,7 +948,6 @@ Status Spash::Split(Commit& c, int k, Outcome* outcome) {
     *outcome = Outcome::kBlocked;
     return Status::OK();
   }
-  Segment* s = SegmentAt(part.word);
   Segment* half[2] = {nullptr, nullptr};  // prefix p0, p1 at depth d + 1
   for (Segment*& n : half) {
     if (Status st = NewSegment(&n); !st.ok()) {
@@ -935,7 +958,6 @@ Status Spash::Split(Commit& c, int k, Outcome* outcome) {
   }
   depth_count_[d].fetch_sub(1, std::memory_order_seq_cst);
   pm::Persister& p = persister();
-  const uint64_t prefix = part.first >> (g - d);
   // Both halves written afresh (Fig. 3: "both segments rewritten"): each entry goes to
   // the half of its next prefix bit, placed by circular probing from its main bucket, so
   // an entry that overflowed while the segment was full returns to its main bucket
@@ -947,7 +969,7 @@ Status Spash::Split(Commit& c, int k, Outcome* outcome) {
   for (int i = 0; i < kSlots; ++i) {
     const uint64_t w = KeyWordOf(s, i) & ~KeyWord::kHint;
     if (KeyWord::Empty(w)) continue;
-    const uint64_t hash = HashOfEntry(w, prefix, d);
+    const uint64_t hash = hashes[i];
     const int side = static_cast<int>(hash >> (63 - d) & 1);
     const int j = PlaceInImage(words[side], MainBucket(hash));
     words[side][j] = w | (words[side][j] & KeyWord::kHint);
@@ -1152,11 +1174,13 @@ void Spash::MaybeHalve() {
 
 // ---- Iteration --------------------------------------------------------------------------------
 
-Status Spash::CollectSegment(uint64_t pos, SegmentEntries* batch, uint64_t* end, bool* last) const {
+Status Spash::CollectSegment(uint64_t pos, std::vector<ScanEntry>* out, uint64_t* end,
+                             bool* last) const {
   EpochReclaimer::Guard guard(dir_.epochs());
   const OptimisticReadScope unchecked_by_tsan;  // validated by the directory entry
+  const size_t kept = out->size();
   for (int attempt = 0;; ++attempt) {
-    batch->clear();
+    out->resize(kept);
     const Directory::Place place = dir_.Resolve(pos);
     const uint64_t e = Directory::Load(place);
     if (DirEntry::Busy(e)) {
@@ -1176,7 +1200,7 @@ Status Spash::CollectSegment(uint64_t pos, SegmentEntries* batch, uint64_t* end,
       if (hash < pos || hash > hi) continue;  // before the position (seen), or damaged
       std::string key, value;
       EntryKeyValue(w, v, hash, &key, &value);
-      batch->emplace_back(std::move(key), std::move(value));
+      AddScanEntry(out, hash, key, value);
     }
     if (Directory::Load(place) != e) continue;
     *end = hi + 1;
@@ -1188,18 +1212,50 @@ Status Spash::CollectSegment(uint64_t pos, SegmentEntries* batch, uint64_t* end,
 Status Spash::ForEach(const Visitor& fn) const {
   // In hash order, a segment at a time: keys never move in hash order, so splits, merges
   // and doublings between two segments cannot show a key twice or hide one.
-  SegmentEntries batch;
+  std::vector<ScanEntry> batch;
   uint64_t pos = 0;
   for (;;) {
     uint64_t end = 0;
     bool last = false;
+    batch.clear();
     PMHASH_RETURN_IF_ERROR(CollectSegment(pos, &batch, &end, &last));
-    for (const auto& [key, value] : batch) {
-      if (!fn(key, value)) return Status::OK();
+    for (const ScanEntry& entry : batch) {
+      if (!fn(entry.key, entry.value)) return Status::OK();
     }
     if (last) return Status::OK();
     pos = end;
   }
+}
+
+Status Spash::DoScan(ScanPage* page) const {
+  // The homes are the directory's entries when the page starts (home k: the hashes whose
+  // top g bits are k). The page does not hold the directory still: it reads its runs of
+  // homes a segment at a time in hash order, as ForEach does, each segment a validated
+  // snapshot, and keys never move in hash order. So a split, merge, doubling or halving
+  // during the page only makes a segment narrower or wider than a home: every key that is
+  // there throughout is read once, in the segment that holds its hash when it is read.
+  unsigned g = 0;
+  {
+    EpochReclaimer::Guard guard(dir_.epochs());
+    g = dir_.Current()->depth;
+  }
+  const unsigned shift = 64 - g;  // g >= kSpashMinDepth
+  Status status;
+  page->CollectHomes(uint64_t{1} << g, Directory::kPartition,
+                     [&](uint64_t first, uint64_t last, std::vector<ScanEntry>* out) {
+                       // The run's hashes: [first << shift, (last << shift) - 1] (the
+                       // last run's end wraps to 2^64 - 1).
+                       const uint64_t run_end = (last << shift) - 1;
+                       uint64_t pos = std::max(first << shift, page->from());
+                       while (status.ok()) {
+                         uint64_t end = 0;
+                         bool at_end = false;
+                         status = CollectSegment(pos, out, &end, &at_end);
+                         if (at_end || end - 1 >= run_end) return;
+                         pos = end;
+                       }
+                     });
+  return status;
 }
 
 // ---- Recovery ----------------------------------------------------------------------------------
@@ -1841,6 +1897,7 @@ void RegisterEngines_spash(EngineRegistry& registry) {
                        .resize_when = "a full segment splits (and doubles the directory when "
                                       "it must); a sparse buddy pair merges",
                        .refuses_when_full = true,
+                       .refuses_full_collisions = true,
                        .pipelined_multiget = true,
                        .pipelined_write = true,
                        .inline_keys_verbatim = false};

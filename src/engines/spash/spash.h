@@ -163,6 +163,9 @@ inline constexpr uint64_t kSpashChunkArea = 1024;  // chunks start here in a blo
 inline constexpr uint64_t kSpashChunkBytes = 256;
 inline constexpr uint64_t kSpashMaxChunked = 128;   // records up to this go into chunks
 inline constexpr unsigned kSpashRecordClasses = 8;  // 16, 32, ..., 128 bytes
+// A split that would double the directory past this many entries per live segment (and
+// past 2^20 entries) is refused (Spash::Split): uniform hashes need 2 to 8.
+inline constexpr uint64_t kSpashDirectoryPerSegment = 64;
 
 namespace spash {
 
@@ -276,12 +279,15 @@ class Spash : public Engine {
   ~Spash() override;
 
   // The Index contract (include/pmhash/index.h), and: Insert refuses with TableFull only
-  // with resize=off (a full segment cannot split), or when more than 16 keys share a hash
-  // prefix of Directory::kMaxDepth bits. ForEach visits the hash space in order, a segment
-  // at a time, copying each one's entries and calling fn with no lock held (fn may call
-  // this index): a key present throughout is visited exactly once, across splits, merges
-  // and transitions (keys never move in hash order). CheckInvariants checks invariants
-  // 1-4 by a full scan.
+  // with resize=off (a full segment cannot split), or when no split within bounds
+  // separates the new key from a full segment's 16 (Split). ForEach visits the hash space
+  // in order, a segment at a time, copying each one's entries and calling fn with no lock
+  // held (fn may call this index): a key present throughout is visited exactly once,
+  // across splits, merges and transitions (keys never move in hash order). Scan pages
+  // (DoScan) read the same way, lock-free, with the directory's entries at the page's
+  // start as homes: a key present throughout is passed exactly once, but for a visitor
+  // that stops early (its home is read again). CheckInvariants checks invariants 1-4 by
+  // a full scan.
   PMHASH_ENGINE_KIT_OVERRIDES;
   // The key's directory entry now, and the main bucket of the key prefetched
   // kPrefetchLag calls before (a two-stage pipeline over the kit's MultiGet and Write).
@@ -300,7 +306,6 @@ class Spash : public Engine {
   using KeyWord = spash::KeyWord;
   using Directory = spash::Directory;
   using DirEntry = spash::DirEntry;
-  using SegmentEntries = std::vector<std::pair<std::string, std::string>>;
 
   // Table I's choice for an update's new data in eadr (option update_flush).
   enum class UpdateFlush : uint8_t { kAdaptive = 0, kAlways = 1, kNever = 2 };
@@ -356,6 +361,11 @@ class Spash : public Engine {
   }
   // An acquire load: optimistic readers read words writers store concurrently.
   static uint64_t Load(const uint64_t* w) { return __atomic_load_n(w, __ATOMIC_ACQUIRE); }
+  // Whether key and value are stored in the slot's two words (else as a record): both
+  // 8 bytes, and the key hash a bijection (the key word keeps the hash, not the key).
+  bool Inlinable(std::string_view key, std::string_view value) const {
+    return inline_keys_ && key.size() == 8 && value.size() == 8;
+  }
   // The inline key word `key` would have (one no word matches if it cannot be inline).
   uint64_t InlineWordFor(std::string_view key, uint64_t h) const;
   // Whether record-form word `w` holds `key`: its fingerprint, then its record's key.
@@ -414,14 +424,19 @@ class Spash : public Engine {
                       std::string_view value) const;
   void TableOneWriteBack(Commit& c, const void* at, uint64_t bytes, bool hot);
   void SetHint(Commit& c, Segment* s, int b, int j, bool on);
-  Status Split(Commit& c, int k, Outcome* outcome);
+  // Splits part k's full segment, which the key of hash h found full.
+  Status Split(Commit& c, int k, uint64_t h, Outcome* outcome);
   unsigned DeleteLocked(Commit& c, int slot, uint64_t h);
   void MaybeMerge(uint64_t h);
   void Merge(const Directory::Held& low, const Directory::Held& high);
   static bool HalvingAllowed(void* ctx);
   bool ShallowEnough(unsigned g) const;
   void MaybeHalve();
-  Status CollectSegment(uint64_t pos, SegmentEntries* batch, uint64_t* end, bool* last) const;
+  // Appends to *out the entries whose hash is >= pos of the segment that holds `pos`
+  // (with their hashes), as one validated lock-free snapshot of it; *end is the first
+  // hash past the segment, *last whether it ends the hash space.
+  Status CollectSegment(uint64_t pos, std::vector<ScanEntry>* out, uint64_t* end,
+                        bool* last) const;
 
   // ---- Recovery ----
   Status ReadBlocks(std::vector<BlockRef>* blocks) const;
@@ -453,6 +468,7 @@ class Spash : public Engine {
   double htm_abort_rate_ = 0;
   bool read_lock_ = false;
   bool nta_reads_ = false;
+  bool inline_keys_ = true;  // false under a test hash (Engine::key_hash_invertible)
   spash::HotKeys hot_;
 
   // Structure.

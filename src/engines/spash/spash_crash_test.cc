@@ -38,7 +38,7 @@ Options Small(PersistMode mode, std::map<std::string, std::string> engine_option
 std::vector<std::string> KeysOf(uint64_t prefix, int bucket, size_t n, uint64_t from = 0) {
   std::vector<std::string> keys;
   for (uint64_t i = from; keys.size() < n; ++i) {
-    const uint64_t h = HashKey(Key8(i));
+    const uint64_t h = HashKey(Key8(i), kTestHashSeed);
     if (h >> 61 == prefix && (bucket < 0 || static_cast<int>(h & 3) == bucket)) {
       keys.push_back(Key8(i));
     }
@@ -115,7 +115,7 @@ TEST_P(SpashCrashTest, MergeIsAllOrNothing) {
   const std::vector<std::string> keys = KeysOf(2, -1, 17);
   std::vector<std::string> upper;
   for (const std::string& k : keys) {
-    if ((HashKey(k) >> 60 & 1) == 1) upper.push_back(k);
+    if ((HashKey(k, kTestHashSeed) >> 60 & 1) == 1) upper.push_back(k);
   }
   ASSERT_GE(upper.size(), 6u);
   const size_t to_delete = keys.size() - 9;  // from the upper half, before the op

@@ -4,9 +4,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -32,7 +34,7 @@ Spash* AsSpash(Index* index) { return dynamic_cast<Spash*>(index); }
 std::vector<std::string> KeysOf(int bucket, uint64_t prefix, size_t n, uint64_t from = 0) {
   std::vector<std::string> keys;
   for (uint64_t i = from; keys.size() < n; ++i) {
-    const uint64_t h = HashKey(Key8(i));
+    const uint64_t h = HashKey(Key8(i), kTestHashSeed);
     if (static_cast<int>(h & 3) == bucket && h >> 61 == prefix) keys.push_back(Key8(i));
   }
   return keys;
@@ -239,6 +241,119 @@ TEST(SpashTest, ThreadsSplitAndReadWhileTheDirectoryDoubles) {
   EXPECT_TRUE(AsSpash(index.get())->CheckInvariants().ok());
 }
 
+// A whole Scan with `max_keys` per page, calling between(page) after each page: how often
+// each key was passed (at most 2 each, else the cursor goes round: the scan stops).
+std::map<std::string, int> ScanCounts(const Index& index, size_t max_keys,
+                                      const std::function<void(size_t)>& between,
+                                      std::string* error) {
+  std::map<std::string, int> passed;
+  uint64_t cursor = 0;
+  for (size_t page = 0;; ++page) {
+    uint64_t next = 0;
+    bool too_often = false;
+    const Status s = index.Scan(cursor, max_keys, [&](std::string_view k, std::string_view) {
+      too_often |= ++passed[std::string(k)] > 2;
+      return true;
+    }, &next);
+    if (!s.ok() || too_often) {
+      *error = s.ok() ? "a key passed three times" : s.ToString();
+      return passed;
+    }
+    if (next == 0) return passed;
+    cursor = next;
+    if (between) between(page);
+  }
+}
+
+TEST(SpashTest, ScanPassesEachKeyOnceAcrossSplitsDoublingsMergesAndHalvings) {
+  // Between pages, writers first split segments and double the directory (inline keys and
+  // records), then delete until segments merge and the directory halves: every key present
+  // throughout is passed exactly once (hash order: keys never move in it), nothing else
+  // but the churn keys.
+  Options o = SpashOptions({}, 64ull << 20);
+  o.initial_capacity = 16;
+  auto index = OpenOrDie(o);
+  ASSERT_NE(index, nullptr);
+  Spash* spash = AsSpash(index.get());
+  std::vector<std::string> stable;
+  std::set<std::string> written;
+  for (uint64_t i = 0; i < 300; ++i) {
+    stable.push_back(i % 4 == 0 ? Bytes(i, 24, 's') : Key8(i));
+    written.insert(stable.back());
+    ASSERT_TRUE(index->Insert(stable.back(), "stable").ok());
+  }
+  std::vector<std::string> churn;
+  const unsigned depth_before = spash->global_depth();
+  unsigned depth_max = depth_before;
+  const uint64_t doublings_before = Counter(index.get(), "doublings");
+  std::string error;
+  const std::map<std::string, int> passed = ScanCounts(*index, 5, [&](size_t page) {
+    if (page < 20) {  // growth: 20 x 300 keys
+      for (int j = 0; j < 300; ++j) {
+        churn.push_back(j % 4 == 0 ? Bytes(churn.size(), 24, 'c') : Key8(1'000'000 + churn.size()));
+        written.insert(churn.back());
+        ASSERT_TRUE(index->Insert(churn.back(), "churn").ok());
+      }
+    } else if (page < 40) {  // shrinking: the churn keys go again
+      for (int j = 0; j < 300 && !churn.empty(); ++j) {
+        ASSERT_TRUE(index->Delete(churn.back()).ok());
+        churn.pop_back();
+      }
+    }
+    depth_max = std::max(depth_max, spash->global_depth());
+  }, &error);
+  ASSERT_EQ(error, "");
+  EXPECT_GE(depth_max, depth_before + 3) << "the directory did not double during the scan";
+  EXPECT_GT(Counter(index.get(), "doublings"), doublings_before);
+  EXPECT_GT(Counter(index.get(), "halvings"), 0u) << "the directory did not halve during the scan";
+  EXPECT_GT(Counter(index.get(), "merges"), 0u);
+  for (const std::string& k : stable) EXPECT_EQ(passed.count(k) ? passed.at(k) : 0, 1) << Printable(k);
+  for (const auto& [k, n] : passed) {
+    EXPECT_TRUE(written.count(k)) << "the scan passed " << Printable(k) << ", never written";
+    EXPECT_EQ(n, 1) << Printable(k) << " passed twice";
+  }
+  EXPECT_TRUE(spash->CheckInvariants().ok());
+}
+
+TEST(SpashTest, ScanPassesEachKeyOnceWhileThreadsDoubleTheDirectory) {
+  // Staged doubling between and during pages: two writers split and double while whole
+  // scans run; each scan passes every key present throughout exactly once.
+  Options o = SpashOptions({}, 64ull << 20);
+  o.initial_capacity = 16;
+  auto index = OpenOrDie(o);
+  ASSERT_NE(index, nullptr);
+  constexpr uint64_t kStable = 1000;
+  for (uint64_t i = 0; i < kStable; ++i) ASSERT_TRUE(index->Insert(Key8(i), Key8(~i)).ok());
+  std::atomic<int> writing{2};
+  std::atomic<uint64_t> bad{0};
+  std::vector<std::thread> writers;
+  for (int t = 0; t < 2; ++t) {
+    writers.emplace_back([&, t] {
+      for (uint64_t i = 0; i < 15000; ++i) {
+        const uint64_t k = 1'000'000 * (t + 1) + i;
+        if (!index->Insert(Key8(k), Key8(k)).ok()) bad.fetch_add(1);
+        if (i % 3 == 0 && !index->Delete(Key8(k)).ok()) bad.fetch_add(1);
+      }
+      --writing;
+    });
+  }
+  std::string error;
+  int scans = 0;
+  for (; error.empty() && (scans < 2 || writing.load() > 0); ++scans) {
+    const std::map<std::string, int> passed = ScanCounts(*index, 64, nullptr, &error);
+    for (uint64_t i = 0; i < kStable && error.empty(); ++i) {
+      const auto it = passed.find(Key8(i));
+      const int n = it == passed.end() ? 0 : it->second;
+      if (n != 1) error = "scan " + std::to_string(scans) + " passed a stable key " + std::to_string(n) + " times";
+    }
+  }
+  for (auto& th : writers) th.join();
+  EXPECT_EQ(error, "");
+  EXPECT_EQ(bad.load(), 0u);
+  EXPECT_GT(Counter(index.get(), "doublings"), 3u);
+  EXPECT_TRUE(AsSpash(index.get())->CheckInvariants().ok());
+}
+
 TEST(SpashTest, SearchesNeverReturnATornRecord) {
   // A search of a record reads the key word and the record's header, then copies the
   // value with no lock. The emulated read latency (charged per media line of the value,
@@ -357,7 +472,7 @@ TEST(SpashTest, PoolCheckFindsADamagedKeyWord) {
     for (uint64_t i = 0; i < 200; ++i) ASSERT_TRUE(engine->Insert(Key8(i), Key8(i ^ 0xabc)).ok());
     ASSERT_TRUE(engine->CheckInvariants().ok());
     // The key word of Key8(7): the inline word whose value word holds Key8(7 ^ 0xabc).
-    const uint64_t want = HashKey(Key8(7)) & spash::KeyWord::kHashMask;
+    const uint64_t want = HashKey(Key8(7), kTestHashSeed) & spash::KeyWord::kHashMask;
     auto* words = reinterpret_cast<uint64_t*>(engine->pool().base());
     uint64_t* found = nullptr;
     for (uint64_t w = 0; w + 1 < engine->pool().size() / 8; w += 2) {
