@@ -52,8 +52,10 @@
 //                  every store to the word, empty or not
 //     inline (an 8-byte key with an 8-byte value):
 //       bits 60..0  the key's hash h, bits 60..0 (h's top 3 bits are the segment's
-//                   prefix: every depth is >= kSpashMinDepth = 3). HashKey of an 8-byte
-//                   key is a bijection (UnhashKey8, util/hash.h): the hash is the key
+//                   prefix: every depth is >= kSpashMinDepth = 3). The pool's seeded
+//                   xxh3 of an 8-byte key is a bijection (UnhashKey8 with the seed,
+//                   util/hash.h): the hash is the key. Under a test hash (no bijection)
+//                   every key is a record
 //     record (any other key or value):
 //       bits 60..44  h bits 16..0: the key fingerprint (the paper's bits 3-16) and the
 //                    main bucket (bits 1..0), compared before the record is read
@@ -68,7 +70,7 @@
 //   b, hint bit j (j = 1..3, in the key word of slot j of bucket b) says that an entry
 //   whose main bucket is b lies in bucket (b + j) mod 4. Slot 0's bit is always 0.
 //
-// Hash use: h = HashKey(key). The directory indexes h's top bits (the prefix); the main
+// Hash use: h = KeyHash(key) (the kit's: xxh3 seeded with the pool's seed). The directory indexes h's top bits (the prefix); the main
 // bucket is h & 3 (the lowest 2 bits, as the paper); the fingerprint is h & 0x1ffff.
 //
 // ---- Invariants (when no mutation is in flight) ---------------------------------------
@@ -164,7 +166,8 @@ inline constexpr uint64_t kSpashChunkBytes = 256;
 inline constexpr uint64_t kSpashMaxChunked = 128;   // records up to this go into chunks
 inline constexpr unsigned kSpashRecordClasses = 8;  // 16, 32, ..., 128 bytes
 // A split that would double the directory past this many entries per live segment (and
-// past 2^20 entries) is refused (Spash::Split): uniform hashes need 2 to 8.
+// past 2^20 entries) is refused (Spash::Split): 10 M uniform keys had 4.6 (BENCHMARKS.md:
+// depth 22, 917,500 segments).
 inline constexpr uint64_t kSpashDirectoryPerSegment = 64;
 
 namespace spash {
