@@ -201,6 +201,25 @@ TEST(SpashTest, EightByteKeysComeBackFromTheirHashes) {
   ExpectMatches(index.get(), model);  // ForEach returns each key, rebuilt from its hash
 }
 
+// Two writer threads, each inserting n 8-byte keys of its own from 10^6 (t + 1) on and
+// deleting every third again, so segments split and the directory doubles while they
+// run; a failed operation counts in *bad, and *writing drops by one as each ends.
+std::vector<std::thread> SplittingWriters(Index* index, uint64_t n, std::atomic<uint64_t>* bad,
+                                          std::atomic<int>* writing) {
+  std::vector<std::thread> writers;
+  for (int t = 0; t < 2; ++t) {
+    writers.emplace_back([=] {
+      for (uint64_t i = 0; i < n; ++i) {
+        const uint64_t k = 1'000'000 * (t + 1) + i;
+        if (!index->Insert(Key8(k), Key8(k)).ok()) bad->fetch_add(1);
+        if (i % 3 == 0 && !index->Delete(Key8(k)).ok()) bad->fetch_add(1);
+      }
+      writing->fetch_sub(1);
+    });
+  }
+  return writers;
+}
+
 TEST(SpashTest, ThreadsSplitAndReadWhileTheDirectoryDoubles) {
   // Writers split segments and double the directory while readers look up keys that
   // are present throughout: every read must find its key with its value.
@@ -211,18 +230,11 @@ TEST(SpashTest, ThreadsSplitAndReadWhileTheDirectoryDoubles) {
   for (uint64_t i = 0; i < kStable; ++i) ASSERT_TRUE(index->Insert(Key8(i), Key8(~i)).ok());
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> bad{0};
-  std::vector<std::thread> threads;
+  std::atomic<int> writing{2};
+  std::vector<std::thread> writers = SplittingWriters(index.get(), 20000, &bad, &writing);
+  std::vector<std::thread> readers;
   for (int t = 0; t < 2; ++t) {
-    threads.emplace_back([&, t] {
-      for (uint64_t i = 0; i < 20000; ++i) {
-        const uint64_t k = 1'000'000 * (t + 1) + i;
-        if (!index->Insert(Key8(k), Key8(k)).ok()) bad.fetch_add(1);
-        if (i % 3 == 0 && !index->Delete(Key8(k)).ok()) bad.fetch_add(1);
-      }
-    });
-  }
-  for (int t = 0; t < 2; ++t) {
-    threads.emplace_back([&, t] {
+    readers.emplace_back([&, t] {
       std::mt19937_64 rng(t);
       std::string v;
       while (!stop.load()) {
@@ -231,11 +243,9 @@ TEST(SpashTest, ThreadsSplitAndReadWhileTheDirectoryDoubles) {
       }
     });
   }
-  threads[0].join();
-  threads[1].join();
+  for (auto& th : writers) th.join();
   stop.store(true);
-  threads[2].join();
-  threads[3].join();
+  for (auto& th : readers) th.join();
   EXPECT_EQ(bad.load(), 0u);
   EXPECT_GT(Counter(index.get(), "doublings"), 5u);
   EXPECT_TRUE(AsSpash(index.get())->CheckInvariants().ok());
@@ -326,17 +336,7 @@ TEST(SpashTest, ScanPassesEachKeyOnceWhileThreadsDoubleTheDirectory) {
   for (uint64_t i = 0; i < kStable; ++i) ASSERT_TRUE(index->Insert(Key8(i), Key8(~i)).ok());
   std::atomic<int> writing{2};
   std::atomic<uint64_t> bad{0};
-  std::vector<std::thread> writers;
-  for (int t = 0; t < 2; ++t) {
-    writers.emplace_back([&, t] {
-      for (uint64_t i = 0; i < 15000; ++i) {
-        const uint64_t k = 1'000'000 * (t + 1) + i;
-        if (!index->Insert(Key8(k), Key8(k)).ok()) bad.fetch_add(1);
-        if (i % 3 == 0 && !index->Delete(Key8(k)).ok()) bad.fetch_add(1);
-      }
-      --writing;
-    });
-  }
+  std::vector<std::thread> writers = SplittingWriters(index.get(), 15000, &bad, &writing);
   std::string error;
   int scans = 0;
   for (; error.empty() && (scans < 2 || writing.load() > 0); ++scans) {
