@@ -77,6 +77,14 @@ struct IndexStats {
   std::map<std::string, uint64_t> engine_counters;  // engine-specific figures
 };
 
+// One operation of a write batch (Index::Write).
+struct WriteOp {
+  enum class Kind : uint8_t { kInsert, kUpdate, kPut, kDelete };
+  Kind kind = Kind::kPut;
+  std::string_view key;
+  std::string_view value;  // not read for kDelete
+};
+
 class Index {
  public:
   virtual ~Index() = default;  // closes cleanly if Close() was not called
@@ -102,6 +110,15 @@ class Index {
   // keys.size() elements.
   virtual void MultiGet(std::span<const std::string_view> keys, std::span<std::string> values,
                         std::span<Status> statuses);
+
+  // Applies ops[i] as Insert, Update, Put or Delete would and stores what that call
+  // would return in statuses[i] (statuses must have ops.size() elements). The ops run in
+  // order, each its own all-or-nothing operation; the batch is not a transaction: a crash
+  // during Write leaves ops[0, k) applied and the others not, for some k. Every op whose
+  // status is OK is durable when Write returns (as a single call's is when it returns),
+  // and a key written twice in one batch ends with the later write. Engines may pipeline
+  // the batch: load the buckets of the next ops while the earlier ones commit.
+  virtual void Write(std::span<const WriteOp> ops, std::span<Status> statuses);
 
   // Number of keys stored. Exact when no mutation is in flight.
   virtual uint64_t Count() const = 0;

@@ -330,8 +330,10 @@ Status ParseBenchArgs(const std::vector<std::string>& args, BenchConfig* config,
                       "(default auto)"));
   last(app.add_option("--batch", batch,
                       "N > 1: every search and negative phase also runs through MultiGet, N "
-                      "keys a call, as a row of its own ('search (batch N)'); latency per "
-                      "operation = time per call / N; 1..4096 (default 1: Gets only)")
+                      "keys a call, and every load, update and delete phase through Write, N "
+                      "ops a call (on a second index holding the same keys), as rows of their "
+                      "own ('search (batch N)'); latency per operation = time per call / N; "
+                      "1..4096 (default 1: single calls only)")
            ->type_name("UINT"));
   last(app.add_option("--repeat", repeat,
                       "Rounds of the whole engine x thread-count matrix, each in a new "

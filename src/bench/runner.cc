@@ -61,6 +61,38 @@ Status RunEngine(const BenchConfig& config, const BenchEnv& env, const std::stri
     times.create_ms = MsSince(t0);
   }
 
+  // --batch N with a write phase: the same writes through Index::Write, N ops a call, as
+  // rows of their own, on a second index that mirrors the main one's keys (each phase's
+  // writes run on both; the batched ones are timed on their own).
+  bool batch_writes = false;
+  for (Phase p : config.phases) {
+    batch_writes = batch_writes || (config.batch > 1 && (p == Phase::kLoad || p == Phase::kUpdate ||
+                                                         p == Phase::kDelete));
+  }
+  std::string batch_path;
+  OpenedIndex batch_index;
+  if (batch_writes && !config.redundancy) {
+    PMHASH_RETURN_IF_ERROR(PoolPath(config, ".batch", &batch_path));
+  }
+  PoolGuard batch_guard(batch_path);
+  if (batch_writes) {
+    Options bo = options;
+    bo.path = batch_path;
+    PMHASH_RETURN_IF_ERROR(OpenFresh(config, env, bo, &batch_index));
+  }
+  // The same plans on the batch index, untimed (phases that are not batched rows).
+  auto mirror = [&](const std::vector<ThreadPlan>& plans, const char* what) {
+    if (!batch_writes) return Status::OK();
+    std::vector<ThreadPlan> copy = plans;
+    const Measured m = RunWorkers(batch_index.get(), values, config, copy, false, env,
+                                  Describe(engine, threads, what));
+    if (m.errors > 0) {
+      return Status::Corruption("the batch index refused what the main one took: " +
+                                m.first_error);
+    }
+    return Status::OK();
+  };
+
   KeyState state;
   std::string lf_note;  // on every row measured at --load-factor
   // --load-factor F: fill (untimed) to F x the key slots of the index as created for
@@ -80,6 +112,7 @@ Status RunEngine(const BenchConfig& config, const BenchEnv& env, const std::stri
         static_cast<uint64_t>(std::ceil(f * static_cast<double>(created.key_slots)));
     const uint64_t need = target > created.count ? target - created.count : 0;
     std::vector<ThreadPlan> plans = planner.Inserts(0, need, threads, 100000);
+    PMHASH_RETURN_IF_ERROR(mirror(plans, "prefill (batch index)"));
     const auto t0 = std::chrono::steady_clock::now();
     Measured m = RunWorkers(opened.get(), values, config, plans, false, env,
                             Describe(engine, threads, "prefill"));
@@ -193,9 +226,35 @@ Status RunEngine(const BenchConfig& config, const BenchEnv& env, const std::stri
     }
     const bool batched = config.batch > 1 && (phase == Phase::kSearch ||
                                               phase == Phase::kNegative);
+    const bool batched_write = batch_writes && (phase == Phase::kLoad ||
+                                                phase == Phase::kUpdate ||
+                                                phase == Phase::kDelete);
     PhaseResult batched_row = r;
+    std::vector<ThreadPlan> write_plans;
+    if (batched_write) {
+      write_plans = plans;
+    } else if (phase == Phase::kMixed) {
+      PMHASH_RETURN_IF_ERROR(mirror(plans, "mixed (batch index)"));
+    }
     measure(plans, PhaseName(phase), &r);
     results->push_back(std::move(r));
+    if (batched_write) {
+      // The same writes through Index::Write on the batch index, config.batch ops a call.
+      for (ThreadPlan& plan : write_plans) plan.batch = config.batch;
+      batched_row.batch = config.batch;
+      const std::string label = std::string(PhaseName(phase)) + " batch";
+      Quiesce(batch_index.get());
+      const IndexStats before = batch_index.get()->Stats();
+      Measured m = RunWorkers(batch_index.get(), values, config, write_plans, false, env,
+                              Describe(engine, threads, label.c_str()));
+      Quiesce(batch_index.get());
+      FillFromMeasured(m, &batched_row);
+      FillFromStats(config, before, batch_index.get()->Stats(), &batched_row);
+      batched_row.note = lf_note;
+      add_note(&batched_row.note, "through Index::Write on a second index holding the same "
+                                  "keys (--batch)");
+      results->push_back(std::move(batched_row));
+    }
     if (batched) {
       // The same lookups through MultiGet, config.batch keys a call: keys drawn alike
       // from a stream of their own, so that the plain row leaves no warm cache behind.

@@ -110,6 +110,47 @@ void LookupBatches(const WorkerContext& ctx, const ThreadPlan& plan, ThreadOutco
   out->checksum = checksum;
 }
 
+// A write phase (inserts, updates or deletes) issued through Index::Write, plan.batch ops
+// per call, timed as LookupBatches times its calls.
+void WriteBatches(const WorkerContext& ctx, const ThreadPlan& plan, ThreadOutcome* out) {
+  const uint64_t n = plan.n, batch = plan.batch, every = ctx.sample_every;
+  uint64_t next_sample = plan.sample_offset % every;
+  std::vector<WriteOp> ops(batch);
+  std::vector<Status> statuses(batch);
+  const WriteOp::Kind kind = plan.kind == OpKind::kInsert   ? WriteOp::Kind::kInsert
+                             : plan.kind == OpKind::kUpdate ? WriteOp::Kind::kUpdate
+                                                            : WriteOp::Kind::kDelete;
+  uint64_t errors = 0, i = 0;
+  while (i < n) {
+    const uint64_t m = std::min(batch, n - i);
+    for (uint64_t j = 0; j < m; ++j) {
+      ops[j].kind = kind;
+      ops[j].key = std::string_view(plan.keys.data() + (i + j) * ctx.key_size, ctx.key_size);
+      if (kind != WriteOp::Kind::kDelete) {
+        ops[j].value = std::string_view(ctx.values->data() + plan.voff[i + j],
+                                        ctx.fixed_value != 0 ? ctx.fixed_value
+                                                             : plan.vsize[i + j]);
+      }
+    }
+    const bool sample = next_sample < i + m;
+    const uint64_t t0 = sample ? Ticks() : 0;
+    ctx.index->Write(std::span(ops.data(), m), std::span(statuses.data(), m));
+    if (sample) {
+      out->lat.Record(
+          static_cast<uint64_t>(static_cast<double>(Ticks() - t0) / ctx.ticks_per_ns / m));
+      while (next_sample < i + m) next_sample += every;
+    }
+    for (uint64_t j = 0; j < m; ++j) {
+      if (!statuses[j].ok() && errors++ == 0) out->first_error = statuses[j].ToString();
+    }
+    if (((i + m) >> 10) != (i >> 10)) out->done.store(i + m, std::memory_order_relaxed);
+    i += m;
+  }
+  out->attempted = n;
+  out->done.store(n, std::memory_order_relaxed);
+  out->errors = errors;
+}
+
 void Worker(const WorkerContext& ctx, const ThreadPlan& plan, ThreadOutcome* out) {
   const uint64_t n = plan.n;
   // Sampling (runner.h): operations next_sample, next_sample + every, ... are timed.
@@ -122,7 +163,12 @@ void Worker(const WorkerContext& ctx, const ThreadPlan& plan, ThreadOutcome* out
   const bool mixed = !plan.kinds.empty();
   const bool fixed = ctx.fixed_value != 0;
 
-  if (plan.batch > 1) return LookupBatches(ctx, plan, out);
+  if (plan.batch > 1) {
+    if (plan.kind == OpKind::kSearch || plan.kind == OpKind::kNegative) {
+      return LookupBatches(ctx, plan, out);
+    }
+    return WriteBatches(ctx, plan, out);
+  }
   uint64_t i = 0;
   for (; i < n; ++i) {
     if (ctx.stop_on_refusal && ctx.stop->load(std::memory_order_relaxed)) break;

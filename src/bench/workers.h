@@ -25,7 +25,8 @@ struct ThreadPlan {
   std::vector<uint32_t> vsize;     // value sizes when they vary
   std::vector<uint8_t> kinds;      // per operation (mixed) or empty
   OpKind kind = OpKind::kSearch;
-  // > 1: a search or negative plan issued through Index::MultiGet, this many keys a call.
+  // > 1: a search or negative plan issued through Index::MultiGet, or an insert, update
+  // or delete plan through Index::Write, this many keys (ops) a call.
   uint32_t batch = 1;
   uint32_t sample_offset = 0;      // the first timed operation (RunWorkers sets it)
 };

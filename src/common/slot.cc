@@ -42,10 +42,6 @@ uint64_t RecordWord(uint64_t offset, std::string_view key, std::string_view valu
 // The allocator aligns every block to 16 bytes at least (src/pm/alloc.h).
 constexpr uint64_t kMinBlockAlign = 16;
 
-uint64_t RecordSize(uint64_t key_len, uint64_t value_len) {
-  return sizeof(RecordHeader) + key_len + value_len;
-}
-
 }  // namespace
 
 Status SlotCodec::KeyTooLong(size_t size) {
@@ -84,23 +80,27 @@ Status SlotCodec::Encode(std::string_view key, std::string_view value, uint64_t 
 Status SlotCodec::EncodeRecord(std::string_view key, std::string_view value,
                                uint64_t* record_offset) {
   PMHASH_RETURN_IF_ERROR(CheckSizes(key, value));
-  const uint64_t size = RecordSize(key.size(), value.size());
+  const uint64_t size = SlotCodec::RecordBytes(key.size(), value.size());
   Result<uint64_t> block = allocator_.Allocate(size);
   if (!block.ok()) return block.status();
   const uint64_t offset = *block;
   char* rec = pool_.At<char>(offset);
+  WriteRecord(offset, key, value);
+  // No fence: the caller fences once before its commit store.
+  persister_.Flush(rec, size);
+  *record_offset = offset;
+  return Status::OK();
+}
 
-  // Header as one aligned 8-byte store (blocks are 16-byte aligned), its check computed
-  // from the caller's bytes: the record is written once and never changes.
+void SlotCodec::WriteRecord(uint64_t offset, std::string_view key, std::string_view value) {
+  char* rec = pool_.At<char>(offset);
+  // Header as one aligned 8-byte store, its check computed from the caller's bytes: the
+  // record is written once and never changes.
   persister_.Store(reinterpret_cast<uint64_t*>(rec), RecordWord(offset, key, value));
   if (!key.empty()) persister_.Copy(rec + sizeof(RecordHeader), key.data(), key.size());
   if (!value.empty()) {
     persister_.Copy(rec + sizeof(RecordHeader) + key.size(), value.data(), value.size());
   }
-  // No fence: the caller fences once before its commit store.
-  persister_.Flush(rec, size);
-  *record_offset = offset;
-  return Status::OK();
 }
 
 const char* SlotCodec::RecordAt(uint64_t offset, RecordHeaderView* header) const {
@@ -111,10 +111,18 @@ const char* SlotCodec::RecordAt(uint64_t offset, RecordHeaderView* header) const
   const char* rec = pool_.At<const char>(offset);
   RecordHeader h;
   std::memcpy(&h, rec, sizeof(h));
-  if (RecordSize(h.key_len(), h.value_len()) > pool_.size() - offset) return nullptr;
+  if (SlotCodec::RecordBytes(h.key_len(), h.value_len()) > pool_.size() - offset) {
+    return nullptr;
+  }
   header->key_len = h.key_len();
   header->value_len = h.value_len();
   return rec;
+}
+
+uint64_t SlotCodec::RecordBytesAt(uint64_t offset) const {
+  RecordHeaderView header;
+  if (RecordAt(offset, &header) == nullptr) return 0;
+  return RecordBytes(header.key_len, header.value_len);
 }
 
 bool SlotCodec::RecordKeyEquals(const KvWords& words, std::string_view key,
@@ -179,7 +187,8 @@ void SlotCodec::DescribeRecord(SlotForm form, const KvWords& words,
   if (form != SlotForm::kRecord) return;
   RecordHeaderView header;
   if (RecordAt(words.word0, &header) == nullptr) return;
-  mark(words.word0, RecordSize(header.key_len, header.value_len), pm::Region::kRecords, true);
+  mark(words.word0, SlotCodec::RecordBytes(header.key_len, header.value_len), pm::Region::kRecords,
+       true);
 }
 
 bool SlotCodec::Plausible(SlotForm form, const KvWords& words) const {
@@ -202,11 +211,21 @@ bool SlotCodec::Plausible(SlotForm form, const KvWords& words) const {
     return false;
   }
   if (!allocator_.IsAllocated(offset)) return false;
+  return PlausibleRecordAt(offset, allocator_.UsableSize(offset));
+}
+
+bool SlotCodec::PlausibleRecordAt(uint64_t offset, uint64_t room) const {
+  const uint64_t heap_begin = pool_.heap_offset();
+  const uint64_t heap_end = heap_begin + pool_.heap_size();
+  if (offset < heap_begin || offset >= heap_end || heap_end - offset < sizeof(RecordHeader) ||
+      offset % sizeof(RecordHeader) != 0) {
+    return false;
+  }
   RecordHeader header;
   std::memcpy(&header, pool_.At<const char>(offset), sizeof(header));
   if (header.key_len() > kMaxKeySize || header.value_len() > kMaxValueSize) return false;
-  const uint64_t size = RecordSize(header.key_len(), header.value_len());
-  if (size > heap_end - offset || size > allocator_.UsableSize(offset)) return false;
+  const uint64_t size = SlotCodec::RecordBytes(header.key_len(), header.value_len());
+  if (size > heap_end - offset || size > room) return false;
   // The record's check: every byte of it as written.
   const char* key = pool_.At<const char>(offset) + sizeof(RecordHeader);
   return RecordWord(offset, std::string_view(key, header.key_len()),

@@ -81,6 +81,21 @@ class SlotCodec {
                 SlotForm* form, KvWords* words);
   // A record for an existing record slot's key with a new value (update).
   Status EncodeRecord(std::string_view key, std::string_view value, uint64_t* record_offset);
+  // For engines that place records themselves (spash packs small ones into chunks of
+  // its own): the bytes a record of key and value takes, and the record written at
+  // `offset` (RecordBytes of room, 8-byte aligned, unreachable until the caller links
+  // it), not flushed.
+  static uint64_t RecordBytes(size_t key_len, size_t value_len) {
+    return kRecordHeaderSize + key_len + value_len;
+  }
+  void WriteRecord(uint64_t offset, std::string_view key, std::string_view value);
+  // RecordBytes of the record at `offset` as its header says (no check; 0 if the header
+  // would lie outside the heap): what a record's room is when the engine frees it.
+  uint64_t RecordBytesAt(uint64_t offset) const;
+  // Plausible for a record that is not an allocator block of its own: it lies in
+  // [offset, offset + room) inside the heap, 8-byte aligned, with plausible lengths and
+  // its check holding over every byte. The caller vouches for the room.
+  bool PlausibleRecordAt(uint64_t offset, uint64_t room) const;
 
   // Does the slot hold `key`? Reads the record only when the hash matches.
   bool KeyEquals(SlotForm form, const KvWords& words, std::string_view key,

@@ -26,6 +26,19 @@ void Index::MultiGet(std::span<const std::string_view> keys, std::span<std::stri
   for (size_t i = 0; i < keys.size(); ++i) statuses[i] = Get(keys[i], &values[i]);
 }
 
+void Index::Write(std::span<const WriteOp> ops, std::span<Status> statuses) {
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const WriteOp& op = ops[i];
+    switch (op.kind) {
+      case WriteOp::Kind::kInsert: statuses[i] = Insert(op.key, op.value); break;
+      case WriteOp::Kind::kUpdate: statuses[i] = Update(op.key, op.value); break;
+      case WriteOp::Kind::kPut: statuses[i] = Put(op.key, op.value); break;
+      case WriteOp::Kind::kDelete: statuses[i] = Delete(op.key); break;
+      default: statuses[i] = Status::InvalidArgument("write batch: unknown operation kind");
+    }
+  }
+}
+
 // ---- Open ---------------------------------------------------------------------------
 
 static Status ValidateOptions(const Options& o) {
@@ -171,6 +184,7 @@ Status Engine::Start(std::unique_ptr<pm::Pool> pool, bool fresh, const Options& 
   const std::vector<OptionSpec> declared = DeclaredOptions(*info_, /*with_common=*/true);
   EngineOptions engine_options(options.engine_options, declared);
   multiget_depth_ = engine_options.Uint("multiget_depth");
+  write_depth_ = engine_options.Uint("write_depth");
   resize_enabled_ = !info_->capabilities.resize_switch || engine_options.Bool("resize");
   initial_capacity_ = options.initial_capacity;
   pm::AllocatorOptions alloc_options;
@@ -395,6 +409,54 @@ void Engine::MultiGetPipelined(std::span<const std::string_view> keys,
       statuses[i] = DoGet(keys[i], hashes[i % depth], &values[i]);
     }
     if (ahead < n) start(ahead++);  // into the slot key i just left
+  }
+}
+
+void Engine::Write(std::span<const WriteOp> ops, std::span<Status> statuses) {
+  if (!info_->capabilities.pipelined_write || ops.size() < 2) {
+    Index::Write(ops, statuses);  // Insert / Update / Put / Delete, one after another
+    return;
+  }
+  // As MultiGetPipelined: op j + depth is checked, hashed and prefetched before op j
+  // runs whole (its preparation and commit), so the loads of `depth` ops overlap while
+  // the commits stay in order (Spash's Fig. 5a pipeline).
+  const size_t n = ops.size();
+  const size_t depth = std::clamp<size_t>(write_depth_, 1, kMaxMultiGetDepth);
+  uint64_t hashes[kMaxMultiGetDepth];
+  bool valid[kMaxMultiGetDepth];
+  size_t ahead = 0;
+  auto start = [&](size_t j) {
+    const WriteOp& op = ops[j];
+    Status s = op.kind == WriteOp::Kind::kDelete ? SlotCodec::CheckKey(op.key)
+                                                  : CheckKeyValue(op.key, op.value);
+    if (s.ok() && op.kind > WriteOp::Kind::kDelete) {
+      s = Status::InvalidArgument("write batch: unknown operation kind");
+    }
+    valid[j % depth] = s.ok();
+    if (!s.ok()) {
+      statuses[j] = std::move(s);
+      return;
+    }
+    hashes[j % depth] = KeyHash(op.key);
+    Prefetch(hashes[j % depth]);
+  };
+  for (; ahead < n && ahead < depth; ++ahead) start(ahead);
+  for (size_t i = 0; i < n; ++i) {
+    if (valid[i % depth]) {
+      const WriteOp& op = ops[i];
+      const uint64_t h = hashes[i % depth];
+      if (op.kind == WriteOp::Kind::kDelete) {
+        OpScope scope(*persister_, op.key.size());
+        statuses[i] = DoDelete(op.key, h);
+      } else {
+        OpScope scope(*persister_, op.key.size() + op.value.size());
+        const WriteMode mode = op.kind == WriteOp::Kind::kInsert   ? WriteMode::kInsert
+                               : op.kind == WriteOp::Kind::kUpdate ? WriteMode::kUpdate
+                                                                   : WriteMode::kPut;
+        statuses[i] = DoWrite(op.key, op.value, h, mode);
+      }
+    }
+    if (ahead < n) start(ahead++);  // into the slot op i just left
   }
 }
 

@@ -101,6 +101,11 @@ class Engine : public Index {
   // (they only note when a line was asked for), so each key's read set is its own.
   void MultiGet(std::span<const std::string_view> keys, std::span<std::string> values,
                 std::span<Status> statuses) final;
+  // Engines with capabilities.pipelined_write: op i + depth is checked, hashed and
+  // prefetched (Prefetch) before op i runs (depth: the write_depth option); the others
+  // run Insert / Update / Put / Delete one after another (Index::Write). Either way each
+  // op is an operation of its own for the counters and runs whole before the next.
+  void Write(std::span<const WriteOp> ops, std::span<Status> statuses) final;
   // The cursor (engines/scan.h) decoded and checked, the engine's DoScan, then fn over
   // the page with no lock held, and the next cursor.
   Status Scan(uint64_t cursor, size_t max_keys, const Visitor& fn,
@@ -149,6 +154,10 @@ class Engine : public Index {
     return HashKey(key, hash_seed_);
   }
   uint64_t hash_seed() const { return hash_seed_; }
+  // Whether KeyHash is the pool's seeded xxh3 (no test hash installed): only then is the
+  // hash of an 8-byte key a bijection (UnhashKey8), which an engine that stores the hash
+  // in place of the key (spash) relies on.
+  bool key_hash_invertible() const { return test_key_hash_ == nullptr; }
   // Tests only (the degenerate-hash conformance run, docs/testing.md): KeyHash becomes
   // `fn` (null: the pool's hash again). Set it before the index is opened (OpenEngine),
   // and again on the object of every reopen: the pool does not record it, and an index
@@ -335,6 +344,7 @@ class Engine : public Index {
   EngineRoot* attached_root_ = nullptr;  // set by CreateRoot / OpenRoot
   size_t root_bytes_ = 0;                // RootLayout::bytes, likewise
   size_t multiget_depth_ = 8;
+  size_t write_depth_ = 4;
   bool resize_enabled_ = true;
   uint64_t initial_capacity_ = 0;
   bool recovered_ = false;

@@ -98,6 +98,9 @@ std::span<const OptionSpec> CommonOptions() {
       OptionSpec::Uint("multiget_depth", 8, 1, 64,
                        "keys MultiGet hashes and prefetches ahead of the one it finishes "
                        "(engines with pipelined MultiGet)"),
+      OptionSpec::Uint("write_depth", 4, 1, 64,
+                       "write ops Write hashes and prefetches ahead of the one it runs "
+                       "(engines with a pipelined Write; Spash's Fig. 5a depth 4)"),
       OptionSpec::Uint("alloc_arenas", pm::AllocatorOptions{}.arenas, 1, pm::kMaxAllocArenas,
                        "allocator arenas per size class: threads take small blocks from "
                        "their own arena; 1 makes every thread reuse blocks any other freed "

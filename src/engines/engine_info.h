@@ -64,6 +64,10 @@ struct EngineCapabilities {
   bool background_work = false;   // threads of its own (WaitForBackgroundWork waits)
   bool variable_size_keys = true;  // keys and values of any size up to the limits
   bool pipelined_multiget = false;  // MultiGet prefetches ahead (Engine::Prefetch)
+  bool pipelined_write = false;     // Write prefetches ahead (Engine::Prefetch)
+  // An inline (8-byte) key's 8 bytes appear as they are in its slot; false for an engine
+  // that stores another form (spash: the key's hash, from which the key is recovered).
+  bool inline_keys_verbatim = true;
   // The persistence modes it supports (Open refuses the others).
   std::vector<PersistMode> persist_modes = {PersistMode::kAdr, PersistMode::kEadr,
                                             PersistMode::kNone};
@@ -80,6 +84,11 @@ struct TestProfile {
   // Engine counters (IndexStats::engine_counters) counting that growth; the crash suite
   // asserts each moved.
   std::vector<std::string> growth_counters;
+  // The value size of the shared-arena crash test (CrashThreads.SharedArena*), whose
+  // records one thread frees and another allocates at once: large enough that the
+  // engine's records come from the allocator's shared arena (spash keeps records of up
+  // to 128 bytes in per-thread chunks instead).
+  size_t shared_arena_value_bytes = 40;
   uint64_t crash_pool_size = 4ull << 20;         // each crash-suite script's pool
   uint64_t conformance_pool_size = 16ull << 20;  // a conformance test's pool
   // Non-empty: a known failure of the engine under the degenerate hash (docs/testing.md),

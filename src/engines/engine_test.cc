@@ -238,7 +238,7 @@ TEST(EngineKit, OptionsComeFromTheDeclarations) {
   const Status s = OpenRecording(info, o, &e);
   EXPECT_TRUE(s.IsInvalidArgument());
   EXPECT_NE(s.message().find("unknown engine option 'sise' (this engine accepts: size, "
-                             "multiget_depth, alloc_arenas)"),
+                             "multiget_depth, write_depth, alloc_arenas)"),
             std::string::npos)
       << s.ToString();
 }

@@ -861,6 +861,9 @@ TEST(CliEngine, PoolCheckFindsAnInlineKeyOutsideItsHome) {
   int engines = 0;
   for (const EngineDescription& e : RegisteredEngines()) {
     SCOPED_TRACE(e.name);
+    // An engine that stores an 8-byte key in another form (spash: its hash) has this
+    // damage tested by its own tests (SpashTest.PoolCheckFindsADamagedKeyWord).
+    if (!engines::FindEngine(e.name)->info.capabilities.inline_keys_verbatim) continue;
     ++engines;
     const std::string p = dir.File(e.name + ".pool");
     {

@@ -15,6 +15,12 @@ inline uint64_t HashKey(std::string_view key, uint64_t seed) {
   return Hash64(key.data(), key.size(), seed);
 }
 
+// Hash64 of an 8-byte input is a bijection of those 8 bytes (xxh3's 4-8 byte path: a
+// seeded XOR and a mix of invertible steps), so an 8-byte key is known from its hash:
+// an engine may store the hash instead of the key (spash keeps it in its key word).
+// Writes to key[0..8) the one 8-byte input whose Hash64(input, 8, seed) is `hash`.
+void UnhashKey8(uint64_t hash, uint64_t seed, char key[8]);
+
 // Maps a hash to [0, n) by multiply-shift (Lemire's range reduction): the high bits of the
 // hash choose, so no division, and n need not be a power of two. Doubling n sends index i
 // to 2i or 2i+1, which is what lets the engines' resizes split a bucket, group or stripe

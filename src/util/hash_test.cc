@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <random>
 #include <set>
 #include <string>
@@ -20,6 +21,23 @@ TEST(Hash, IsDeterministic) {
   // XXH3_64bits / XXH3_64bits_withSeed outputs.
   EXPECT_EQ(HashKey("", 0), 0x2D06800538D394C2ull);
   EXPECT_EQ(Hash64("", 0), HashKey("", 0));  // Hash64's default seed is 0
+}
+
+TEST(UnhashTest, RecoversEveryEightByteKeyFromItsHash) {
+  std::mt19937_64 rng(5);
+  std::vector<uint64_t> seeds = {0, 1, 0xffffffffffffffffull, 0x123456789abcdef0ull};
+  for (int i = 0; i < 4; ++i) seeds.push_back(rng());
+  for (uint64_t seed : seeds) {
+    for (int i = 0; i < 2000; ++i) {
+      char key[8];
+      const uint64_t v = i < 4 ? uint64_t{0} - i : rng();
+      std::memcpy(key, &v, 8);
+      if (i == 4) std::memcpy(key, "12345678", 8);
+      char back[8];
+      UnhashKey8(HashKey(std::string_view(key, 8), seed), seed, back);
+      ASSERT_EQ(std::string_view(back, 8), std::string_view(key, 8)) << "seed " << seed;
+    }
+  }
 }
 
 TEST(Hash, SeedChangesTheOutput) {

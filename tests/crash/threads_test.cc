@@ -167,7 +167,8 @@ ThreadRun DisjointWriters(const EngineSpec& spec, uint64_t seed, const WriterPla
       Op op{static_cast<Op::Kind>(r() % 4), "w" + std::to_string(t) + "-" + std::to_string(r() % 40),
             std::string(r() % 3 ? 8 : 50, static_cast<char>('a' + i % 26))};
       if (plan.shared_arena) {
-        const std::string value(40, static_cast<char>('a' + (i + t) % 26));
+        const std::string value(spec.test.shared_arena_value_bytes,
+                                static_cast<char>('a' + (i + t) % 26));
         // Round k deletes key k, inserts key kLive + k and updates key k + 1 (live).
         const int k = (i - kLive) / 3;
         op = i < kLive                 ? Op{Op::kInsert, reuse_key(i), value}

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <random>
 #include <utility>
@@ -45,9 +46,13 @@ std::string InsertsAfterRecovery(Index* recovered) {
   return "";
 }
 
-OpCrashOutcome CrashDuringOp(const Options& options, const OpCrashSetup& setup,
-                             const OpCrashOp& op, const OpCrashCheck& check,
-                             double store_rate) {
+namespace {
+
+// CrashDuringOp, and CrashDuringBatch when `states` is set: then an image must hold one of
+// the models states(before) returns, instead of the state before or after the op.
+OpCrashOutcome CrashDuring(const Options& options, const OpCrashSetup& setup,
+                           const OpCrashOp& op, const OpCrashCheck& check, double store_rate,
+                           const std::function<std::vector<Model>(const Model&)>& states) {
   OpCrashOutcome out;
   const EngineSpec spec = FindSpec(options.engine);
   EXPECT_TRUE(spec.make) << "no engine " << options.engine;
@@ -100,11 +105,68 @@ OpCrashOutcome CrashDuringOp(const Options& options, const OpCrashSetup& setup,
   EXPECT_TRUE(op_status.ok()) << op_status.ToString();
   Model after;
   EXPECT_EQ(Snapshot(*index, &after), "");
-  for (const Model& m : not_before) {
-    if (m != after) NoteBad(&out, "an image is neither the old nor the new state");
+  if (states) {
+    const std::vector<Model> allowed = states(before);
+    EXPECT_EQ(after, allowed.back()) << "the batch did not end in its last state";
+    for (const Model& m : not_before) {
+      if (std::find(allowed.begin(), allowed.end(), m) == allowed.end()) {
+        NoteBad(&out, "an image holds no prefix of the batch");
+      }
+    }
+  } else {
+    for (const Model& m : not_before) {
+      if (m != after) NoteBad(&out, "an image is neither the old nor the new state");
+    }
   }
   EXPECT_TRUE(sim.FindBypass().ok()) << "a store bypassed the Persister";
   return out;
+}
+
+}  // namespace
+
+OpCrashOutcome CrashDuringOp(const Options& options, const OpCrashSetup& setup,
+                             const OpCrashOp& op, const OpCrashCheck& check,
+                             double store_rate) {
+  return CrashDuring(options, setup, op, check, store_rate, nullptr);
+}
+
+OpCrashOutcome CrashDuringBatch(const Options& options, const OpCrashSetup& setup,
+                                const std::vector<WriteOp>& ops) {
+  return CrashDuring(
+      options, setup,
+      [&](Index* x) {
+        std::vector<Status> statuses(ops.size());
+        x->Write(ops, statuses);
+        for (const Status& st : statuses) {
+          if (!st.ok() && !st.IsNotFound() && !st.IsAlreadyExists()) return st;
+        }
+        return Status::OK();
+      },
+      nullptr, 1.0, [&](const Model& before) {
+        // The state after each prefix of the batch, each op as its single call.
+        std::vector<Model> states = {before};
+        Model m = before;
+        for (const WriteOp& op : ops) {
+          const std::string key(op.key);
+          const bool present = m.count(key) != 0;
+          switch (op.kind) {
+            case WriteOp::Kind::kInsert:
+              if (!present) m[key] = std::string(op.value);
+              break;
+            case WriteOp::Kind::kUpdate:
+              if (present) m[key] = std::string(op.value);
+              break;
+            case WriteOp::Kind::kPut:
+              m[key] = std::string(op.value);
+              break;
+            case WriteOp::Kind::kDelete:
+              m.erase(key);
+              break;
+          }
+          states.push_back(m);
+        }
+        return states;
+      });
 }
 
 void ExpectAllOrNothing(const OpCrashOutcome& r, int min_crash_points) {

@@ -53,6 +53,13 @@ OpCrashOutcome CrashDuringOp(const Options& options, const OpCrashSetup& setup,
                              const OpCrashOp& op, const OpCrashCheck& check = nullptr,
                              double store_rate = 1.0);
 
+// Crashes inside one Index::Write of `ops` (a batch), as CrashDuringOp does inside one
+// operation, except that a good image holds the state after some prefix of the batch
+// (each op applied as its single call would), and the batch must end in the last one.
+// Statuses NotFound and AlreadyExists count as the op's answer, any other failure fails.
+OpCrashOutcome CrashDuringBatch(const Options& options, const OpCrashSetup& setup,
+                                const std::vector<WriteOp>& ops);
+
 // The usual verdict on an outcome: at least `min_crash_points` crash points (the op
 // reached the stores and fences it should) and no image holding neither state.
 void ExpectAllOrNothing(const OpCrashOutcome& r, int min_crash_points);

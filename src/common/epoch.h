@@ -1,0 +1,102 @@
+// Epoch-based reclamation of DRAM structures that readers traverse without a lock (spash's
+// directory tables): a reader enters an epoch for the length of one operation; a writer
+// that has unlinked a structure retires it, and it is freed once every reader that could
+// still hold a pointer to it has left.
+//
+//   global epoch E (starts at 1); per thread a slot: 0 idle, else the epoch it entered at.
+//   Guard:   slot = E (plain store by the owner), LightFence; ... ; slot = 0 (release)
+//   Retire:  (after the unlink is visible) tag = E, E = E + 1
+//   Collect: HeavyFence, then free every structure whose tag is below every busy slot
+//
+// Why it holds: a reader that read E after the increment reads the unlinked state (the
+// unlink is stored before the increment, and its load of E is an acquire); one that read
+// E before it has a slot <= tag, which Collect sees because HeavyFence (membarrier: every
+// running thread executes a full fence) makes its slot store visible, or else orders its
+// later pointer loads after the unlink. The reader's path has no locked instruction
+// (common/locks.h, LightFence / HeavyFence). Collect never waits: it frees what it can and
+// keeps the rest for a later call; Drain waits (a quiet point, e.g. Close).
+//
+// Threads beyond pm::CounterTable::kMaxThreads share one slot that counts its holders
+// (atomic RMWs); while any is inside, nothing is freed.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "common/locks.h"
+#include "pm/stats.h"
+
+namespace pmhash {
+
+class EpochReclaimer {
+  struct alignas(64) Slot {
+    std::atomic<uint64_t> value{0};  // own slot: entered epoch or 0; shared: holders
+  };
+
+ public:
+  EpochReclaimer();
+  ~EpochReclaimer();  // frees whatever is still retired: no reader may be inside
+  EpochReclaimer(const EpochReclaimer&) = delete;
+  EpochReclaimer& operator=(const EpochReclaimer&) = delete;
+
+  // One reader's stay. A thread may nest guards of one reclaimer only through Nested
+  // (the inner guard leaves the slot alone).
+  class Guard {
+   public:
+    explicit Guard(EpochReclaimer& r) : slot_(r.MySlot()), shared_(r.IsShared(slot_)) {
+      if (shared_) {
+        slot_.value.fetch_add(1, std::memory_order_seq_cst);
+      } else {
+        slot_.value.store(r.epoch_.load(std::memory_order_acquire), std::memory_order_relaxed);
+        LightFence();
+      }
+    }
+    ~Guard() {
+      if (shared_) {
+        slot_.value.fetch_sub(1, std::memory_order_release);
+      } else {
+        slot_.value.store(0, std::memory_order_release);
+      }
+    }
+    Guard(const Guard&) = delete;
+    Guard& operator=(const Guard&) = delete;
+
+   private:
+    Slot& slot_;
+    const bool shared_;
+  };
+
+  // Takes `free` (to run once no reader can reach what it frees): the caller has already
+  // made the structure unreachable for readers that enter from now on.
+  void Retire(std::function<void()> free);
+  // Runs the frees no reader can prevent any more; never waits.
+  void Collect();
+  // Whether something waits to be freed (a cheap check before Collect).
+  bool HasRetired() const { return retired_count_.load(std::memory_order_relaxed) != 0; }
+  // Collects until nothing is retired, waiting for readers (no guard of this thread may
+  // be open).
+  void Drain();
+
+ private:
+  Slot& MySlot() const {
+    const size_t id = pm::CounterTable::ThisThreadId();
+    return slots_[id < pm::CounterTable::kMaxThreads ? id : pm::CounterTable::kMaxThreads];
+  }
+  bool IsShared(const Slot& s) const { return &s == &slots_[pm::CounterTable::kMaxThreads]; }
+
+  std::atomic<uint64_t> epoch_{1};
+  std::unique_ptr<Slot[]> slots_;  // kMaxThreads own slots, then the shared one
+  std::mutex mu_;                  // guards retired_
+  struct Retired {
+    uint64_t tag;
+    std::function<void()> free;
+  };
+  std::vector<Retired> retired_;
+  std::atomic<uint64_t> retired_count_{0};
+};
+
+}  // namespace pmhash

@@ -1,0 +1,203 @@
+// Spash's volatile directory (paper 002, Sec. III-A and IV-B): 2^G entries indexed by the
+// top G bits of a key's hash, each naming the segment that holds the keys of that hash
+// prefix, with the segment's lock and version (the paper keeps the fallback lock in a
+// directory entry; we keep the readers' version there too, so segments stay metadata-free).
+// Collaborative staged doubling and halving replace a table by one of twice or half the
+// size, 8 entries (one cache line) per stage, while operations go on.
+//
+// ---- An entry (one 8-byte word) -------------------------------------------------------
+//
+//   bit  63      busy: a writer holds the segment (set on every entry of its range), or
+//                the entry is frozen by a stage copy (for good: its table is being
+//                replaced)
+//   bits 62..43  version (20 bits, wrapping): +1 on every entry of a range when a writer
+//                that changed the segment releases it
+//   bits 42..37  the segment's local depth d (<= G)
+//   bits 36..32  live entries of the segment (0..16), kept in the range's first entry only
+//   bits 31..0   the segment: its pool offset / 256
+//
+// A segment of depth d is named by the 2^(G-d) entries of its range, the aligned run of
+// entries that share its d-bit prefix. The range's first entry is its *primary*: a writer
+// locks the segment by setting busy on the primary with a CAS, then on every other entry
+// of the range (which no other writer can hold, since it would hold the primary first).
+// Readers take no lock: they read their own entry (busy: retry), the segment, and their
+// entry again; an equal word means no writer changed the segment meanwhile. Writers
+// release with one store per entry (version + 1, busy clear); every store to PM that a
+// reader may see happens between the busy marks and that release, so the check is
+// complete. Entries of a range are almost always in one cache line (a range of at most 8
+// aligned entries is), so a lookup reads one directory line and a release writes one.
+//
+// ---- Transitions (staged doubling and halving, Fig. 6) ------------------------------
+//
+// A transition links a new table `next` (depth G+1 or G-1) to the current one and copies
+// the current one in stages of 8 entries (partitions). A stage freezes its 8 entries one
+// at a time (CAS busy 0 -> 1, waiting while a writer holds one: writers never wait while
+// holding), writes their copies into `next` (doubling: entry i becomes 2i and 2i+1;
+// halving: entries 2i and 2i+1, which name the same segment, become i) and marks the
+// partition done. Readers and writers whose entry lies in a done partition use `next`;
+// the others use the current table, whose changes a later stage copies. So a lock never
+// has to survive a copy: the copy waits for it. A writer that finds part of its range
+// frozen releases what it holds, copies the stages of its range itself
+// (collaboratively), and starts again, in `next`. When every partition is done, the
+// thread that started the transition makes `next` current and retires the old table
+// (EpochReclaimer: freed once no reader can hold it). One transition at a time.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+
+#include "common/epoch.h"
+#include "pmhash/status.h"
+#include "util/dram_buffer.h"
+
+namespace pmhash::engines::spash {
+
+// The entry word's fields.
+struct DirEntry {
+  static constexpr uint64_t kBusy = uint64_t{1} << 63;
+  static constexpr int kVersionShift = 43;
+  static constexpr uint64_t kVersionMask = (uint64_t{1} << 20) - 1;
+  static constexpr int kDepthShift = 37;
+  static constexpr uint64_t kDepthMask = 63;
+  static constexpr int kCountShift = 32;
+  static constexpr uint64_t kCountMask = 31;
+  static constexpr uint64_t kSegmentMask = 0xffffffffull;
+
+  static uint64_t Make(uint64_t segment, unsigned depth, unsigned count, uint64_t version) {
+    return (version & kVersionMask) << kVersionShift | uint64_t{depth} << kDepthShift |
+           uint64_t{count} << kCountShift | segment;
+  }
+  static bool Busy(uint64_t e) { return (e & kBusy) != 0; }
+  static uint64_t Version(uint64_t e) { return (e >> kVersionShift) & kVersionMask; }
+  static unsigned Depth(uint64_t e) { return static_cast<unsigned>((e >> kDepthShift) & kDepthMask); }
+  static unsigned Count(uint64_t e) { return static_cast<unsigned>((e >> kCountShift) & kCountMask); }
+  static uint64_t Segment(uint64_t e) { return e & kSegmentMask; }
+  static uint64_t WithCount(uint64_t e, unsigned count) {
+    return (e & ~(kCountMask << kCountShift)) | uint64_t{count} << kCountShift;
+  }
+};
+
+class Directory {
+ public:
+  static constexpr unsigned kPartition = 8;  // entries per stage: one cache line
+  static constexpr unsigned kMaxDepth = 40;  // 2^40 entries would be 8 TiB of DRAM
+
+  struct Table {
+    // A table of 2^depth zero entries, in DRAM backed by huge pages where the kernel
+    // allows (util/dram_buffer.h: a lookup then costs a cache miss, not a page walk too);
+    // null if the system has no memory for it.
+    static std::unique_ptr<Table> Make(unsigned depth);
+    unsigned depth;
+    uint64_t size;
+    DramBuffer memory;
+    std::atomic<uint64_t>* entries;
+    // The transition under way from this table (null: none) and its stages, one per
+    // partition of this table: kPending, kCopying, kDone.
+    std::atomic<Table*> next{nullptr};
+    std::unique_ptr<std::atomic<uint8_t>[]> stage;
+    uint64_t Index(uint64_t hash) const { return hash >> (64 - depth); }
+  };
+  static constexpr uint8_t kPending = 0, kCopying = 1, kDone = 2;
+
+  // What a reader or writer resolves a hash to: a table and the entry index in it.
+  struct Place {
+    Table* table;
+    uint64_t index;
+  };
+  // A range a writer holds (busy on every entry): entries [first, first + count) of
+  // `table`; `word` is the primary's word as it was when locked (busy clear).
+  struct Held {
+    Table* table = nullptr;
+    uint64_t first = 0, count = 0;
+    uint64_t word = 0;
+  };
+  enum class LockResult : uint8_t {
+    kLocked,  // *held is set
+    kBusy,    // another writer holds it: back off, resolve again
+    kMoved,   // part of the range was frozen by a transition, whose stages for the range
+              // this call has now copied: resolve again (the range is in `next`)
+  };
+
+  Directory() = default;
+  ~Directory();
+  Directory(const Directory&) = delete;
+  Directory& operator=(const Directory&) = delete;
+
+  // Replaces everything by a table of 2^depth entries, entry i = init(i) (creation and
+  // recovery; no other thread may use the directory).
+  template <typename Init>
+  Status Reset(unsigned depth, Init&& init) {
+    std::unique_ptr<Table> t = Table::Make(depth);
+    if (t == nullptr) return OutOfMemory(depth);
+    for (uint64_t i = 0; i < t->size; ++i) t->entries[i].store(init(i), std::memory_order_relaxed);
+    Free(current_.exchange(t.release(), std::memory_order_acq_rel));
+    return Status::OK();
+  }
+  static Status OutOfMemory(unsigned depth);
+
+  // The current table (readers: inside an epoch guard; it stays valid until they leave).
+  Table* Current() const { return current_.load(std::memory_order_acquire); }
+  // Where `hash` is to be looked up now: the current table, or the next one if the
+  // hash's partition has been copied.
+  Place Resolve(uint64_t hash) const {
+    Table* t = Current();
+    uint64_t i = t->Index(hash);
+    Table* n = t->next.load(std::memory_order_acquire);
+    if (n != nullptr && t->stage[i / kPartition].load(std::memory_order_acquire) == kDone) {
+      return {n, n->Index(hash)};
+    }
+    return {t, i};
+  }
+  static uint64_t Load(const Place& p) {
+    return p.table->entries[p.index].load(std::memory_order_acquire);
+  }
+
+  // Locks the range of the segment named by entry `at` of `place.table` (the entry as
+  // read before: `seen`, not busy). kLocked only if the entry still holds `seen`'s
+  // segment and depth (its version may have moved: the caller validates).
+  LockResult Lock(const Place& place, Held* held);
+  // Locks the aligned range [first, first + count) of `table` (a merge's buddy): false,
+  // holding nothing, if any entry is busy or frozen.
+  bool TryLockRange(Table* table, uint64_t first, uint64_t count, Held* held);
+  // Releases `held`, storing into each entry of its range the word `word` (busy clear;
+  // its count only in the first entry). `word`'s version should be the held one + 1 if
+  // the segment changed (ReleaseChanged), the held one otherwise (Release).
+  void ReleaseAs(const Held& held, uint64_t first, uint64_t count, uint64_t word);
+  void Release(const Held& held) { ReleaseAs(held, held.first, held.count, held.word); }
+
+  // Transitions. Each returns when the table it was called about is no longer current
+  // (someone completed a transition from it) or the transition could not start (the
+  // depth limit, or `allow` said no once the lock was held); they may run the
+  // transition themselves. Call with no range held.
+  // False if the new table could not be allocated (no DRAM).
+  bool Double(const Table* from);
+  // Halving to depth - 1 (not below min_depth): `allow` (called with the transition
+  // published, see directory.cc) says whether no segment is as deep as G - 1.
+  void Halve(const Table* from, unsigned min_depth, bool (*allow)(void* ctx), void* ctx);
+  // Copies every pending stage of [first, first + count) of `table` (a writer whose range
+  // spans partitions; a helper), waiting for stages others copy.
+  void CopyStages(Table* table, uint64_t first, uint64_t count);
+  // Waits until no transition runs (one may start right after).
+  void WaitForTransition() { std::lock_guard<std::mutex> lock(transition_mu_); }
+
+  EpochReclaimer& epochs() { return epochs_; }
+  // DRAM held by the tables (current and next).
+  uint64_t MemoryBytes() const;
+  uint64_t doublings() const { return doublings_.load(std::memory_order_relaxed); }
+  uint64_t halvings() const { return halvings_.load(std::memory_order_relaxed); }
+
+ private:
+  Table* BeginTransition(Table* from, unsigned to_depth);
+  void RunTransition(Table* from, Table* to);
+  void CopyStage(Table* from, uint64_t partition);
+  static void Free(Table* t);
+
+  std::atomic<Table*> current_{nullptr};
+  std::mutex transition_mu_;  // one transition at a time
+  EpochReclaimer epochs_;
+  std::atomic<uint64_t> doublings_{0}, halvings_{0};
+};
+
+}  // namespace pmhash::engines::spash

@@ -1,0 +1,59 @@
+// Spash's hotspot detector (paper 002, Sec. III-B): a hot-key list in DRAM, hash
+// partitioned by the highest p bits of the key's hash (its directory prefix), q keys per
+// partition kept in LRU order. A key is hot if it is among the q keys of its partition
+// most recently accessed before this access. The paper's setting: 8K entries, q = 2, so
+// p = 12 (64 KiB of DRAM here, 8-byte hashes). Only Spash's updates consult and refresh it
+// (docs/engines/spash.md says why not searches). Concurrent accesses race on a
+// partition's words without locks: the list is a heuristic, a lost or doubled entry
+// only misjudges one update's flush, never its correctness.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+namespace pmhash::engines::spash {
+
+class HotKeys {
+ public:
+  // `entries` in all (0: off, every key cold), `per_partition` of them per partition;
+  // entries / per_partition must be a power of two.
+  void Reset(uint64_t entries, unsigned per_partition) {
+    per_ = per_partition == 0 ? 1 : per_partition;
+    const uint64_t partitions = entries / per_;
+    bits_ = 0;
+    while ((uint64_t{1} << bits_) < partitions) ++bits_;
+    size_ = entries == 0 ? 0 : (uint64_t{1} << bits_) * per_;
+    words_.reset(size_ == 0 ? nullptr : new std::atomic<uint64_t>[size_]);
+    for (uint64_t i = 0; i < size_; ++i) words_[i].store(0, std::memory_order_relaxed);
+  }
+  bool enabled() const { return size_ != 0; }
+  uint64_t bytes() const { return size_ * sizeof(uint64_t); }
+
+  // Records an access of the key whose hash is h; returns whether it was hot.
+  bool Access(uint64_t h) {
+    if (size_ == 0) return false;
+    const uint64_t tag = h | 1;  // 0 marks an empty entry
+    std::atomic<uint64_t>* p = &words_[(bits_ == 0 ? 0 : h >> (64 - bits_)) * per_];
+    unsigned at = per_;
+    for (unsigned i = 0; i < per_; ++i) {
+      if (p[i].load(std::memory_order_relaxed) == tag) {
+        at = i;
+        break;
+      }
+    }
+    // Move to the front: the entries before it (or all, for a new key) shift back one.
+    for (unsigned i = at == per_ ? per_ - 1 : at; i > 0; --i) {
+      p[i].store(p[i - 1].load(std::memory_order_relaxed), std::memory_order_relaxed);
+    }
+    p[0].store(tag, std::memory_order_relaxed);
+    return at != per_;
+  }
+
+ private:
+  std::unique_ptr<std::atomic<uint64_t>[]> words_;
+  uint64_t size_ = 0;
+  unsigned bits_ = 0, per_ = 1;
+};
+
+}  // namespace pmhash::engines::spash
