@@ -1,4 +1,5 @@
 #include "util/hash.h"
+#include "util/hash_inline.h"
 
 #include <gtest/gtest.h>
 
@@ -47,6 +48,21 @@ TEST(Hash, UsesExactlyTheGivenLength) {
   EXPECT_NE(Hash64(a.data(), 8), Hash64(b.data(), 8));
   // A zero-length input does not read its pointer.
   EXPECT_EQ(Hash64(nullptr, 0), HashKey(""));
+}
+
+// The hot paths hash inline (hash_inline.h): the same function as Hash64 at every length,
+// across the inline (<= 16 bytes) and the out-of-line paths, with and without a seed.
+TEST(Hash, InlineHashIsHash64AtEveryLength) {
+  std::string bytes;
+  for (int i = 0; i < 300; ++i) bytes.push_back(static_cast<char>(i * 37 + 11));
+  for (size_t len = 0; len <= bytes.size(); ++len) {
+    for (const uint64_t seed : {uint64_t{0}, uint64_t{0x9e3779b97f4a7c15}}) {
+      EXPECT_EQ(InlineHash64(bytes.data(), len, seed), Hash64(bytes.data(), len, seed))
+          << len << " " << seed;
+      EXPECT_EQ(InlineHashKey(std::string_view(bytes.data(), len), seed),
+                HashKey(std::string_view(bytes.data(), len), seed));
+    }
+  }
 }
 
 TEST(Hash, SpreadsSimilarKeys) {

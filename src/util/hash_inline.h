@@ -1,0 +1,36 @@
+// HashKey with xxh3 compiled into the caller: for the code that hashes a key on every
+// operation (Engine::Get and the other public operations), where the call into Hash64
+// and xxh3's length dispatch behind it were 49 of a lookup's instructions (BENCHMARKS.md,
+// issue 29). The same function as Hash64 (xxh3 with XXH_INLINE_ALL in both), so the two
+// never disagree (hash_test compares them at every key length up to 300 bytes). Includes
+// xxhash.h with XXH_INLINE_ALL: include it from .cc files of the library only, never
+// from a header (xxhash is private to the library).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "util/hash.h"
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+namespace pmhash {
+
+// Keys of up to 16 bytes (the common case, 8-byte keys above all) are hashed inline:
+// xxh3's entry point is too large for GCC to inline on its own (flatten), and only inline
+// does its length dispatch cost a few compares. Longer keys call Hash64, so that the
+// registers xxh3's long paths need do not give every caller a large frame.
+__attribute__((always_inline, flatten)) inline uint64_t InlineHash64(const void* data,
+                                                                    size_t len, uint64_t seed) {
+  if (len <= 16) [[likely]] return XXH3_64bits_withSeed(data, len, seed);
+  return Hash64(data, len, seed);
+}
+// HashKey(key, seed), inlined.
+__attribute__((always_inline)) inline uint64_t InlineHashKey(std::string_view key,
+                                                             uint64_t seed = 0) {
+  return InlineHash64(key.data(), key.size(), seed);
+}
+
+}  // namespace pmhash
