@@ -148,7 +148,7 @@ def inclusive_tree(self_cost, calls, root_pred):
 def classify(fn, file):
     f = file or ""
     base = f.rsplit("/", 1)[-1]
-    if "Hash64" in fn or base in ("xxhash.h", "hash.h", "hash.cc"):
+    if "Hash64" in fn or base in ("xxhash.h", "hash.h", "hash.cc", "hash_inline.h"):
         return "hash"
     if base in ("status.h", "unique_ptr.h", "status.cc"):
         return "status"

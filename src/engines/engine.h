@@ -195,6 +195,9 @@ class Engine : public Index {
   // The `resize` option (engines with capabilities.resize_switch; true for the others)
   // and Options::initial_capacity (0: none given).
   bool resize_enabled() const { return resize_enabled_; }
+  // Whether the engine's reads go uncounted (Persister::notes_reads false, fixed at open):
+  // then a search with no lock may take its first try with nothing noted (FirstTry).
+  bool reads_unnoted() const { return reads_unnoted_; }
   uint64_t initial_capacity() const { return initial_capacity_; }
 
   // ---- The table block the root links (engines/root.h: TableHeader) ----
@@ -310,6 +313,7 @@ class Engine : public Index {
   size_t root_bytes_ = 0;                // RootLayout::bytes, likewise
   size_t multiget_depth_ = 8;
   bool tracks_ops_ = false;  // persister_->tracks_ops(): bracket each operation
+  bool reads_unnoted_ = false;  // !persister_->notes_reads()
   bool resize_enabled_ = true;
   uint64_t initial_capacity_ = 0;
   bool recovered_ = false;
@@ -372,9 +376,12 @@ inline void AssignValue(std::string* value, std::string_view v) {
   }
   value->assign(v.data(), v.size());
 }
+// AssignWord into a string of another size: out of line, so that the common path has no
+// call (which would give every search a frame).
+[[gnu::noinline, gnu::cold]] void AssignWordResizing(std::string* value, uint64_t word);
 // An inline value: its 8 bytes as one word (one store when *value holds 8 bytes already).
 inline void AssignWord(std::string* value, uint64_t word) {
-  if (value->size() != sizeof(word)) [[unlikely]] value->resize(sizeof(word));
+  if (value->size() != sizeof(word)) [[unlikely]] return AssignWordResizing(value, word);
   std::memcpy(value->data(), &word, sizeof(word));
 }
 
@@ -389,7 +396,10 @@ inline constexpr int kOptimisticTries = 4;
 // reads (every try's: a retry reads again, and the operation counts each line once).
 struct OptimisticRead {
   OptimisticRead(pm::Persister& persister, std::string_view key)
-      : persister(persister), inline_key(key.size() == 8), notes(persister.notes_reads()) {
+      : OptimisticRead(persister, key, persister.notes_reads()) {}
+  // `notes` false: nothing is noted (FirstTry, when the engine's reads go unnoted).
+  OptimisticRead(pm::Persister& persister, std::string_view key, bool notes)
+      : persister(persister), inline_key(key.size() == 8), notes(notes) {
     if (inline_key) std::memcpy(&key_word, key.data(), 8);
   }
   // Starts a try under `mu`: false if a writer holds it (retry).
@@ -503,6 +513,25 @@ template <typename Find>
   if (a.answer == Optimistic::kRetry) [[unlikely]] a = RetryOptimistically(persister, key, find);
   if (a.answer == Optimistic::kFound) AssignWord(value, a.value_word);
   return a.answer;
+}
+
+// An engine's DoGet starts with this when its reads go unnoted (Engine::reads_unnoted): one
+// try of `find` with nothing noted, so (with `find` always inline, as for
+// SearchOptimistically) nothing on it calls out. kFound (the value stored: *value held 8
+// bytes already) or kAbsent stand; any other answer (a writer came in, a record, a string
+// of another size: kRetry or kLocked) sends DoGet to its full path
+// (SearchOptimistically, then the lock), out of line and tail-called, so DoGet keeps no
+// frame and a lookup is the few instructions of its probe (issue 29).
+template <typename Find>
+[[gnu::always_inline]] inline Optimistic FirstTry(pm::Persister& persister, std::string_view key,
+                                                  std::string* value, Find find) {
+  OptimisticRead read(persister, key, /*notes=*/false);
+  const Optimistic a = find(&read);
+  if (a == Optimistic::kFound) {
+    if (value->size() != sizeof(read.value_word)) [[unlikely]] return Optimistic::kRetry;
+    std::memcpy(value->data(), &read.value_word, sizeof(read.value_word));
+  }
+  return a;
 }
 
 // Closes cleanly on destruction: the most-derived destructor runs while the engine is

@@ -388,8 +388,9 @@ class Persister {
 // whatever is pending is reported by Flush or at destruction.
 class ReadRun {
  public:
-  explicit ReadRun(Persister& persister)
-      : persister_(persister), on_(persister.notes_reads()) {}
+  explicit ReadRun(Persister& persister) : ReadRun(persister, persister.notes_reads()) {}
+  // `on` false: nothing is reported (a caller that knows the persister notes nothing).
+  ReadRun(Persister& persister, bool on) : persister_(persister), on_(on) {}
   ~ReadRun() { Flush(); }
   ReadRun(const ReadRun&) = delete;
   ReadRun& operator=(const ReadRun&) = delete;

@@ -18,13 +18,27 @@
 
 namespace pmhash {
 
-// Keys of up to 16 bytes (the common case, 8-byte keys above all) are hashed inline:
-// xxh3's entry point is too large for GCC to inline on its own (flatten), and only inline
-// does its length dispatch cost a few compares. Longer keys call Hash64, so that the
-// registers xxh3's long paths need do not give every caller a large frame.
-__attribute__((always_inline, flatten)) inline uint64_t InlineHash64(const void* data,
-                                                                    size_t len, uint64_t seed) {
-  if (len <= 16) [[likely]] return XXH3_64bits_withSeed(data, len, seed);
+// The longest key ShortHash64 takes: xxh3's short-input path (up to 16 bytes) covers the
+// common keys (8-byte keys above all) in a few multiplies.
+inline constexpr size_t kShortHashBytes = 16;
+
+// Hash64 of at most kShortHashBytes bytes (len <= kShortHashBytes is the caller's
+// contract): only xxh3's short-input path is compiled in, with no call in it, so a caller
+// that tests the length first keeps no frame for the hash (issue 29: Engine::Get tail-calls
+// its engine then).
+__attribute__((always_inline, flatten)) inline uint64_t ShortHash64(const void* data, size_t len,
+                                                                   uint64_t seed) {
+  if (len > kShortHashBytes) __builtin_unreachable();
+  return XXH3_64bits_withSeed(data, len, seed);
+}
+
+// Keys of up to kShortHashBytes are hashed inline: xxh3's entry point is too large for GCC
+// to inline on its own (flatten), and only inline does its length dispatch cost a few
+// compares. Longer keys call Hash64, so that the registers xxh3's long paths need do not
+// give every caller a large frame.
+__attribute__((always_inline)) inline uint64_t InlineHash64(const void* data, size_t len,
+                                                           uint64_t seed) {
+  if (len <= kShortHashBytes) [[likely]] return ShortHash64(data, len, seed);
   return Hash64(data, len, seed);
 }
 // HashKey(key, seed), inlined.

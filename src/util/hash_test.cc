@@ -51,7 +51,8 @@ TEST(Hash, UsesExactlyTheGivenLength) {
 }
 
 // The hot paths hash inline (hash_inline.h): the same function as Hash64 at every length,
-// across the inline (<= 16 bytes) and the out-of-line paths, with and without a seed.
+// across the inline (<= 16 bytes: ShortHash64) and the out-of-line paths, with and without
+// a seed.
 TEST(Hash, InlineHashIsHash64AtEveryLength) {
   std::string bytes;
   for (int i = 0; i < 300; ++i) bytes.push_back(static_cast<char>(i * 37 + 11));
@@ -61,6 +62,9 @@ TEST(Hash, InlineHashIsHash64AtEveryLength) {
           << len << " " << seed;
       EXPECT_EQ(InlineHashKey(std::string_view(bytes.data(), len), seed),
                 HashKey(std::string_view(bytes.data(), len), seed));
+      if (len <= kShortHashBytes) {
+        EXPECT_EQ(ShortHash64(bytes.data(), len, seed), Hash64(bytes.data(), len, seed)) << len;
+      }
     }
   }
 }

@@ -386,7 +386,7 @@ GroupHash::Probe GroupHash::Find(std::string_view key, uint64_t hash, uint64_t h
     const uint64_t run = std::min<uint64_t>(g, 64);
     const uint64_t run_mask = run == 64 ? ~uint64_t{0} : (uint64_t{1} << run) - 1;
     read->Note(forms, g);
-    pm::ReadRun compared(read->persister);
+    pm::ReadRun compared(read->persister, read->notes);
     for (uint64_t i = 0; i < g && answer == Optimistic::kAbsent; i += run) {
       uint64_t candidates = tags_ ? match_.Match(forms + i, run, tag | kInlineForm) |
                                         match_.Match(forms + i, run, tag | kRecordForm)
@@ -406,8 +406,24 @@ GroupHash::Probe GroupHash::Find(std::string_view key, uint64_t hash, uint64_t h
 
 Status GroupHash::DoGet(std::string_view key, uint64_t hash, std::string* value) {
   // The search with no lock first: no locked instruction, so consecutive searches
-  // overlap their misses (issue 29). A writer in the group's stripe makes it retry; after
-  // a few tries, or for a record, the shared lock answers.
+  // overlap their misses (issue 29). Its first try, when nothing is counted, has no call
+  // on its path (FirstTry); anything else takes GetFull.
+  if (reads_unnoted()) [[likely]] {
+    const Optimistic answer =
+        FirstTry(persister(), key, value, [this, hash](OptimisticRead* read)
+                                              __attribute__((always_inline)) {
+                                                return FindOptimistic(hash, read);
+                                              });
+    if (answer == Optimistic::kFound) return Status::OK();
+    if (answer == Optimistic::kAbsent) return Status::NotFound();
+  }
+  return GetFull(key, hash, value);
+}
+
+// A writer in the group's stripe makes the search retry; after a few tries, or for a
+// record, the shared lock answers. Out of line (DoGet's frame).
+__attribute__((noinline)) Status GroupHash::GetFull(std::string_view key, uint64_t hash,
+                                                    std::string* value) {
   const Optimistic answer =
       SearchOptimistically(persister(), key, value,
                            [this, hash](OptimisticRead* read) __attribute__((always_inline)) {

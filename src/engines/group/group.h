@@ -241,6 +241,8 @@ class GroupHash : public Engine {
   // kFound (read->value_word holds an inline value), kAbsent, kRetry (a writer came in)
   // or kLocked (a record cell of this hash: read under the lock).
   Optimistic FindOptimistic(uint64_t hash, OptimisticRead* read) const;
+  // DoGet after its first try: the search with no lock (counted, retried), then the lock.
+  Status GetFull(std::string_view key, uint64_t hash, std::string* value);
   // A search under the shared lock (FindOptimistic could not answer).
   Status GetLocked(std::string_view key, uint64_t hash, std::string* value);
   Status InsertAt(const Probe& p, std::string_view key, std::string_view value, uint64_t hash,

@@ -247,7 +247,7 @@ void LinearProbing::PublishView() {
   // once), so matching it changes no answer; the probe goes on to the next line only if
   // no cell from its start to the line's end is empty.
   Optimistic answer = Optimistic::kAbsent;
-  pm::ReadRun noted(read->persister);  // the lines probed, as Find reports them
+  pm::ReadRun noted(read->persister, read->notes);  // the lines probed, as Find reports them
   const uint64_t num_lines = cells / kCellsPerLine;
   const uint64_t home = Reduce(hash, cells);
   uint64_t l = home / kCellsPerLine;
@@ -267,9 +267,25 @@ void LinearProbing::PublishView() {
 
 Status LinearProbing::DoGet(std::string_view key, uint64_t hash, std::string* value) {
   // The probe with no lock first (not in the paper, which has one thread): no locked
-  // instruction, so consecutive searches overlap their misses (issue 29). A writer
-  // anywhere in the table makes it retry; after a few tries, or for a record, the shared
-  // lock answers.
+  // instruction, so consecutive searches overlap their misses (issue 29). Its first try,
+  // when nothing is counted, has no call on its path (FirstTry); anything else takes
+  // GetFull.
+  if (reads_unnoted()) [[likely]] {
+    const Optimistic answer =
+        FirstTry(persister(), key, value, [this, hash](OptimisticRead* read)
+                                              __attribute__((always_inline)) {
+                                                return FindOptimistic(hash, read);
+                                              });
+    if (answer == Optimistic::kFound) return Status::OK();
+    if (answer == Optimistic::kAbsent) return Status::NotFound();
+  }
+  return GetFull(key, hash, value);
+}
+
+// A writer anywhere in the table makes the search retry; after a few tries, or for a
+// record, the shared lock answers. Out of line (DoGet's frame).
+__attribute__((noinline)) Status LinearProbing::GetFull(std::string_view key, uint64_t hash,
+                                                        std::string* value) {
   const Optimistic answer = SearchOptimistically(
       persister(), key, value,
       [this, hash](OptimisticRead* read) __attribute__((always_inline)) {

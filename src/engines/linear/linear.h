@@ -178,6 +178,8 @@ class LinearProbing : public Engine {
   // an inline value) or kAbsent when no writer came in; kRetry when one did; kLocked when
   // only the shared lock can answer (a record cell whose hash matches).
   Optimistic FindOptimistic(uint64_t hash, OptimisticRead* read) const;
+  // DoGet after its first try: the search with no lock (counted, retried), then the lock.
+  Status GetFull(std::string_view key, uint64_t hash, std::string* value);
   // A search under the shared lock (FindOptimistic could not answer).
   Status GetLocked(std::string_view key, uint64_t hash, std::string* value);
   // Publishes table_ and cells_ to the searches that take no lock (after each change).

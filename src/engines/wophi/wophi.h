@@ -279,6 +279,8 @@ class Wophi : public Engine {
   // when a writer was in; kLocked when only the shared lock can answer (the key or its
   // value is a record, whose bytes are read under the lock).
   Optimistic FindOptimistic(uint64_t hash, OptimisticRead* read) const;
+  // DoGet after its first try: the search with no lock (counted, retried), then the lock.
+  Status GetFull(std::string_view key, uint64_t hash, std::string* value);
   // A search under the shared lock (FindOptimistic could not answer).
   Status GetLocked(std::string_view key, uint64_t hash, std::string* value);
   // Alg. 1 lines 9-17 or 27-33. *grow is set when the table should grow afterwards.
