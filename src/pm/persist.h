@@ -409,13 +409,14 @@ class ReadRun {
     end_ = last;
   }
   void Flush() {
-    if (end_ == 0) return;
-    persister_.NoteRead(reinterpret_cast<const void*>(begin_ * kCacheLine),
-                        (end_ - begin_ + 1) * kCacheLine);
-    end_ = 0;
+    if (end_ != 0) Report();
   }
 
  private:
+  // Reports the pending run: out of line, so that a run that is off (on_ false, known to
+  // the compiler) leaves nothing in its caller (issue 29: a search's first try).
+  void Report();
+
   Persister& persister_;
   const bool on_;  // notes_reads(): nothing to report otherwise
   uintptr_t begin_ = 0, end_ = 0;  // lines [begin_, end_]; end_ 0: nothing pending
