@@ -291,8 +291,7 @@ class OpScope {
 
 // Each operation: its checks, the hash, then the engine's virtual. The common case (a key
 // of at most kShortHashBytes, a value within the limit, no counting) is one compare of
-// each, the hash inline with no call in it, and a tail call into the engine: no frame, no
-// register saved (issue 29). A longer or refused key or value, and the bracketing of each
+// each, the hash inline with no call in it, and the call into the engine (issue 29). A longer or refused key or value, and the bracketing of each
 // operation for the persistence counters (Persister::tracks_ops, fixed at open), take the
 // out-of-line path. So a lookup's instructions between its miss and the next lookup's stay
 // few.

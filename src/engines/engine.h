@@ -520,8 +520,8 @@ template <typename Find>
 // SearchOptimistically) nothing on it calls out. kFound (the value stored: *value held 8
 // bytes already) or kAbsent stand; any other answer (a writer came in, a record, a string
 // of another size: kRetry or kLocked) sends DoGet to its full path
-// (SearchOptimistically, then the lock), out of line and tail-called, so DoGet keeps no
-// frame and a lookup is the few instructions of its probe (issue 29).
+// (SearchOptimistically, then the lock), out of line, so a lookup is the few
+// instructions of its probe (issue 29).
 template <typename Find>
 [[gnu::always_inline]] inline Optimistic FirstTry(pm::Persister& persister, std::string_view key,
                                                   std::string* value, Find find) {

@@ -24,8 +24,7 @@ inline constexpr size_t kShortHashBytes = 16;
 
 // Hash64 of at most kShortHashBytes bytes (len <= kShortHashBytes is the caller's
 // contract): only xxh3's short-input path is compiled in, with no call in it, so a caller
-// that tests the length first keeps no frame for the hash (issue 29: Engine::Get tail-calls
-// its engine then).
+// that tests the length first needs no frame for the hash (issue 29).
 __attribute__((always_inline, flatten)) inline uint64_t ShortHash64(const void* data, size_t len,
                                                                    uint64_t seed) {
   if (len > kShortHashBytes) __builtin_unreachable();

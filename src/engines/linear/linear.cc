@@ -230,7 +230,7 @@ void LinearProbing::PublishView() {
   view_cells_.store(cells_, std::memory_order_release);
 }
 
-// Inlined into DoGet, its one caller (issue 29: no frame on the search path).
+// Inlined into DoGet and GetFull (issue 29: no call on the search path).
 [[gnu::always_inline]] inline Optimistic LinearProbing::FindOptimistic(uint64_t hash,
                                                                       OptimisticRead* read) const {
   const OptimisticReadScope unchecked_by_tsan;  // validated below instead

@@ -543,7 +543,7 @@ std::string Wophi::Where(const void* p) const {
   return "bucket at pool offset " + std::to_string(pool().ToOffset(p));
 }
 
-// Inlined into DoGet, its one caller (issue 29: no frame on the search path).
+// Inlined into DoGet and GetFull (issue 29: no call on the search path).
 [[gnu::always_inline]] inline Optimistic Wophi::FindOptimistic(uint64_t hash,
                                                               OptimisticRead* read) const {
   const OptimisticReadScope unchecked_by_tsan;  // validated below instead
