@@ -4,7 +4,8 @@
 JOBS ?= $(shell nproc)
 CMAKE_COMMON = -G Ninja -Wno-dev
 
-.PHONY: all deps build asan tsan run test test-release test-asan test-tsan stress-test bench flip-fuzz clean
+.PHONY: all deps build asan tsan run test test-release test-asan test-tsan check-release \
+        check-asan check-tsan stress-test bench flip-fuzz clean
 
 all: build
 
@@ -14,44 +15,67 @@ deps:
 build/release/build.ninja: | deps
 	@cmake -S . -B build/release $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=Release >/dev/null
 
+# The sanitizer trees carry line tables only (-g1): enough for the file:line of every
+# report, a quarter less to compile than full debug information (docs/testing.md, "Time
+# budget"). Reconfigure with -DCMAKE_CXX_FLAGS_DEBUG=-g to inspect variables in gdb.
 build/asan/build.ninja: | deps
-	@cmake -S . -B build/asan $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=Debug -DPMHASH_SANITIZE=ON >/dev/null
+	@cmake -S . -B build/asan $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=Debug -DPMHASH_SANITIZE=ON \
+	  -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DPMHASH_UNITY=ON >/dev/null
 
 build/tsan/build.ninja: | deps
-	@cmake -S . -B build/tsan $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPMHASH_TSAN=ON >/dev/null
+	@cmake -S . -B build/tsan $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPMHASH_TSAN=ON \
+	  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" -DPMHASH_UNITY=ON >/dev/null
 
 build: deps build/release/build.ninja
 	@cmake --build build/release -j $(JOBS)
 
+# The sanitizer trees build what their tests run (unit_tests, conformance_tests and the
+# tool the CLI tests start), not the bench-only and crash-only binaries; `cmake --build
+# build/asan` builds the rest.
+SANITIZER_TARGETS = --target unit_tests conformance_tests
+
 asan: deps build/asan/build.ninja
-	@cmake --build build/asan -j $(JOBS)
+	@cmake --build build/asan -j $(JOBS) $(SANITIZER_TARGETS)
 
 tsan: deps build/tsan/build.ninja
-	@cmake --build build/tsan -j $(JOBS)
+	@cmake --build build/tsan -j $(JOBS) $(SANITIZER_TARGETS)
 
 # The main job: a short side-by-side benchmark of every registered engine on emulated PM.
 run: build
 	@scripts/main-job.sh
 
 # Every suite in a release build, then the unit and conformance tests again under
-# ASan + UBSan, and under ThreadSanitizer.
-test: test-release test-asan test-tsan
+# ASan + UBSan, and under ThreadSanitizer; at the end, the wall time of each tree's build
+# and tests (scripts/test.sh). test-<tree> builds and runs one tree; check-<tree> runs the
+# tests of a tree already built.
+test:
+	@scripts/test.sh
 
 test-release: build
+	@$(MAKE) --no-print-directory check-release
+test-asan: asan
+	@$(MAKE) --no-print-directory check-asan
+test-tsan: tsan
+	@$(MAKE) --no-print-directory check-tsan
+
+check-release:
 	@cd build/release && ctest --output-on-failure -j $(JOBS)
 
-test-asan: asan
+check-asan:
 	@cd build/asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS) -L 'unit|conformance'
 
 # Under ThreadSanitizer, the exhaustive single-threaded tests that the release and ASan runs
 # already cover are skipped (TSan finds races; these start no thread): the allocation-
-# failure sweep of the engines without a background thread, and every damaged header
-# byte. They were 90 s of the TSan run's 315 s of CPU.
-TSAN_GTEST_FILTER := -*AllocationFailure*/group:*AllocationFailure*/linear:*AllocationFailure*/linear_log:*AllocationFailure*/test_tiny:PoolState.EveryDamagedHeaderByteIsCorruption
+# failure sweep of the engines without a background thread, every damaged header byte,
+# and the crash-simulator tests of those engines (LinearCrashTest covers linear-log too).
+# The first two were 90 s of the TSan run's 315 s of CPU; the crash tests 27.5 s of one
+# shard's 81 s (docs/testing.md, "Time budget"). Engines with a background thread (wophi,
+# smartht) keep all of theirs here.
+TSAN_GTEST_FILTER := -*AllocationFailure*/group:*AllocationFailure*/linear:*AllocationFailure*/linear_log:*AllocationFailure*/test_tiny:PoolState.EveryDamagedHeaderByteIsCorruption:*LinearCrashTest.*:*GroupCrashTest.*
 export TSAN_GTEST_FILTER
 
-test-tsan: tsan
+check-tsan:
 	@cd build/tsan && GTEST_FILTER='$(TSAN_GTEST_FILTER)' TSAN_OPTIONS=halt_on_error=1 \
 	  ctest --output-on-failure -j $(JOBS) -L 'unit|conformance'
 

@@ -85,9 +85,11 @@ def sync_tree():
             continue  # deleted in the working tree
         dst = os.path.join(TREE, rel)
         os.makedirs(os.path.dirname(dst), exist_ok=True)
-        # Copy only what changed, so the incremental build stays incremental.
+        # Copy only what changed, so the incremental build stays incremental; with a new
+        # modification time (not copy2's, the source's), or a file changed since an older
+        # build but dated before its object file would not be rebuilt.
         if not os.path.exists(dst) or open(src, "rb").read() != open(dst, "rb").read():
-            shutil.copy2(src, dst)
+            shutil.copy(src, dst)
 
 
 def build(tests, jobs, log):

@@ -111,6 +111,31 @@ class Index {
   using Visitor = std::function<bool(std::string_view key, std::string_view value)>;
   virtual Status ForEach(const Visitor& fn) const = 0;
 
+  // Resumable iteration, one page per call, with the guarantee of Redis's SCAN. Start
+  // with cursor 0 and pass each call the cursor the previous call stored in
+  // *next_cursor; 0 there means the scan is complete. *next_cursor is set only on OK.
+  //  - Every key present from the first call to the last (not deleted in between) is
+  //    passed to fn at least once, whatever inserts, deletes, resizes, splits and
+  //    doublings happen between the calls or during them. A key may be passed more than
+  //    once (rarely; the engine's header says when), and a key inserted or deleted during
+  //    the scan may or may not be passed. A value is the key's value when its page was
+  //    read.
+  //  - A page holds the keys of the next home buckets (the cell or bucket a key's hash
+  //    picks) in hash order, whole buckets, until it holds max_keys keys or more. So it
+  //    may hold more than max_keys (the rest of a bucket), and fewer only at the end.
+  //    max_keys 0 is InvalidArgument.
+  //  - fn is called with no lock held: it may call any method of this index. Returning
+  //    false ends the page after that key; *next_cursor then resumes at the bucket of the
+  //    next key, whose keys fn already saw are passed again (a visitor that stops within
+  //    the page's first bucket gets the same page again).
+  //  - The cursor is opaque and valid for this pool only, in this session or a later one
+  //    (it names a position in hash order, not a table address). A value no Scan of this
+  //    pool handed out is InvalidArgument (one from another pool is caught but for a
+  //    chance of 2^-16, and then resumes at some position, never a crash).
+  //  - Any number of scans may run beside each other and beside writers.
+  virtual Status Scan(uint64_t cursor, size_t max_keys, const Visitor& fn,
+                      uint64_t* next_cursor) const = 0;
+
   virtual IndexStats Stats() const = 0;
 
   // Makes everything durable against power failure on a non-DAX mapping (msync).

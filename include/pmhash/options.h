@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 
 namespace pmhash {
@@ -73,6 +74,17 @@ struct Options {
   // command's --create.
   bool create_if_missing = false;
   bool error_if_exists = false;
+
+  // The key-hash seed of a pool this Open creates: every engine hashes keys with xxh3
+  // seeded with it, and it is kept in the pool's checked header for the pool's life (do
+  // not change: every key's place depends on it). Unset (the default): a random seed
+  // (getrandom), so that keys crafted to collide in one pool do not collide in another
+  // (docs/reliability.md, "Crafted keys"). Set: this seed, any 64-bit value; fixing it
+  // makes a pool's layout repeat for the same keys (`pmhash bench` does: bench/README.md).
+  // 0 is the unseeded hash of pools made before per-pool seeds (pool layout 3), whose
+  // collisions anyone can compute. Opening an existing pool: unset, or the pool's own
+  // seed; any other value is InvalidArgument (the seed cannot change).
+  std::optional<uint64_t> hash_seed;
 
   PersistMode persist = PersistMode::kAdr;
   FlushInstruction flush = FlushInstruction::kAuto;

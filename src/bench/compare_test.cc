@@ -36,11 +36,11 @@ const CompareRow* Row(const Comparison& c, const std::string& engine, const std:
   return nullptr;
 }
 
-struct Captured {
+struct CapturedOutput {
   std::string out, err;
 };
 
-BenchEnv CaptureEnv(Captured* cap) {
+BenchEnv CaptureEnv(CapturedOutput* cap) {
   BenchEnv env;
   env.out = [cap](const std::string& s) { cap->out += s; };
   env.err = [cap](const std::string& s) { cap->err += s + "\n"; };
@@ -87,13 +87,13 @@ TEST(Compare, OneRoundCannotBeToldFromNoise) {
 }
 
 TEST(Compare, CommandLineAndBadInput) {
-  Captured ok;
+  CapturedOutput ok;
   EXPECT_EQ(RunCompareArgs({TestData("compare_old.json"), TestData("compare_new.json")},
                            CaptureEnv(&ok)),
             0)
       << ok.err;
   EXPECT_NE(ok.out.find("NEW/OLD"), std::string::npos) << ok.out;
-  Captured help;
+  CapturedOutput help;
   EXPECT_EQ(RunCompareArgs({"--help"}, CaptureEnv(&help)), 0);
   EXPECT_NE(help.out.find("do not overlap"), std::string::npos);
 
@@ -117,7 +117,7 @@ TEST(Compare, CommandLineAndBadInput) {
       {{old_file, alone}, "no engine in common"},
   };
   for (const auto& [args, needle] : cases) {
-    Captured cap;
+    CapturedOutput cap;
     EXPECT_EQ(RunCompareArgs(args, CaptureEnv(&cap)), 2) << needle;
     EXPECT_EQ(std::count(cap.err.begin(), cap.err.end(), '\n'), 1) << cap.err;
     EXPECT_EQ(cap.err.rfind("pmhash bench compare: ", 0), 0u) << cap.err;
@@ -133,7 +133,7 @@ TEST(Compare, CommandLineAndBadInput) {
 TEST(Compare, DriverOutputAgainstItselfIsAllNoise) {
   const std::string dir = std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp");
   const std::string path = dir + "/pmhash-compare-self-" + std::to_string(::getpid());
-  Captured run;
+  CapturedOutput run;
   BenchEnv env = CaptureEnv(&run);
   env.engines = [] { return std::vector<std::string>{"linear"}; };
   const BenchEnv registered = DefaultEnv();

@@ -90,6 +90,8 @@ std::string MixText(const Mix& mix) {
   return s;
 }
 
+std::string EngineOf(const std::string& column) { return column.substr(0, column.find('@')); }
+
 Json BenchConfig::ToJson() const {
   Json j = Json::Object();
   j.Set("run", label);
@@ -131,6 +133,11 @@ Json BenchConfig::ToJson() const {
   j.Set("media", m);
   j.Set("eadr_write_back_instruction", eadr_write_back_instruction);
   j.Set("seed", seed);
+  Json hs = Json::Object();  // by column ("" for all); no entry: --seed's value
+  for (const auto& [column, spec] : hash_seeds) {
+    hs.Set(column, spec.random ? Json("random") : Json(spec.value));
+  }
+  j.Set("hash_seed", hs);
   j.Set("recovery", recovery);
   j.Set("clean_reopen", clean_reopen);
   j.Set("latency_sampling", sample_every == 0 ? Json("auto") : Json(uint64_t{sample_every}));
@@ -211,7 +218,7 @@ Status ParseBenchArgs(const std::vector<std::string>& args, BenchConfig* config,
 
   std::string engines, threads, phases, mix, dist, value_size, load_factor, pool_size;
   std::string persist, flush;
-  std::vector<std::string> opts;
+  std::vector<std::string> opts, hash_seeds;
   std::string recovery, seed, key_size, write_latency, sampling, batch;
   std::string read_latency, media_model, media_dimms, media_interleave, media_buffer;
   std::string eadr_cache, eadr_write_back, counters;
@@ -224,7 +231,9 @@ Status ParseBenchArgs(const std::vector<std::string>& args, BenchConfig* config,
   };
   last(app.add_option("--engine", engines,
                       "Engines to compare, comma-separated (default: every registered engine; "
-                      "'all' means the same)"));
+                      "'all' means the same); NAME@LABEL runs NAME again as a column of its "
+                      "own, for other --opt NAME@LABEL:... or --hash-seed NAME@LABEL:... "
+                      "values"));
   last(app.add_option("--threads", threads, "Thread counts, comma-separated (default 1)"));
   std::string records, ops;
   last(app.add_option("--records", records,
@@ -240,7 +249,9 @@ Status ParseBenchArgs(const std::vector<std::string>& args, BenchConfig* config,
   last(app.add_option("--mix", mix, "Mixed phase: search=50,update=50 (also insert, negative)"));
   last(app.add_option("--dist", dist,
                       "Key distribution: uniform | zipfian[:0.99] | selfsimilar[:0.2] | "
-                      "sequential (default uniform)"));
+                      "sequential | crafted[:12] (keys whose seed-0 hashes share their top "
+                      "12 bits, 1..16: a hash flood against pools of seed 0, drawn "
+                      "uniformly; about 2^bits hashes per key to find) (default uniform)"));
   last(app.add_option("--key-size", key_size, "Key bytes, 8..1024 (default 8)")->type_name("UINT"));
   last(app.add_option("--value-size", value_size, "Value bytes: N or a range MIN-MAX (default 8)"));
   last(app.add_option("--load-factor", load_factor,
@@ -249,6 +260,13 @@ Status ParseBenchArgs(const std::vector<std::string>& args, BenchConfig* config,
   app.add_option("--opt", opts,
                  "Engine option name=value (repeatable); ENGINE:name=value applies to that "
                  "engine only. `pmhash engines NAME` lists an engine's options")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  app.add_option("--hash-seed", hash_seeds,
+                 "Key-hash seed of the pools the run creates: N (0..2^64-1) or random "
+                 "(repeatable; ENGINE:VALUE for that --engine column only; default: --seed's "
+                 "value, so a run's placements repeat; 0 is the unseeded hash of layout-3 "
+                 "pools, which --dist crafted attacks)")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   last(app.add_option("--pool", config->pool,
@@ -529,6 +547,19 @@ Status ParseBenchArgs(const std::vector<std::string>& args, BenchConfig* config,
       return Status::InvalidArgument("--opt '" + o + "': expected name=value");
     }
     config->engine_options[o.substr(0, eq)] = o.substr(eq + 1);
+  }
+  for (const std::string& h : hash_seeds) {
+    const size_t colon = h.rfind(':');
+    const std::string column = colon == std::string::npos ? "" : h.substr(0, colon);
+    const std::string value = colon == std::string::npos ? h : h.substr(colon + 1);
+    HashSeedSpec spec;
+    if (value == "random") {
+      spec.random = true;
+    } else if (!ParseUint(value, &spec.value)) {
+      return Status::InvalidArgument("--hash-seed '" + h +
+                                     "': expected [ENGINE:]N (0..2^64-1) or [ENGINE:]random");
+    }
+    config->hash_seeds[column] = spec;
   }
   if (!pool_size.empty() && !ParseSizeWithSuffix(pool_size, &config->pool_size)) {
     return Status::InvalidArgument("--pool-size '" + pool_size +

@@ -28,9 +28,20 @@ struct Mix {
 Status ParseMix(const std::string& text, Mix* out);
 std::string MixText(const Mix& mix);
 
+// --hash-seed: the key-hash seed of a pool the run creates (Options::hash_seed).
+struct HashSeedSpec {
+  bool random = false;  // a fresh seed per pool (getrandom), else `value`
+  uint64_t value = 0;
+};
+
+// The registered engine a column of --engine runs: NAME for "NAME" and "NAME@LABEL" (a
+// column of its own for the same engine, e.g. with other --opt or --hash-seed values).
+std::string EngineOf(const std::string& column);
+
 // One run: every engine x every thread count, the phases in order.
 struct BenchConfig {
-  std::vector<std::string> engines;  // empty: every registered engine
+  // Columns: registered engine names, or NAME@LABEL (EngineOf). Empty: every engine.
+  std::vector<std::string> engines;
   std::vector<int> threads = {1};
   uint64_t records = 1000000;        // keys loaded (or, with load_factor, table sizing)
   uint64_t ops = 0;                  // operations per measured phase; 0: records
@@ -57,6 +68,9 @@ struct BenchConfig {
   bool count_stats = true;
   bool eadr_write_back_instruction = true;
   uint64_t seed = 42;
+  // --hash-seed by column ("" for every column): the seed of the pools the run creates.
+  // None given: --seed's value, so that one seed repeats a run's placements too.
+  std::map<std::string, HashSeedSpec> hash_seeds;
   bool recovery = true;               // reopen after an unclean close (file pools)
   bool clean_reopen = false;          // also time a reopen after a clean Close
   // Latency sampling: time 1 operation in `sample_every` (1 = every operation);

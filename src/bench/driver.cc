@@ -123,7 +123,7 @@ int RunBenchArgs(const std::vector<std::string>& args, const BenchEnv& env) {
     if (config.engines.empty()) config.engines = registered;
     std::vector<std::string> kept;
     for (const std::string& e : config.engines) {
-      if (std::find(registered.begin(), registered.end(), e) != registered.end()) {
+      if (std::find(registered.begin(), registered.end(), EngineOf(e)) != registered.end()) {
         if (std::find(kept.begin(), kept.end(), e) == kept.end()) kept.push_back(e);
         continue;
       }

@@ -105,7 +105,7 @@ class TestEngine : public engines::Engine {
     uint64_t unused = 0;
     const uint64_t at = Find(key, &unused);
     if (at == ~0ull) {
-      ((HashKey(key) >> 7) % 8 == 0 ? false_positives_ : negatives_) += 1;
+      ((KeyHash(key) >> 7) % 8 == 0 ? false_positives_ : negatives_) += 1;
       return Status::NotFound("no such key");
     }
     value->assign(table()[at].value, table()[at].vlen);
@@ -177,6 +177,7 @@ class TestEngine : public engines::Engine {
     stats->key_slots = mode_.grows ? slots_ / 2 + count_ : slots_;
     stats->dram_bytes = 0;
     stats->engine_counters["prefetched_keys"] = prefetched_keys_;
+    stats->engine_counters["hash_seed"] = hash_seed();
     if (mode_.filter) {
       stats->engine_counters["filter_negatives"] = negatives_;
       stats->engine_counters["filter_false_positives"] = false_positives_;
@@ -184,6 +185,19 @@ class TestEngine : public engines::Engine {
   }
   void DescribeEngineLayout(const pm::RegionVisitor& mark) const override {
     mark(root<Root>()->table, slots_ * sizeof(Slot), pm::Region::kSlots, false);
+  }
+  // One home: every page is the whole table.
+  Status DoScan(engines::ScanPage* page) const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    page->CollectHomes(1, 1, [&](uint64_t, uint64_t, std::vector<engines::ScanEntry>* out) {
+      for (uint64_t i = 0; i < slots_; ++i) {
+        const Slot& s = table()[i];
+        if (s.state != 1) continue;
+        const std::string key(s.key, s.klen);
+        out->push_back({KeyHash(key), key, std::string(s.value, s.vlen)});
+      }
+    });
+    return Status::OK();
   }
 
  private:
@@ -211,7 +225,7 @@ class TestEngine : public engines::Engine {
   uint64_t Find(std::string_view key, uint64_t* free_slot) const {
     uint64_t first = 0;
     std::memcpy(&first, key.data(), std::min<size_t>(8, key.size()));
-    const uint64_t h = (mode_.identity_slots ? first : HashKey(key)) % slots_;
+    const uint64_t h = (mode_.identity_slots ? first : KeyHash(key)) % slots_;
     for (uint64_t n = 0; n < slots_; ++n) {
       const uint64_t i = (h + n) % slots_;
       const Slot& s = table()[i];
@@ -261,12 +275,12 @@ Status TestOpen(const Options& o, std::unique_ptr<engines::Engine>* index, Engin
   std::unique_ptr<pm::Pool> pool;
   bool fresh = true;
   if (o.path.empty()) {
-    PMHASH_RETURN_IF_ERROR(pm::Pool::CreateDram(o.engine, o.pool_size, &pool));
+    PMHASH_RETURN_IF_ERROR(pm::Pool::CreateDram(o.engine, o.pool_size, &pool, o.hash_seed));
   } else if (::access(o.path.c_str(), F_OK) == 0) {
     PMHASH_RETURN_IF_ERROR(pm::Pool::Open(o.path, o.engine, &pool));
     fresh = false;
   } else {
-    PMHASH_RETURN_IF_ERROR(pm::Pool::Create(o.path, o.engine, o.pool_size, &pool));
+    PMHASH_RETURN_IF_ERROR(pm::Pool::Create(o.path, o.engine, o.pool_size, &pool, o.hash_seed));
   }
   Status s = engines::OpenEngine(MakeTestEngine(mode), std::move(pool), fresh, o, nullptr,
                                  index);
@@ -350,6 +364,11 @@ TEST(BenchArgs, RejectsBadFlagsWithOneLineNamingTheFlag) {
       {{"--phases", "load,scan"}, "scan"},
       {{"--phases", "search"}, "load"},
       {{"--engine", "nosuch"}, "nosuch"},
+      {{"--engine", "nosuch@label"}, "nosuch@label"},
+      {{"--hash-seed", "-1"}, "--hash-seed"},
+      {{"--hash-seed", "bench-test:often"}, "--hash-seed"},
+      {{"--hash-seed", "18446744073709551616"}, "--hash-seed"},
+      {{"--dist", "crafted:17"}, "crafted"},
       {{"--key-size", "4"}, "--key-size"},
       {{"--opt", "novalue"}, "--opt"},
       {{"--records", "abc"}, "--records"},
@@ -756,6 +775,32 @@ TEST(BenchDriver, SeedsAreExactAndValidated) {
   const Json* checksum = Result(doc, "bench-test", "search")->Find("checksum");
   ASSERT_TRUE(checksum->is_uint());
   EXPECT_NE(checksum->uint(), 0u);
+}
+
+// --engine NAME@LABEL runs NAME again as a column of its own, with its own --opt and
+// --hash-seed; without --hash-seed the pools get --seed's value (figures repeat).
+TEST(BenchDriver, EngineColumnsAndHashSeeds) {
+  Captured cap;
+  int code = -1;
+  Json doc = RunJson({"--engine", "bench-test,bench-test@unseeded,bench-test@random",
+                      "--hash-seed", "bench-test@unseeded:0", "--hash-seed",
+                      "bench-test@random:random", "--seed", "77", "--records", "300", "--phases",
+                      "load,search", "--pool", "dram", "--pool-size", "8M"},
+                     &cap, &code);
+  ASSERT_EQ(code, 0) << cap.err;
+  const auto seed_of = [&](const std::string& column) {
+    const Json* r = Result(doc, column, "search");
+    return r == nullptr ? ~uint64_t{0} : r->Find("engine_counters")->Find("hash_seed")->uint();
+  };
+  EXPECT_EQ(seed_of("bench-test"), 77u);
+  EXPECT_EQ(seed_of("bench-test@unseeded"), 0u);
+  EXPECT_NE(seed_of("bench-test@random"), 77u);
+  EXPECT_NE(seed_of("bench-test@random"), ~uint64_t{0});
+  const Json* seeds = doc.Find("config")->Find("hash_seed");
+  ASSERT_TRUE(seeds->is_object());
+  EXPECT_EQ(seeds->Find("bench-test@unseeded")->uint(), 0u);
+  EXPECT_EQ(seeds->Find("bench-test@random")->string(), "random");
+  EXPECT_NE(cap.out.find("bench-test@unseeded"), std::string::npos);
 }
 
 TEST(JsonValue, KeepsLargeIntegersExact) {

@@ -18,7 +18,7 @@ Status RunFill(const BenchConfig& config, const BenchEnv& env, const std::string
   o.path = config.redundancy ? std::string() : path;
   o.pool_size = PoolSizeFor(config, 2 * config.records);
   // What the engine can do, from its registry data: whether it accepts resize=off.
-  const engines::EngineInfo* info = env.info ? env.info(engine) : nullptr;
+  const engines::EngineInfo* info = env.info ? env.info(o.engine) : nullptr;
   if (info == nullptr) return Status::InvalidArgument("fill: unknown engine '" + engine + "'");
   const bool resize_switch = info->capabilities.resize_switch;
   const auto given = o.engine_options.find("resize");

@@ -6,6 +6,7 @@
 #include "bench/floor_engine.h"
 #include "bench/index_setup.h"
 #include "bench/keygen.h"
+#include "bench/latency.h"
 #include "bench/phase_stats.h"
 #include "bench/pool_files.h"
 #include "bench/threads.h"
@@ -117,11 +118,6 @@ __attribute__((noinline)) void DependentLoop(const char* table, Slice& s) {
   s.checksum += sum;
 }
 
-double MsSince(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-      .count();
-}
-
 // The plain loops, on the floor's own pool (gone when this returns).
 Status MeasureLoops(const BenchConfig& config, const BenchEnv& env, int threads,
                     const std::string& label, uint64_t size, FloorResult* r) {
@@ -206,12 +202,12 @@ Status MeasureApi(const BenchConfig& config, const BenchEnv& env, int threads,
   std::string path;
   PMHASH_RETURN_IF_ERROR(PoolPath(config, ".floor-api", &path));
   PoolGuard guard(path);
-  std::unique_ptr<pm::Pool> pool;
-  PMHASH_RETURN_IF_ERROR(path.empty()
-                             ? pm::Pool::CreateDram(kFloorEngineName, size, &pool)
-                             : pm::Pool::Create(path, kFloorEngineName, size, &pool));
   Options options = BaseOptions(config, kFloorEngineName);
   options.engine_options.clear();  // --opt names the engines' options, not this one's
+  std::unique_ptr<pm::Pool> pool;
+  PMHASH_RETURN_IF_ERROR(
+      path.empty() ? pm::Pool::CreateDram(kFloorEngineName, size, &pool, options.hash_seed)
+                   : pm::Pool::Create(path, kFloorEngineName, size, &pool, options.hash_seed));
   std::unique_ptr<engines::Engine> engine;
   PMHASH_RETURN_IF_ERROR(
       engines::OpenEngine(MakeFloorEngine(), std::move(pool), true, options, nullptr, &engine));
@@ -235,7 +231,7 @@ Status MeasureApi(const BenchConfig& config, const BenchEnv& env, int threads,
 }  // namespace
 
 std::vector<ThreadPlan> FloorApiPlans(const BenchConfig& config, int threads) {
-  const KeySpace keys(config.key_size, /*sequential=*/false);
+  const KeySpace keys(config.key_size, DistSpec{});  // uniform
   const uint64_t ops = config.measured_ops();
   std::vector<ThreadPlan> plans(threads);
   for (int t = 0; t < threads; ++t) {

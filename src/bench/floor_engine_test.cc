@@ -31,7 +31,7 @@ TEST(FloorEngine, GetReturnsTheFirstWordOfTheLineTheHashPicks) {
   // The table takes most of the pool.
   EXPECT_GT(lines * sizeof(FloorLine), 6ull << 20);
   EXPECT_LT(lines * sizeof(FloorLine), 8ull << 20);
-  const KeySpace keys(16, false);
+  const KeySpace keys(16, DistSpec{});
   std::string value;
   for (uint64_t i = 0; i < 1000; ++i) {
     const std::string key = keys.Key(i);
@@ -39,7 +39,7 @@ TEST(FloorEngine, GetReturnsTheFirstWordOfTheLineTheHashPicks) {
     ASSERT_EQ(value.size(), 8u);
     uint64_t word = 0;
     std::memcpy(&word, value.data(), 8);
-    EXPECT_EQ(word, FloorWord(Reduce(HashKey(key), lines))) << i;
+    EXPECT_EQ(word, FloorWord(Reduce(e->KeyHash(key), lines))) << i;
   }
   // One line read per Get, counted exactly, as every engine's reads are.
   e->persister().DrainMedia();

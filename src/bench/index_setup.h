@@ -21,10 +21,12 @@ namespace pmhash::bench {
 // hold when the phase ends (the counting rule of bench/README.md).
 void Quiesce(engines::Engine* index);
 
-// The Options every index of the run gets for `engine`: persistence from the config,
-// counters on, sized for --records, --opt applied ("engine:name=value" to that engine
-// only). Creates a fresh pool (error_if_exists); the caller sets path and pool_size.
-Options BaseOptions(const BenchConfig& config, const std::string& engine);
+// The Options every index of the run gets for the --engine column `column` (an engine,
+// or engine@label): persistence from the config, counters on, sized for --records,
+// --opt applied ("engine:name=value" to that engine's columns, "engine@label:name=value"
+// to that column), the hash seed of --hash-seed (else --seed's value). Creates a fresh
+// pool (error_if_exists); the caller sets path and pool_size.
+Options BaseOptions(const BenchConfig& config, const std::string& column);
 
 // An index, and under --redundancy the crash simulator observing its pool. The simulator
 // must outlive the index (the index's persister calls it until the index is gone).

@@ -34,8 +34,45 @@ uint64_t Rng::Next() {
 
 // ---- Keys ---------------------------------------------------------------------------
 
-void KeySpace::Write(uint64_t index, char* out) const {
-  uint64_t word = FirstWord(index);
+KeySpace::KeySpace(size_t key_size, const DistSpec& dist)
+    : key_size_(key_size), kind_(dist.kind) {
+  if (kind_ == DistSpec::Kind::kCrafted) crafted_bits_ = static_cast<int>(dist.param);
+}
+
+uint64_t KeySpace::FirstWord(uint64_t index) const {
+  switch (kind_) {
+    case DistSpec::Kind::kSequential: return index;
+    case DistSpec::Kind::kCrafted: return CraftedWord(index);
+    default: return Mix64(index);
+  }
+}
+
+uint64_t KeySpace::CraftedWord(uint64_t index) const {
+  constexpr uint64_t kSlotBits = 42;
+  if ((index & kNegativeBit) != 0) {
+    return CraftedSearch((uint64_t{1} << kSlotBits) | (index & ((uint64_t{1} << kSlotBits) - 1)));
+  }
+  // Positive indices are a dense range from 0: each searched once, in order.
+  std::lock_guard<std::mutex> lock(crafted_mu_);
+  while (crafted_.size() <= index) crafted_.push_back(CraftedSearch(crafted_.size()));
+  return crafted_[index];
+}
+
+uint64_t KeySpace::CraftedSearch(uint64_t slot) const {
+  constexpr unsigned kCandidateBits = 21;  // 2^21 tries: none found has odds e^-32 at B = 16
+  std::string key(key_size_, '\0');
+  uint64_t word = 0;
+  for (uint64_t j = 0; j < (uint64_t{1} << kCandidateBits); ++j) {
+    word = Mix64((slot << kCandidateBits) | j);
+    WriteWord(word, key.data());
+    if (HashKey(key, 0) >> (64 - crafted_bits_) == 0) break;
+  }
+  return word;
+}
+
+void KeySpace::Write(uint64_t index, char* out) const { WriteWord(FirstWord(index), out); }
+
+void KeySpace::WriteWord(uint64_t word, char* out) const {
   const size_t first = key_size_ < 8 ? key_size_ : 8;
   std::memcpy(out, &word, first);
   uint64_t extra = word;
@@ -71,6 +108,19 @@ Status ParseDist(const std::string& text, DistSpec* out) {
     if (!param.empty()) {
       return Status::InvalidArgument("--dist " + name + " takes no parameter");
     }
+  } else if (name == "crafted") {
+    spec.kind = DistSpec::Kind::kCrafted;
+    spec.param = kCraftedDefaultBits;
+    uint64_t bits = 0;
+    if (!param.empty()) {
+      auto [end, ec] = std::from_chars(param.data(), param.data() + param.size(), bits);
+      if (ec != std::errc() || end != param.data() + param.size() || bits < 1 ||
+          bits > kCraftedMaxBits) {
+        return Status::InvalidArgument("--dist crafted:" + param +
+                                       ": the shared hash bits must be a whole number 1..16");
+      }
+      spec.param = static_cast<double>(bits);
+    }
   } else if (name == "zipfian") {
     spec.kind = DistSpec::Kind::kZipfian;
     spec.param = 0.99;
@@ -89,8 +139,8 @@ Status ParseDist(const std::string& text, DistSpec* out) {
     }
   } else {
     return Status::InvalidArgument("--dist '" + text +
-                                   "': expected uniform, zipfian[:0.99], selfsimilar[:0.2] "
-                                   "or sequential");
+                                   "': expected uniform, zipfian[:0.99], selfsimilar[:0.2], "
+                                   "sequential or crafted[:12]");
   }
   *out = spec;
   return Status::OK();
@@ -107,6 +157,9 @@ std::string DistName(const DistSpec& spec) {
     case DistSpec::Kind::kSelfSimilar:
       std::snprintf(buf, sizeof(buf), "selfsimilar:%g", spec.param);
       return buf;
+    case DistSpec::Kind::kCrafted:
+      std::snprintf(buf, sizeof(buf), "crafted:%g", spec.param);
+      return buf;
   }
   return "?";
 }
@@ -119,6 +172,8 @@ std::unique_ptr<IndexGenerator> MakeGenerator(const DistSpec& spec, uint64_t n, 
       return std::make_unique<ScrambledZipfianGenerator>(n, spec.param);
     case DistSpec::Kind::kSelfSimilar:
       return std::make_unique<SelfSimilarGenerator>(n, spec.param);
+    case DistSpec::Kind::kCrafted:  // the key set is the flood; its draws are uniform
+      return std::make_unique<UniformGenerator>(n);
   }
   return std::make_unique<UniformGenerator>(n);
 }

@@ -4,13 +4,16 @@
 // Keys are named by a 64-bit index. Positive keys (inserted by load) have indices below
 // 2^63; negative keys (never inserted) have bit 63 set, so the two sets are disjoint. An
 // index becomes a key through KeySpace: with sequential keys the first 8 bytes are the
-// index itself (the papers' SequenceNum trace), otherwise a bijective mix of it (random
-// keys, distinct by construction); bytes past the 8th are derived from the first 8.
+// index itself (the papers' SequenceNum trace), with crafted keys the first of a series
+// of candidates that hashes where the flood wants it, otherwise a bijective mix of the
+// index (random keys, distinct by construction); bytes past the 8th are derived from the
+// first 8.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -46,31 +49,55 @@ class Rng {
   uint64_t s_[4];
 };
 
+// Which distribution picks keys (and, for sequential and crafted, which keys there are).
+struct DistSpec {
+  enum class Kind { kUniform, kZipfian, kSelfSimilar, kSequential, kCrafted };
+  Kind kind = Kind::kUniform;
+  double param = 0;  // zipfian constant (default 0.99), self-similar skew (default 0.2),
+                     // crafted: hash bits the keys share (default 12)
+};
+// "uniform" | "zipfian[:theta]" | "selfsimilar[:h]" | "sequential" | "crafted[:bits]".
+Status ParseDist(const std::string& text, DistSpec* out);
+std::string DistName(const DistSpec& spec);
+
+// --dist crafted[:B]: keys whose xxh3 hashes under seed 0 (the unseeded hash of layout-3
+// pools) share their top B bits, all 0: in a pool of seed 0 every key has home 0 in any
+// table of up to 2^B homes, and the keys crowd into the first 2^-B of a larger table's
+// homes; in a pool of any other seed they are ordinary keys. A hash flood, as an attacker
+// who knows the seed would send it (docs/reliability.md, "Crafted keys").
+inline constexpr int kCraftedDefaultBits = 12;
+inline constexpr int kCraftedMaxBits = 16;
+
 // Key bytes for an index.
 class KeySpace {
  public:
-  // key_size >= 8.
-  KeySpace(size_t key_size, bool sequential) : key_size_(key_size), sequential_(sequential) {}
+  // key_size >= 8. The keys are `dist`'s: sequential keys are the index itself, crafted
+  // ones are found by brute force (2^B hashes a key on average, each computed once and
+  // kept), others a bijective mix of the index.
+  KeySpace(size_t key_size, const DistSpec& dist);
   size_t key_size() const { return key_size_; }
-  uint64_t FirstWord(uint64_t index) const { return sequential_ ? index : Mix64(index); }
+  uint64_t FirstWord(uint64_t index) const;
   // Writes key_size() bytes for `index` to out.
   void Write(uint64_t index, char* out) const;
   std::string Key(uint64_t index) const;
 
  private:
-  size_t key_size_;
-  bool sequential_;
-};
+  // The key bytes of first word `word` (the bytes past the 8th derive from it).
+  void WriteWord(uint64_t word, char* out) const;
+  // The first word of crafted key `index`: CraftedSearch of the index (< 2^42), or of
+  // 2^42 + the low 42 bits of a negative one, so that the two sets are disjoint.
+  uint64_t CraftedWord(uint64_t index) const;
+  // The first candidate Mix64(slot << 21 | j), j = 0, 1, ..., whose key hashes (seed 0)
+  // to B leading zero bits: distinct slots give distinct words (Mix64 is a bijection).
+  uint64_t CraftedSearch(uint64_t slot) const;
 
-// Which distribution picks keys.
-struct DistSpec {
-  enum class Kind { kUniform, kZipfian, kSelfSimilar, kSequential };
-  Kind kind = Kind::kUniform;
-  double param = 0;  // zipfian constant (default 0.99), self-similar skew (default 0.2)
+  size_t key_size_;
+  DistSpec::Kind kind_;
+  int crafted_bits_ = 0;
+  // Crafted first words of positive indices, found so far (a search costs 2^B hashes).
+  mutable std::mutex crafted_mu_;
+  mutable std::vector<uint64_t> crafted_;
 };
-// "uniform" | "zipfian[:theta]" | "selfsimilar[:h]" | "sequential".
-Status ParseDist(const std::string& text, DistSpec* out);
-std::string DistName(const DistSpec& spec);
 
 // Draws indices in [0, n) (n > 0). Each thread owns one.
 class IndexGenerator {

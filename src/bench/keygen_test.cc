@@ -103,9 +103,11 @@ TEST(KeyGen, SequentialWrapsFromItsStart) {
 }
 
 TEST(KeyGen, KeysAreDistinctAndNegativeKeysDisjoint) {
-  for (bool sequential : {false, true}) {
+  DistSpec crafted;
+  ASSERT_TRUE(ParseDist("crafted:4", &crafted).ok());
+  for (DistSpec dist : {DistSpec{}, DistSpec{DistSpec::Kind::kSequential, 0}, crafted}) {
     for (size_t size : {size_t{8}, size_t{16}}) {
-      KeySpace keys(size, sequential);
+      KeySpace keys(size, dist);
       std::unordered_set<std::string> positive;
       for (uint64_t i = 0; i < 20000; ++i) {
         const std::string k = keys.Key(i);
@@ -125,10 +127,38 @@ TEST(KeyGen, KeysAreDistinctAndNegativeKeysDisjoint) {
   }
   // Sequential keys are the index itself; random ones are not.
   uint64_t w = 0;
-  const std::string k = KeySpace(8, true).Key(42);
+  const std::string k = KeySpace(8, {DistSpec::Kind::kSequential, 0}).Key(42);
   std::memcpy(&w, k.data(), 8);
   EXPECT_EQ(w, 42u);
-  EXPECT_NE(KeySpace(8, false).FirstWord(42), 42u);
+  EXPECT_NE(KeySpace(8, DistSpec{}).FirstWord(42), 42u);
+}
+
+// --dist crafted[:B]: every key, positive or negative, of any size, hashes under seed 0
+// to B leading zero bits (one home in every table of up to 2^B homes), and under another
+// seed like any key; the same keys every time.
+TEST(KeyGen, CraftedKeysShareTheirTopHashBitsUnderSeedZeroOnly) {
+  DistSpec d;
+  ASSERT_TRUE(ParseDist("crafted", &d).ok());
+  EXPECT_EQ(d.param, kCraftedDefaultBits);
+  EXPECT_EQ(DistName(d), "crafted:12");
+  ASSERT_TRUE(ParseDist("crafted:10", &d).ok());
+  for (const char* bad : {"crafted:0", "crafted:17", "crafted:x", "crafted:1.5"}) {
+    EXPECT_TRUE(ParseDist(bad, &d).IsInvalidArgument()) << bad;
+  }
+  ASSERT_TRUE(ParseDist("crafted:10", &d).ok());
+  for (size_t size : {size_t{8}, size_t{24}}) {
+    const KeySpace keys(size, d);
+    uint64_t seeded_low = 0;
+    for (uint64_t i = 0; i < 300; ++i) {
+      for (uint64_t index : {i, uint64_t{kNegativeBit | (i * 0x9e3779b97f4a7c15ull >> 1)}}) {
+        const std::string k = keys.Key(index);
+        EXPECT_EQ(HashKey(k, 0) >> 54, 0u) << index;
+        seeded_low += HashKey(k, 42) >> 54 == 0;
+      }
+    }
+    EXPECT_LT(seeded_low, 10u) << "under seed 42 they should spread (1 in 1024 at home 0)";
+    EXPECT_EQ(KeySpace(size, d).Key(123), keys.Key(123));
+  }
 }
 
 TEST(KeyGen, ParsersAcceptTheContractSpellings) {

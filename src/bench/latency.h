@@ -28,6 +28,12 @@ inline uint64_t Ticks() {
 #endif
 }
 
+// Milliseconds of wall time since t0 (setup phases: create, populate, recovery).
+inline double MsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+      .count();
+}
+
 inline double TicksPerNs() {
 #if defined(__x86_64__)
   return pm::TscCyclesPerNs();

@@ -78,7 +78,7 @@ std::string Num(double v) {
   return buf;
 }
 
-std::string MachineJson() {
+std::string MicroMachineJson() {
   std::string j = "{\"cpu\": " + JsonString(CpuModel());
 #ifdef NDEBUG
   j += ", \"build\": \"release\"}";
@@ -106,7 +106,7 @@ Status WritePersistJson(const std::string& path, const PersistMicroConfig& confi
   j += ", \"persist\": " + JsonString(PersistModeName(config.mode));
   j += ", \"seed\": " + std::to_string(config.seed);
   j += ", \"clock\": \"thread_cputime\"},\n";
-  j += "  \"machine\": " + MachineJson() + ",\n";
+  j += "  \"machine\": " + MicroMachineJson() + ",\n";
   j += "  \"results\": [\n";
   for (size_t i = 0; i < r.rows.size(); ++i) {
     const PersistMicroRow& row = r.rows[i];
@@ -497,7 +497,7 @@ Status WriteXplineJson(const std::string& path, const XplineMicroConfig& config,
        ", \"buffer_bytes\": " + std::to_string(pm::MediaConfig{}.buffer_bytes) +
        ", \"cache_bytes\": " + std::to_string(pm::MediaConfig{}.cache_bytes) + "}";
   j += ", \"clock\": \"thread_cputime\"},\n";
-  j += "  \"machine\": " + MachineJson() + ",\n";
+  j += "  \"machine\": " + MicroMachineJson() + ",\n";
   j += "  \"results\": [\n";
   for (size_t i = 0; i < r.rows.size(); ++i) {
     const XplineMicroRow& row = r.rows[i];

@@ -7,6 +7,7 @@
 
 #include "bench/fill.h"
 #include "bench/index_setup.h"
+#include "bench/latency.h"
 #include "bench/phase_stats.h"
 #include "bench/plans.h"
 #include "bench/pool_files.h"
@@ -21,19 +22,13 @@ namespace {
 // The seed stream of a batched lookup row: its phase position + this (plans.h).
 constexpr size_t kBatchedStream = 2000;
 
-double MsSince(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-      .count();
-}
-
 
 }  // namespace
 
 Status RunEngine(const BenchConfig& config, const BenchEnv& env, const std::string& engine,
                  int threads, std::vector<PhaseResult>* results, EngineSetup* setup) {
   PMHASH_RETURN_IF_ERROR(ValidateConfig(config));
-  const bool sequential = config.dist.kind == DistSpec::Kind::kSequential;
-  const KeySpace keys(config.key_size, sequential);
+  const KeySpace keys(config.key_size, config.dist);
   const ValuePool values(config.value_size.max, config.seed);
   const Planner planner(config, keys, values);
   const uint64_t ops = config.measured_ops();

@@ -36,12 +36,11 @@
 #include <cstdint>
 #include <memory>
 #include <span>
-#include <string_view>
 #include <vector>
 
-#include "util/hash.h"
 #include "pmhash/status.h"
 #include "util/dram_buffer.h"
+#include "util/hash.h"
 
 namespace pmhash {
 
@@ -85,10 +84,9 @@ class BloomFilter {
   BloomFilter& operator=(const BloomFilter&) = delete;
   ~BloomFilter() = default;
 
-  // Adds a key by its 64-bit hash. Use one hash function for a filter's whole life:
-  // the string overloads use HashKey(key) (seed 0), the same word SlotCodec keeps.
+  // Adds a key by its 64-bit hash. Use one hash function for a filter's whole life (an
+  // engine's: Engine::KeyHash, the same word SlotCodec keeps).
   void AddHash(uint64_t hash);
-  void Add(std::string_view key) { AddHash(HashKey(key)); }
   // False means the key was never added; true means it probably was. Inline: a smartht
   // search asks it on every lookup (issue 29).
   bool MayContainHash(uint64_t hash) const {
@@ -102,7 +100,6 @@ class BloomFilter {
     }
     return true;
   }
-  bool MayContain(std::string_view key) const { return MayContainHash(HashKey(key)); }
   // Starts loading the block MayContainHash(hash) reads (a pipelined lookup).
   void PrefetchHash(uint64_t hash) const;
 

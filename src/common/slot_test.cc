@@ -30,7 +30,7 @@ class SlotCodecTest : public ::testing::Test {
   KvWords EncodeAndCheck(const std::string& key, const std::string& value, SlotForm want) {
     SlotForm form = SlotForm::kEmpty;
     KvWords words;
-    const uint64_t h = HashKey(key);
+    const uint64_t h = HashKey(key, 0);
     Status s = codec_->Encode(key, value, h, &form, &words);
     EXPECT_TRUE(s.ok()) << s.ToString();
     EXPECT_EQ(form, want);
@@ -78,9 +78,9 @@ TEST_F(SlotCodecTest, EightByteKeyAndValueAreInlineAndAllocateNothing) {
   // Inline compares the bytes, not the hash argument.
   EXPECT_TRUE(codec_->KeyEquals(SlotForm::kInline, words, key, 0));
   EXPECT_FALSE(codec_->KeyEquals(SlotForm::kInline, words, std::string("\0key\0\0\xff?", 8),
-                                 HashKey(key)));
-  EXPECT_FALSE(codec_->KeyEquals(SlotForm::kInline, words, key.substr(0, 7), HashKey(key)));
-  EXPECT_FALSE(codec_->KeyEquals(SlotForm::kEmpty, words, key, HashKey(key)));
+                                 HashKey(key, 0)));
+  EXPECT_FALSE(codec_->KeyEquals(SlotForm::kInline, words, key.substr(0, 7), HashKey(key, 0)));
+  EXPECT_FALSE(codec_->KeyEquals(SlotForm::kEmpty, words, key, HashKey(key, 0)));
 }
 
 TEST_F(SlotCodecTest, OtherSizesUseARecord) {
@@ -99,7 +99,7 @@ TEST_F(SlotCodecTest, OtherSizesUseARecord) {
                  std::to_string(value.size()));
     const uint64_t in_use = allocator_->BytesInUse();
     KvWords words = EncodeAndCheck(key, value, SlotForm::kRecord);
-    EXPECT_EQ(words.word1, HashKey(key));
+    EXPECT_EQ(words.word1, HashKey(key, 0));
     EXPECT_GT(allocator_->BytesInUse(), in_use);
     EXPECT_TRUE(allocator_->IsAllocated(words.word0));
     EXPECT_GE(allocator_->UsableSize(words.word0), 8 + key.size() + value.size());
@@ -130,9 +130,9 @@ TEST_F(SlotCodecTest, OversizedKeyOrValueIsRejectedWithoutAllocating) {
   SlotForm form = SlotForm::kEmpty;
   KvWords words;
   const std::string long_key(kMaxKeySize + 1, 'k');
-  Status s = codec_->Encode(long_key, "v", HashKey(long_key), &form, &words);
+  Status s = codec_->Encode(long_key, "v", HashKey(long_key, 0), &form, &words);
   EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
-  s = codec_->Encode("k", std::string(kMaxValueSize + 1, 'v'), HashKey("k"), &form, &words);
+  s = codec_->Encode("k", std::string(kMaxValueSize + 1, 'v'), HashKey("k", 0), &form, &words);
   EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
   uint64_t offset = 0;
   s = codec_->EncodeRecord("k", std::string(kMaxValueSize + 1, 'v'), &offset);
@@ -158,8 +158,8 @@ TEST_F(SlotCodecTest, HashMismatchNeverReadsTheRecord) {
   // A record offset far outside the mapping: reading it would fault (or trip ASan).
   KvWords wild;
   wild.word0 = pool_->size() * 1024 + 16;
-  wild.word1 = HashKey("x");
-  EXPECT_FALSE(codec_->KeyEquals(SlotForm::kRecord, wild, "y", HashKey("y")));
+  wild.word1 = HashKey("x", 0);
+  EXPECT_FALSE(codec_->KeyEquals(SlotForm::kRecord, wild, "y", HashKey("y", 0)));
 }
 
 TEST_F(SlotCodecTest, EncodeFlushesTheRecordButDoesNotFence) {
@@ -228,7 +228,7 @@ TEST_F(SlotCodecTest, EncodeRecordMakesANewRecordForAnUpdate) {
   EXPECT_NE(fresh, words.word0);
   KvWords updated{fresh, words.word1};
   EXPECT_EQ(codec_->Value(SlotForm::kRecord, updated), "a new, longer value");
-  EXPECT_TRUE(codec_->KeyEquals(SlotForm::kRecord, updated, "update me", HashKey("update me")));
+  EXPECT_TRUE(codec_->KeyEquals(SlotForm::kRecord, updated, "update me", HashKey("update me", 0)));
   // The old record is untouched until the engine releases it.
   EXPECT_EQ(codec_->Value(SlotForm::kRecord, words), "old");
   codec_->ReleaseRecord(words.word0);

@@ -52,6 +52,11 @@ Status Open(const Options& options, std::unique_ptr<Index>* index) {
 
 namespace engines {
 
+namespace {
+// Keys Scan's cursor check, with the pool's uuid and seed (engines/scan.h).
+constexpr uint64_t kScanKeySalt = 0x7372756363616e73ull;  // "scancurs"
+}  // namespace
+
 pm::PersistConfig PersistConfigOf(const Options& options) {
   pm::PersistConfig config;
   config.mode = options.persist;
@@ -75,7 +80,8 @@ Status Open(const Options& options, std::unique_ptr<Engine>* engine) {
     return UnknownEngine(engine_name);
   }
   if (options.path.empty()) {
-    PMHASH_RETURN_IF_ERROR(pm::Pool::CreateDram(engine_name, options.pool_size, &pool));
+    PMHASH_RETURN_IF_ERROR(
+        pm::Pool::CreateDram(engine_name, options.pool_size, &pool, options.hash_seed));
     fresh = true;
   } else {
     struct stat st;
@@ -93,7 +99,8 @@ Status Open(const Options& options, std::unique_ptr<Engine>* engine) {
       if (engine_name.empty()) {
         return Status::InvalidArgument("options.engine is required to create a pool");
       }
-      PMHASH_RETURN_IF_ERROR(pm::Pool::Create(options.path, engine_name, options.pool_size, &pool));
+      PMHASH_RETURN_IF_ERROR(pm::Pool::Create(options.path, engine_name, options.pool_size, &pool,
+                                             options.hash_seed));
       fresh = true;
     }
   }
@@ -148,10 +155,19 @@ Status Engine::Start(std::unique_ptr<pm::Pool> pool, bool fresh, const Options& 
     return Status::InvalidArgument("engine " + engine_name_ + " does not support persist mode " +
                                    PersistModeName(options.persist));
   }
+  // The seed is the pool's, fixed when it was created.
+  hash_seed_ = pool_->hash_seed();
+  scan_key_ = Hash64(pool_->header().uuid, sizeof(pool_->header().uuid),
+                     hash_seed_ ^ kScanKeySalt);
+  if (options.hash_seed.has_value() && *options.hash_seed != hash_seed_) {
+    return Status::InvalidArgument(
+        "options.hash_seed " + std::to_string(*options.hash_seed) + " does not match the seed " +
+        std::to_string(hash_seed_) + " of the pool (it is fixed when the pool is created)");
+  }
   pm::PersistConfig config = PersistConfigOf(options);
   config.observer = observer;
   PMHASH_RETURN_IF_ERROR(pm::Persister::Make(config, &persister_));
-  tracks_ops_ = persister_->tracks_ops();
+  checked_ops_ = persister_->tracks_ops() || test_key_hash_ != nullptr;
   reads_unnoted_ = !persister_->notes_reads();
   const bool clean = pool_->was_clean_at_open();
 
@@ -290,11 +306,12 @@ class OpScope {
 }  // namespace
 
 // Each operation: its checks, the hash, then the engine's virtual. The common case (a key
-// of at most kShortHashBytes, a value within the limit, no counting) is one compare of
-// each, the hash inline with no call in it, and the call into the engine (issue 29). A longer or refused key or value, and the bracketing of each
-// operation for the persistence counters (Persister::tracks_ops, fixed at open), take the
-// out-of-line path. So a lookup's instructions between its miss and the next lookup's stay
-// few.
+// of at most kShortHashBytes, a value within the limit, no counting, no test hash) is one
+// compare of each, the pool-seeded hash inline with no call in it, and the call into the
+// engine (issue 29). A longer or refused key or value, the bracketing of each operation
+// for the persistence counters (Persister::tracks_ops, fixed at open) and a test hash take
+// the out-of-line path. So a lookup's instructions between its miss and the next lookup's
+// stay few. ShortHash64 and KeyHash are the same xxh3 (hash_test checks it).
 static_assert(kShortHashBytes <= kMaxKeySize,
               "a key short enough for the fast path is within the limit: it needs no check");
 
@@ -311,38 +328,38 @@ Status Engine::Put(std::string_view key, std::string_view value) {
 }
 
 Status Engine::Write(std::string_view key, std::string_view value, WriteMode mode) {
-  if (key.size() > kShortHashBytes || value.size() > kMaxValueSize || tracks_ops_) [[unlikely]] {
+  if (key.size() > kShortHashBytes || value.size() > kMaxValueSize || checked_ops_) [[unlikely]] {
     return WriteChecked(key, value, mode);
   }
-  return DoWrite(key, value, ShortHash64(key.data(), key.size(), 0), mode);
+  return DoWrite(key, value, ShortHash64(key.data(), key.size(), hash_seed_), mode);
 }
 
 Status Engine::WriteChecked(std::string_view key, std::string_view value, WriteMode mode) {
   PMHASH_RETURN_IF_ERROR(CheckKeyValue(key, value));
   OpScope op(*persister_, key.size() + value.size());
-  return DoWrite(key, value, InlineHashKey(key), mode);
+  return DoWrite(key, value, KeyHash(key), mode);
 }
 
 Status Engine::Get(std::string_view key, std::string* value) {
-  if (key.size() > kShortHashBytes || tracks_ops_) [[unlikely]] return GetChecked(key, value);
-  return DoGet(key, ShortHash64(key.data(), key.size(), 0), value);
+  if (key.size() > kShortHashBytes || checked_ops_) [[unlikely]] return GetChecked(key, value);
+  return DoGet(key, ShortHash64(key.data(), key.size(), hash_seed_), value);
 }
 
 Status Engine::GetChecked(std::string_view key, std::string* value) {
   PMHASH_RETURN_IF_ERROR(SlotCodec::CheckKey(key));
   OpScope op(*persister_, 0);
-  return DoGet(key, InlineHashKey(key), value);
+  return DoGet(key, KeyHash(key), value);
 }
 
 Status Engine::Delete(std::string_view key) {
-  if (key.size() > kShortHashBytes || tracks_ops_) [[unlikely]] return DeleteChecked(key);
-  return DoDelete(key, ShortHash64(key.data(), key.size(), 0));
+  if (key.size() > kShortHashBytes || checked_ops_) [[unlikely]] return DeleteChecked(key);
+  return DoDelete(key, ShortHash64(key.data(), key.size(), hash_seed_));
 }
 
 Status Engine::DeleteChecked(std::string_view key) {
   PMHASH_RETURN_IF_ERROR(SlotCodec::CheckKey(key));
   OpScope op(*persister_, key.size());
-  return DoDelete(key, InlineHashKey(key));
+  return DoDelete(key, KeyHash(key));
 }
 
 void AssignWordResizing(std::string* value, uint64_t word) {
@@ -357,6 +374,34 @@ void Engine::MultiGet(std::span<const std::string_view> keys, std::span<std::str
     return;
   }
   for (size_t i = 0; i < keys.size(); ++i) statuses[i] = Get(keys[i], &values[i]);
+}
+
+Status Engine::Scan(uint64_t cursor, size_t max_keys, const Visitor& fn,
+                    uint64_t* next_cursor) const {
+  if (pool_ == nullptr) return Status::InvalidArgument("index is closed");
+  if (max_keys == 0) return Status::InvalidArgument("Scan: max_keys must be at least 1");
+  // Cursor 0 is the start; any other carries a position and its check (engines/scan.h).
+  const uint64_t from = cursor & ~kScanCheckMask;
+  if (cursor != 0 && (cursor & kScanCheckMask) != ScanCursorCheck(from, scan_key_)) {
+    return Status::InvalidArgument("Scan: cursor " + std::to_string(cursor) +
+                                   " was not handed out by a Scan of this pool");
+  }
+  ScanPage page(from, max_keys);
+  PMHASH_RETURN_IF_ERROR(DoScan(&page));
+  const auto cursor_at = [&](uint64_t position) {
+    return position | ScanCursorCheck(position, scan_key_);
+  };
+  const std::vector<ScanEntry>& entries = page.entries();
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (fn(entries[i].key, entries[i].value)) continue;
+    if (i + 1 < entries.size()) {
+      *next_cursor = cursor_at(page.ResumeAt(entries[i + 1].hash));
+      return Status::OK();
+    }
+    break;  // stopped at the page's last key: the page's own end
+  }
+  *next_cursor = page.done() ? 0 : cursor_at(page.next());
+  return Status::OK();
 }
 
 void Engine::MultiGetPipelined(std::span<const std::string_view> keys,
@@ -375,7 +420,7 @@ void Engine::MultiGetPipelined(std::span<const std::string_view> keys,
       statuses[j] = std::move(s);
       return;
     }
-    hashes[j % depth] = InlineHashKey(keys[j]);
+    hashes[j % depth] = KeyHash(keys[j]);
     Prefetch(hashes[j % depth]);
   };
   for (; ahead < n && ahead < depth; ++ahead) start(ahead);

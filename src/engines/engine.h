@@ -2,21 +2,22 @@
 //
 // Engine (below) owns the public operations as a template method: Insert, Update, Put,
 // Get, Delete and MultiGet are final here. Each checks the key (and value) against the
-// limits once, hashes the key once (HashKey) and calls the engine's small virtuals with
-// the hash: DoGet, DoWrite (one WriteMode for insert, update and put, so an upsert is one
-// lock round) and DoDelete. Each call of a virtual is one operation for the persistence
-// counters (pm::Persister::BeginOp / EndOp around it, user bytes: key + value for a
-// write, the key for a delete, 0 for a lookup): the splits, doublings and PM reads it
-// performs on the calling thread count against it, and each of its media lines read is
-// counted once. Engines report what they read from PM with Persister::NoteRead by
-// address (their buckets, cells and headers; the slot codec reports records) and start
-// loads through Persister::Prefetch, so emulated read latency can be hidden. MultiGet is pipelined for engines that can prefetch
-// (Prefetch): it hashes and prefetches `multiget_depth` keys ahead of the one it
-// finishes. The base also owns the pool, persister, allocator, undo log and slot codec,
-// the root header every engine's root opens with (engines/root.h: CreateRoot, OpenRoot,
-// the count stored at Close), and CheckInvariants, run by the generic suites.
-// Shared pieces beside it: lock striping (engines/striping.h), the home-bucket reduction
-// (Reduce, util/hash.h), the commit of a persist sequence (pm::Persister::Publish).
+// limits once, hashes the key once (KeyHash: xxh3 seeded with the pool's seed) and calls
+// the engine's small virtuals with the hash: DoGet, DoWrite (one WriteMode for insert,
+// update and put, so an upsert is one lock round) and DoDelete. Each call of a virtual is
+// one operation for the persistence counters (pm::Persister::BeginOp / EndOp around it,
+// user bytes: key + value for a write, the key for a delete, 0 for a lookup): the splits,
+// doublings and PM reads it performs on the calling thread count against it, and each of
+// its media lines read is counted once. Engines report what they read from PM with
+// Persister::NoteRead by address (their buckets, cells and headers; the slot codec reports
+// records) and start loads through Persister::Prefetch, so emulated read latency can be
+// hidden. MultiGet is pipelined for engines that can prefetch (Prefetch): it hashes and
+// prefetches `multiget_depth` keys ahead of the one it finishes. The base also owns the
+// pool, persister, allocator, undo log and slot codec, the root header every engine's root
+// opens with (engines/root.h: CreateRoot, OpenRoot, the count stored at Close), and
+// CheckInvariants, run by the generic suites. Shared pieces beside it: lock striping
+// (engines/striping.h), the home-bucket reduction (Reduce, util/hash.h), the commit of a
+// persist sequence (pm::Persister::Publish).
 //
 // Open sequence (src/engines/engine.cc):
 //   new pool:        Pool::Create (state kCreating) -> Persister -> Configure ->
@@ -57,6 +58,7 @@
 #include "common/slot.h"
 #include "engines/engine_info.h"
 #include "engines/root.h"
+#include "engines/scan.h"
 #include "pm/alloc.h"
 #include "pm/persist.h"
 #include "pm/pool.h"
@@ -75,6 +77,9 @@ enum class WriteMode : uint8_t {
 };
 
 inline constexpr size_t kMaxMultiGetDepth = 64;
+
+// A key hash that replaces the pool's, for tests only (Engine::SetKeyHashForTesting).
+using KeyHashFn = uint64_t (*)(std::string_view key);
 
 class Engine : public Index {
  public:
@@ -96,6 +101,10 @@ class Engine : public Index {
   // (they only note when a line was asked for), so each key's read set is its own.
   void MultiGet(std::span<const std::string_view> keys, std::span<std::string> values,
                 std::span<Status> statuses) final;
+  // The cursor (engines/scan.h) decoded and checked, the engine's DoScan, then fn over
+  // the page with no lock held, and the next cursor.
+  Status Scan(uint64_t cursor, size_t max_keys, const Visitor& fn,
+              uint64_t* next_cursor) const final;
 
   Status Close() final;
   Status Sync() final;
@@ -128,6 +137,24 @@ class Engine : public Index {
   const EngineInfo& info() const { return *info_; }
   // The engine name the pool holds ("linear" and "linear-log" share a class).
   const std::string& name() const { return engine_name_; }
+
+  // The key hash of this index: xxh3 of the key seeded with the pool's seed
+  // (pm::Pool::hash_seed, read once at open; 0 for a pool of layout 3), or the test hash
+  // SetKeyHashForTesting installed. Every hash of a user key goes through it: the kit's,
+  // once per operation, and an engine's when it rehashes stored keys (resize, recovery,
+  // CheckInvariants); a key hashed any other way would be looked for in the wrong home.
+  // The hot path pays a load of the seed and a never-taken branch, both in this object.
+  uint64_t KeyHash(std::string_view key) const {
+    if (test_key_hash_ != nullptr) [[unlikely]] return test_key_hash_(key);
+    return HashKey(key, hash_seed_);
+  }
+  uint64_t hash_seed() const { return hash_seed_; }
+  // Tests only (the degenerate-hash conformance run, docs/testing.md): KeyHash becomes
+  // `fn` (null: the pool's hash again). Set it before the index is opened (OpenEngine),
+  // and again on the object of every reopen: the pool does not record it, and an index
+  // reopened with another hash finds its keys in the wrong homes. A member of this object
+  // rather than a global, so that tests running side by side keep their own.
+  void SetKeyHashForTesting(KeyHashFn fn) { test_key_hash_ = fn; }
   pm::Pool& pool() const { return *pool_; }
   pm::Persister& persister() const { return *persister_; }
 
@@ -147,7 +174,7 @@ class Engine : public Index {
   Engine() = default;
   void SetInfo(const EngineInfo& info) { info_ = &info; }
 
-  // ---- The operations: key (and value) within the limits, hash = HashKey(key) ----
+  // ---- The operations: key (and value) within the limits, hash = KeyHash(key) ----
   // OK and *value, or NotFound() with *value unchanged.
   virtual Status DoGet(std::string_view key, uint64_t hash, std::string* value) = 0;
   // As `mode` says: AlreadyExists() (kInsert, present), NotFound() (kUpdate, absent),
@@ -156,6 +183,10 @@ class Engine : public Index {
                          WriteMode mode) = 0;
   // OK, or NotFound() if absent.
   virtual Status DoDelete(std::string_view key, uint64_t hash) = 0;
+  // One Scan page from page->from() (engines/scan.h): page->CollectHomes over the live
+  // table, held still (no resize) until it returns, each home read under the lock that
+  // guards it. The keys with their KeyHash; OK, or Corruption for a damaged structure.
+  virtual Status DoScan(ScanPage* page) const = 0;
   // Pipelined MultiGet (capabilities.pipelined_multiget): starts loading the memory
   // DoGet(hash) reads first, through persister().Prefetch (so emulated read latency can
   // be hidden). A hint taken with no lock: it may touch a stale table, so it
@@ -293,7 +324,7 @@ class Engine : public Index {
   // Insert, Update and Put: checks, hash, DoWrite (bracketed when counting).
   Status Write(std::string_view key, std::string_view value, WriteMode mode);
   // The operations' out-of-line paths: a key or value over the limits (refused), or an
-  // operation bracketed for the counters (tracks_ops_).
+  // operation bracketed for the counters or hashed by a test hash (checked_ops_).
   __attribute__((noinline)) Status WriteChecked(std::string_view key, std::string_view value,
                                                 WriteMode mode);
   __attribute__((noinline)) Status GetChecked(std::string_view key, std::string* value);
@@ -309,10 +340,15 @@ class Engine : public Index {
   std::unique_ptr<pm::Allocator> allocator_;
   std::unique_ptr<SlotCodec> codec_;
   std::string engine_name_;
+  uint64_t hash_seed_ = 0;                 // the pool's (Start)
+  uint64_t scan_key_ = 0;                  // keys the cursors' check (Start)
+  KeyHashFn test_key_hash_ = nullptr;      // SetKeyHashForTesting
   EngineRoot* attached_root_ = nullptr;  // set by CreateRoot / OpenRoot
   size_t root_bytes_ = 0;                // RootLayout::bytes, likewise
   size_t multiget_depth_ = 8;
-  bool tracks_ops_ = false;  // persister_->tracks_ops(): bracket each operation
+  // Every operation takes the checked path: it is bracketed for the counters
+  // (persister_->tracks_ops()) or hashed by SetKeyHashForTesting's hash (Start).
+  bool checked_ops_ = false;
   bool reads_unnoted_ = false;  // !persister_->notes_reads()
   bool resize_enabled_ = true;
   uint64_t initial_capacity_ = 0;
@@ -342,9 +378,9 @@ Status Open(const Options& options, std::unique_ptr<Engine>* engine);
 // Declares, inside an engine class, the overrides every engine implements (their
 // contracts are Index's and Engine's; what is particular to an engine, e.g. what its
 // ForEach holds, its header says): Count, ForEach, CheckInvariants, the three
-// operations and the lifecycle. The engine declares the optional ones it needs itself
-// (Prefetch, Shutdown, StopBackgroundWork, WaitForBackgroundWork). Leaves the class in
-// `protected:`.
+// operations, the Scan page (DoScan) and the lifecycle. The engine declares the optional
+// ones it needs itself (Prefetch, Shutdown, StopBackgroundWork, WaitForBackgroundWork).
+// Leaves the class in `protected:`.
 #define PMHASH_ENGINE_KIT_OVERRIDES                                                     \
  public:                                                                               \
   uint64_t Count() const override;                                                     \
@@ -356,6 +392,7 @@ Status Open(const Options& options, std::unique_ptr<Engine>* engine);
   Status DoWrite(std::string_view key, std::string_view value, uint64_t hash,          \
                  ::pmhash::engines::WriteMode mode) override;                           \
   Status DoDelete(std::string_view key, uint64_t hash) override;                       \
+  Status DoScan(::pmhash::engines::ScanPage* page) const override;                     \
   Status Configure(::pmhash::engines::EngineOptions& options,                          \
                    const ::pmhash::Options& index_options) override;                    \
   Status Create() override;                                                            \

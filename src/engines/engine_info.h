@@ -55,6 +55,12 @@ struct EngineCapabilities {
   // False for chained tables, which take key slots on demand and only stop when the
   // pool is full (Status::PoolFull).
   bool refuses_when_full = false;
+  // Keys whose 64-bit hashes are all equal (no resize separates them): true if the engine
+  // holds a bounded number of them and refuses more with Status::TableFull (group: a home's
+  // level-1 cell and its group's level-2 cells; extendible hashing: a segment); false if
+  // it stores any number (chains and probing runs grow, and slow down). The
+  // degenerate-hash conformance run holds each engine to what it says here.
+  bool refuses_full_collisions = false;
   bool background_work = false;   // threads of its own (WaitForBackgroundWork waits)
   bool variable_size_keys = true;  // keys and values of any size up to the limits
   bool pipelined_multiget = false;  // MultiGet prefetches ahead (Engine::Prefetch)

@@ -80,6 +80,13 @@ class RecordingEngine : public Engine {
   }
   void FillStats(IndexStats*) const override {}
   void DescribeEngineLayout(const pm::RegionVisitor&) const override {}  // nothing in PM
+  // One home: every page is the whole map.
+  Status DoScan(ScanPage* page) const override {
+    page->CollectHomes(1, 1, [&](uint64_t, uint64_t, std::vector<ScanEntry>* out) {
+      for (const auto& [k, v] : data_) out->push_back({KeyHash(k), k, v});
+    });
+    return Status::OK();
+  }
 
  public:
   static constexpr uint64_t kMagic = 0x5453455454494b21ull;
@@ -109,7 +116,7 @@ EngineInfo Info(bool pipelined) {
 Status OpenRecording(const EngineInfo& info, const Options& options,
                      std::unique_ptr<Engine>* engine) {
   std::unique_ptr<pm::Pool> pool;
-  PMHASH_RETURN_IF_ERROR(pm::Pool::CreateDram("kit-test", 8ull << 20, &pool));
+  PMHASH_RETURN_IF_ERROR(pm::Pool::CreateDram("kit-test", 8ull << 20, &pool, options.hash_seed));
   return OpenEngine(MakeEngine<RecordingEngine>(info), std::move(pool), true, options, nullptr,
                     engine);
 }
@@ -136,7 +143,7 @@ TEST(EngineKit, EachOperationChecksHashesOnceAndCallsItsVirtual) {
                                                 "get", "delete"}));
   for (size_t i = 0; i < r->calls.size(); ++i) {
     const char* key = i < 2 || i == 2 || i >= 5 ? "k" : i == 3 ? "absent" : "p";
-    EXPECT_EQ(r->hashes[i], HashKey(key)) << i;
+    EXPECT_EQ(r->hashes[i], e->KeyHash(key)) << i;
   }
   // Over the limits: refused before the engine is called.
   r->calls.clear();
@@ -179,14 +186,14 @@ TEST(EngineKit, MultiGetPrefetchesDepthKeysAheadWhenTheEngineCan) {
       for (; ahead < keys.size() && ahead < end; ++ahead) {
         if (keys[ahead] == big) continue;
         want.push_back("prefetch");
-        want_hashes.push_back(HashKey(keys[ahead]));
+        want_hashes.push_back(e->KeyHash(keys[ahead]));
       }
     };
     prefetch_to(depth);
     for (size_t i = 0; i < keys.size(); ++i) {
       if (keys[i] != big) {
         want.push_back("get");
-        want_hashes.push_back(HashKey(keys[i]));
+        want_hashes.push_back(e->KeyHash(keys[i]));
       }
       prefetch_to(i + 1 + depth);
     }
@@ -278,6 +285,39 @@ TEST(EngineKit, PersistModesTheEngineDoesNotDeclareAreRefused) {
   EXPECT_NE(s.message().find("does not support persist mode adr"), std::string::npos);
   o.persist = PersistMode::kEadr;
   EXPECT_TRUE(OpenRecording(info, o, &e).ok());
+}
+
+// Every key hash is xxh3 under the pool's seed, read at open; an open asking for another
+// seed than the pool's is refused; a test hash replaces the pool's for that object alone.
+TEST(EngineKit, KeysHashWithThePoolsSeed) {
+  const EngineInfo info = Info(false);
+  Options o;
+  o.hash_seed = 0x5eed;
+  std::unique_ptr<Engine> e;
+  ASSERT_TRUE(OpenRecording(info, o, &e).ok());
+  EXPECT_EQ(e->hash_seed(), 0x5eedu);
+  EXPECT_EQ(e->KeyHash("k"), HashKey("k", 0x5eed));
+  EXPECT_NE(e->KeyHash("k"), HashKey("k", 0));
+  ASSERT_TRUE(e->Insert("k", "v").ok());
+  ASSERT_TRUE(e->Delete("k").ok());
+  EXPECT_EQ(Recording(e)->hashes, (std::vector<uint64_t>{HashKey("k", 0x5eed),
+                                                         HashKey("k", 0x5eed)}));
+
+  std::unique_ptr<pm::Pool> pool;
+  ASSERT_TRUE(pm::Pool::CreateDram("kit-test", 8ull << 20, &pool, 7).ok());
+  o.hash_seed = 8;
+  Status s = OpenEngine(MakeEngine<RecordingEngine>(info), std::move(pool), true, o, nullptr, &e);
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_NE(s.message().find("options.hash_seed 8 does not match the seed 7"), std::string::npos)
+      << s.ToString();
+
+  std::unique_ptr<Engine> tested = MakeEngine<RecordingEngine>(info);
+  tested->SetKeyHashForTesting([](std::string_view) { return uint64_t{42}; });
+  ASSERT_TRUE(pm::Pool::CreateDram("kit-test", 8ull << 20, &pool).ok());
+  ASSERT_TRUE(OpenEngine(std::move(tested), std::move(pool), true, {}, nullptr, &e).ok());
+  ASSERT_TRUE(e->Insert("k", "v").ok());
+  EXPECT_EQ(Recording(e)->hashes, std::vector<uint64_t>{42});
+  EXPECT_EQ(e->KeyHash("anything"), 42u);
 }
 
 TEST(EngineKit, AnEngineMadeWithoutItsRegistryDataIsRefused) {

@@ -1,7 +1,7 @@
 // Lock striping, once for every striped engine: a table's homes (cells, buckets) are
 // guarded by a power-of-two number of stripes, stripe s guarding every run of
 // 2^area_shift consecutive homes whose run number is s modulo the stripe count. A key's
-// home is Reduce(HashKey(key), table size) (util/hash.h), so doubling the table sends
+// home is Reduce(Engine::KeyHash(key), table size) (util/hash.h), so doubling the table sends
 // home k to 2k or 2k+1, and a resize splits each home in place.
 //
 // The table size changes only while every stripe is held (AllHeld: a resize), so an

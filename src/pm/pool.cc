@@ -131,6 +131,15 @@ const char* RegionName(Region region) {
   return "?";
 }
 
+const char* HashSeedOriginName(HashSeedOrigin origin) {
+  switch (origin) {
+    case HashSeedOrigin::kNone: return "none (layout 3: seed 0)";
+    case HashSeedOrigin::kRandom: return "random";
+    case HashSeedOrigin::kChosen: return "chosen";
+  }
+  return "?";
+}
+
 const char* MappingName(Mapping m) {
   switch (m) {
     case Mapping::kDax: return "dax";
@@ -140,8 +149,19 @@ const char* MappingName(Mapping m) {
   return "?";
 }
 
-void Pool::InitHeader(PoolHeader* h, std::string_view engine, uint64_t size) {
+Status Pool::InitHeader(PoolHeader* h, std::string_view engine, uint64_t size,
+                        std::optional<uint64_t> hash_seed) {
   std::memset(static_cast<void*>(h), 0, sizeof(*h));
+  if (hash_seed.has_value()) {
+    h->hash_seed = *hash_seed;
+    h->hash_seed_origin = static_cast<uint32_t>(HashSeedOrigin::kChosen);
+  } else {
+    // No fallback to a clock: a guessable seed is what the seed exists to prevent.
+    if (getrandom(&h->hash_seed, sizeof(h->hash_seed), 0) != sizeof(h->hash_seed)) {
+      return ErrnoStatus("cannot draw a random hash seed for a new pool (getrandom)", errno);
+    }
+    h->hash_seed_origin = static_cast<uint32_t>(HashSeedOrigin::kRandom);
+  }
   std::memcpy(h->magic, kPoolMagic, sizeof(kPoolMagic));
   h->layout_version = kPoolLayoutVersion;
   h->header_size = kPoolHeaderSize;
@@ -163,6 +183,7 @@ void Pool::InitHeader(PoolHeader* h, std::string_view engine, uint64_t size) {
                            .count();
   h->checksum = HeaderChecksum(*h);
   h->state = uint64_t(PoolState::kCreating);
+  return Status::OK();
 }
 
 Status Pool::Validate(const PoolHeader& h, uint64_t file_size, std::string_view engine,
@@ -170,11 +191,12 @@ Status Pool::Validate(const PoolHeader& h, uint64_t file_size, std::string_view 
   if (std::memcmp(h.magic, kPoolMagic, sizeof(kPoolMagic)) != 0) {
     return Status::Corruption(what + " is not a pmhash pool (bad magic)");
   }
-  if (h.layout_version != kPoolLayoutVersion) {
+  if (h.layout_version < kOldestPoolLayoutVersion || h.layout_version > kPoolLayoutVersion) {
     return Status::InvalidArgument(
         what + " has pool layout version " + std::to_string(h.layout_version) +
-        "; this pmhash reads version " + std::to_string(kPoolLayoutVersion) +
-        (h.layout_version < kPoolLayoutVersion
+        "; this pmhash reads versions " + std::to_string(kOldestPoolLayoutVersion) + " and " +
+        std::to_string(kPoolLayoutVersion) +
+        (h.layout_version < kOldestPoolLayoutVersion
              ? " (the pool was made by an older pmhash: re-create it and load its data again)"
              : " (the pool was made by a newer pmhash)"));
   }
@@ -196,6 +218,15 @@ Status Pool::Validate(const PoolHeader& h, uint64_t file_size, std::string_view 
       h.heap_offset > h.pool_size || h.heap_offset < h.log_offset + h.log_size ||
       h.heap_size != h.pool_size - h.heap_offset || h.engine[kEngineNameSize - 1] != 0) {
     return Status::Corruption(what + ": pool header fields are inconsistent");
+  }
+  // Layout 3 kept zero where layout 4 keeps the seed: a seed there is not layout 3's.
+  const bool seeded = h.layout_version >= 4;
+  const auto origin = static_cast<HashSeedOrigin>(h.hash_seed_origin);
+  if (h.pad != 0 || (seeded ? origin != HashSeedOrigin::kRandom && origin != HashSeedOrigin::kChosen
+                            : h.hash_seed != 0 || origin != HashSeedOrigin::kNone)) {
+    return Status::Corruption(what + ": pool header hash seed fields (offset " +
+                              std::to_string(offsetof(PoolHeader, hash_seed)) +
+                              ") do not fit layout version " + std::to_string(h.layout_version));
   }
   if (file_size < h.pool_size) {
     return Status::Corruption(what + " is truncated: the header says " +
@@ -221,7 +252,7 @@ static Status CheckCreateArgs(std::string_view engine, uint64_t size) {
 }
 
 Status Pool::Create(const std::string& path, std::string_view engine, uint64_t size,
-                    std::unique_ptr<Pool>* pool) {
+                    std::unique_ptr<Pool>* pool, std::optional<uint64_t> hash_seed) {
   PMHASH_RETURN_IF_ERROR(CheckCreateArgs(engine, size));
   size = AlignUp(size, 4096);
   if (access(path.c_str(), F_OK) == 0) {
@@ -239,7 +270,7 @@ Status Pool::Create(const std::string& path, std::string_view engine, uint64_t s
     return fail(ErrnoStatus("cannot reserve " + std::to_string(size) + " bytes for " + path, err));
   }
   PoolHeader h;
-  InitHeader(&h, engine, size);
+  if (Status s = InitHeader(&h, engine, size, hash_seed); !s.ok()) return fail(s);
   if (pwrite(fd, &h, sizeof(h), 0) != static_cast<ssize_t>(sizeof(h)) || fsync(fd) != 0) {
     return fail(ErrnoStatus("cannot write pool header of " + path, errno));
   }
@@ -287,6 +318,8 @@ Status Pool::InspectFd(int fd, uint64_t file_size, const std::string& path, Pool
   info->heap_offset = h.heap_offset;
   info->heap_size = h.heap_size;
   info->created_unix_ns = h.created_unix_ns;
+  info->hash_seed = h.hash_seed;
+  info->hash_seed_origin = static_cast<HashSeedOrigin>(h.hash_seed_origin);
   info->checksum = h.checksum;
   info->state = static_cast<PoolState>(h.state);
   return Status::OK();
@@ -335,9 +368,12 @@ Status Pool::Open(const std::string& path, std::string_view engine,
   return Status::OK();
 }
 
-Status Pool::CreateDram(std::string_view engine, uint64_t size, std::unique_ptr<Pool>* pool) {
+Status Pool::CreateDram(std::string_view engine, uint64_t size, std::unique_ptr<Pool>* pool,
+                        std::optional<uint64_t> hash_seed) {
   PMHASH_RETURN_IF_ERROR(CheckCreateArgs(engine, size));
   size = AlignUp(size, 4096);
+  PoolHeader h;
+  PMHASH_RETURN_IF_ERROR(InitHeader(&h, engine, size, hash_seed));
   void* base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (base == MAP_FAILED) return ErrnoStatus("cannot allocate a DRAM pool", errno);
   madvise(base, size, MADV_HUGEPAGE);
@@ -345,7 +381,7 @@ Status Pool::CreateDram(std::string_view engine, uint64_t size, std::unique_ptr<
   p->base_ = static_cast<char*>(base);
   p->size_ = size;
   p->mapping_ = Mapping::kDram;
-  InitHeader(reinterpret_cast<PoolHeader*>(p->base_), engine, size);
+  std::memcpy(p->base_, &h, sizeof(h));
   p->state_at_open_ = PoolState::kCreating;
   *pool = std::move(p);
   return Status::OK();
@@ -380,6 +416,12 @@ Pool::~Pool() {
 }
 
 std::string Pool::engine() const { return EngineName(header()); }
+
+uint64_t Pool::hash_seed() const { return header().hash_seed; }  // layout 3: 0 (Validate)
+
+HashSeedOrigin Pool::hash_seed_origin() const {
+  return static_cast<HashSeedOrigin>(header().hash_seed_origin);
+}
 
 Status Pool::Adopt(void* base, size_t size, std::string_view engine,
                    std::unique_ptr<Pool>* pool) {

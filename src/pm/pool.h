@@ -4,7 +4,9 @@
 //
 //   [0, 4096)            PoolHeader (below)     the whole page is validated at open
 //     [0, 128)             identity and layout  immutable after creation
-//     [128, 4080)          zero                 reserved; covered by the checksum
+//     [128, 144)           key hashing          hash seed and its origin (layout 4; zero
+//                                               in layout 3), immutable after creation
+//     [144, 4080)          zero                 reserved; covered by the checksum
 //     [4080, 4088)         checksum             Hash64 of [0, 4080)
 //     [4088, 4096)         state                the one mutable word (PoolState)
 //   [4096, 8192)         root area              owned by the engine, zero at creation
@@ -30,11 +32,20 @@
 // Transitions: kCreating -> kOpen (MarkCreated), kClean -> kOpen (MarkInUse, at every
 // open), kOpen -> kClean (MarkClean). Opening validates everything before mapping and never
 // writes on failure.
+//
+// The key-hash seed (layout 4): every engine hashes user keys with xxh3 seeded with it
+// (engines/engine.h, Engine::KeyHash), so that keys crafted to collide under one seed do
+// not collide in another pool (docs/reliability.md, "Crafted keys"). It is chosen when the
+// pool is created (random by default, from getrandom; or given by the creator, e.g. a
+// benchmark that wants its figures to repeat) and never changes: every key's place in the
+// pool depends on it. A pool of layout 3 (made before seeds) has no seed field; it opens
+// as before, hashing with seed 0, and says so (hash_seed_origin() is kNone).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -46,7 +57,10 @@ namespace pmhash::pm {
 inline constexpr char kPoolMagic[8] = {'P', 'M', 'H', 'A', 'S', 'H', 'P', 'L'};
 // 3: the whole header page checksummed, the state word (was: clean and initialized flags
 // outside the checksum); checksummed chunk-table entries, undo-log lanes and records.
-inline constexpr uint32_t kPoolLayoutVersion = 3;
+// 4: as 3, plus the key-hash seed and its origin at offset 128 (zero in a layout-3 header,
+// so layout 3 still opens, with seed 0). New pools are made with kPoolLayoutVersion.
+inline constexpr uint32_t kPoolLayoutVersion = 4;
+inline constexpr uint32_t kOldestPoolLayoutVersion = 3;
 inline constexpr size_t kPoolHeaderSize = 4096;
 inline constexpr size_t kRootOffset = 4096;
 inline constexpr size_t kRootSize = 4096;
@@ -62,6 +76,15 @@ enum class PoolState : uint64_t {
 };
 const char* PoolStateName(PoolState state);  // "creating", "open", "clean"
 
+// Where a pool's key-hash seed came from (PoolHeader::hash_seed_origin).
+enum class HashSeedOrigin : uint32_t {
+  kNone = 0,    // layout 3: no seed field; keys hash with seed 0
+  kRandom = 1,  // drawn from getrandom at creation (the default)
+  kChosen = 2,  // given by the creator (Options::hash_seed)
+};
+// "none (layout 3: seed 0)", "random", "chosen".
+const char* HashSeedOriginName(HashSeedOrigin origin);
+
 struct PoolHeader {
   char magic[8];
   uint32_t layout_version;
@@ -73,7 +96,10 @@ struct PoolHeader {
   uint64_t log_offset, log_size;
   uint64_t heap_offset, heap_size;
   uint64_t created_unix_ns;
-  uint8_t reserved[3952];  // zero
+  uint64_t hash_seed;         // layout 4: the key-hash seed (layout 3: zero, no seed)
+  uint32_t hash_seed_origin;  // layout 4: a HashSeedOrigin other than kNone (layout 3: 0)
+  uint32_t pad;               // zero
+  uint8_t reserved[3936];     // zero
   uint64_t checksum;       // Hash64 of every byte before this field
   uint64_t state;          // a PoolState; outside the checksum (it changes)
 };
@@ -86,8 +112,11 @@ static_assert(offsetof(PoolHeader, magic) == 0 && offsetof(PoolHeader, layout_ve
                   offsetof(PoolHeader, heap_offset) == 104 &&
                   offsetof(PoolHeader, heap_size) == 112 &&
                   offsetof(PoolHeader, created_unix_ns) == 120 &&
-                  offsetof(PoolHeader, reserved) == 128,
-              "the identity fields are on-media format (see the layout above)");
+                  offsetof(PoolHeader, hash_seed) == 128 &&
+                  offsetof(PoolHeader, hash_seed_origin) == 136 &&
+                  offsetof(PoolHeader, reserved) == 144,
+              "the identity fields are on-media format (see the layout above); the seed "
+              "lies where layout 3 kept zero, so a layout-3 header reads as seed 0");
 static_assert(offsetof(PoolHeader, checksum) == 4080 && offsetof(PoolHeader, state) == 4088 &&
                   sizeof(PoolHeader) == kPoolHeaderSize,
               "the checksum covers [0, 4080); the state word is the page's last 8 bytes");
@@ -127,6 +156,8 @@ struct PoolInfo {
   uint64_t root_offset = 0, root_size = 0, log_offset = 0, log_size = 0, heap_offset = 0,
            heap_size = 0;
   uint64_t created_unix_ns = 0;
+  uint64_t hash_seed = 0;  // 0 for layout 3
+  HashSeedOrigin hash_seed_origin = HashSeedOrigin::kNone;
   uint64_t checksum = 0;
   PoolState state = PoolState::kCreating;
 };
@@ -136,16 +167,20 @@ class Pool {
   // Creates a pool file of `size` bytes for `engine` (fails with AlreadyExists if the
   // path exists). Space is reserved up front, so a full file system is an error here,
   // not a SIGBUS later. The file appears atomically (written aside, then renamed).
+  // `hash_seed`: the pool's key-hash seed (any value); unset, a random one (getrandom;
+  // IOError if the kernel gives none).
   static Status Create(const std::string& path, std::string_view engine, uint64_t size,
-                       std::unique_ptr<Pool>* pool);
+                       std::unique_ptr<Pool>* pool,
+                       std::optional<uint64_t> hash_seed = std::nullopt);
 
   // Opens an existing pool, locking it against other processes (Busy if locked).
   // `engine` may be empty (accept any); otherwise it must match the header.
   static Status Open(const std::string& path, std::string_view engine,
                      std::unique_ptr<Pool>* pool);
 
-  // A volatile pool in anonymous memory, laid out like a file pool.
-  static Status CreateDram(std::string_view engine, uint64_t size, std::unique_ptr<Pool>* pool);
+  // A volatile pool in anonymous memory, laid out like a file pool (`hash_seed` as Create).
+  static Status CreateDram(std::string_view engine, uint64_t size, std::unique_ptr<Pool>* pool,
+                           std::optional<uint64_t> hash_seed = std::nullopt);
 
   // A volatile pool whose bytes are a copy of `image` (a crash image). Validated like
   // a file.
@@ -179,6 +214,9 @@ class Pool {
   const PoolHeader& header() const { return *reinterpret_cast<const PoolHeader*>(base_); }
   std::string engine() const;
   const std::string& path() const { return path_; }
+  // The key-hash seed (0 for a layout-3 pool) and where it came from.
+  uint64_t hash_seed() const;
+  HashSeedOrigin hash_seed_origin() const;
 
   void* root() const { return base_ + kRootOffset; }
   char* log_area() const { return base_ + header().log_offset; }
@@ -226,7 +264,8 @@ class Pool {
   Status StoreState(Persister& persister, PoolState state);
   static Status InspectFd(int fd, uint64_t file_size, const std::string& path, PoolInfo* info);
   Status SyncRange(uint64_t offset, uint64_t len);
-  static void InitHeader(PoolHeader* h, std::string_view engine, uint64_t size);
+  static Status InitHeader(PoolHeader* h, std::string_view engine, uint64_t size,
+                           std::optional<uint64_t> hash_seed);
 
   char* base_ = nullptr;
   uint64_t size_ = 0;

@@ -13,10 +13,13 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 #include <sstream>
+#include <vector>
 
 #include "util/hash.h"
 #include "pm/persist.h"
+#include "support/engine_tests.h"
 #include "support/harness.h"
 
 namespace pmhash::pm {
@@ -26,26 +29,7 @@ namespace fs = std::filesystem;
 
 constexpr uint64_t kSmallPool = kMinPoolSize;  // 4 MiB: the smallest pool, fast to map
 
-// A fresh directory per test, removed afterwards.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "pmhash_pool_test.XXXXXX").string();
-    char* p = mkdtemp(tmpl.data());
-    EXPECT_NE(p, nullptr);
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::permissions(path_, fs::perms::owner_all, fs::perm_options::add, ec);
-    fs::remove_all(path_, ec);
-  }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using testing::TempDir;
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -182,17 +166,111 @@ TEST(PoolOpen, WrongLayoutVersion) {
   WriteFile(dir.File("p"), pool);
   ExpectRejected(dir.File("p"), "", Status::Code::kInvalidArgument,
                  "has pool layout version " + std::to_string(kPoolLayoutVersion + 1) +
-                     "; this pmhash reads version " + std::to_string(kPoolLayoutVersion) +
-                     " (the pool was made by a newer pmhash)");
-  // A pool of the previous layout (version 2: flags at 2048 and 2056, outside a checksum
-  // at 128) is refused as old, before its checksum is looked at.
+                     "; this pmhash reads versions 3 and 4 (the pool was made by a newer "
+                     "pmhash)");
+  // A pool of layout 2 (flags at 2048 and 2056, outside a checksum at 128) is refused as
+  // old, before its checksum is looked at.
   h = HeaderOf(pool);
   h.layout_version = 2;
   PutHeader(&pool, h);
   WriteFile(dir.File("p"), pool);
   ExpectRejected(dir.File("p"), "", Status::Code::kInvalidArgument,
-                 "has pool layout version 2; this pmhash reads version 3 (the pool was made "
-                 "by an older pmhash: re-create it and load its data again)");
+                 "has pool layout version 2; this pmhash reads versions 3 and 4 (the pool was "
+                 "made by an older pmhash: re-create it and load its data again)");
+}
+
+// ---- The key-hash seed (layout 4) ----------------------------------------------------
+
+TEST(PoolHashSeed, NewPoolsDrawARandomSeedOrKeepTheOneGiven) {
+  TempDir dir;
+  std::set<uint64_t> seeds;
+  for (int i = 0; i < 4; ++i) {
+    std::unique_ptr<Pool> pool;
+    ASSERT_TRUE(Pool::Create(dir.File("p" + std::to_string(i)), "test", kSmallPool, &pool).ok());
+    EXPECT_EQ(pool->header().layout_version, 4u);
+    EXPECT_EQ(pool->hash_seed_origin(), HashSeedOrigin::kRandom);
+    seeds.insert(pool->hash_seed());
+    std::unique_ptr<Pool> dram;
+    ASSERT_TRUE(Pool::CreateDram("test", kSmallPool, &dram).ok());
+    EXPECT_EQ(dram->hash_seed_origin(), HashSeedOrigin::kRandom);
+    seeds.insert(dram->hash_seed());
+  }
+  EXPECT_EQ(seeds.size(), 8u) << "random seeds repeat";
+  for (uint64_t chosen : {uint64_t{0}, uint64_t{42}, ~uint64_t{0}}) {
+    const std::string path = dir.File("chosen" + std::to_string(chosen % 100));
+    {
+      std::unique_ptr<Pool> pool;
+      ASSERT_TRUE(Pool::Create(path, "test", kSmallPool, &pool, chosen).ok());
+      EXPECT_EQ(pool->hash_seed(), chosen);
+      EXPECT_EQ(pool->hash_seed_origin(), HashSeedOrigin::kChosen);
+    }
+    PoolInfo info;
+    ASSERT_TRUE(Pool::Inspect(path, &info).ok());
+    EXPECT_EQ(info.hash_seed, chosen);
+    EXPECT_EQ(info.hash_seed_origin, HashSeedOrigin::kChosen);
+    std::unique_ptr<Pool> again;
+    ASSERT_TRUE(Pool::Open(path, "test", &again).ok());
+    EXPECT_EQ(again->hash_seed(), chosen);
+  }
+}
+
+// A header of the previous layout: version 3, zero where layout 4 keeps the seed.
+PoolHeader AsLayout3(PoolHeader h) {
+  h.layout_version = 3;
+  h.hash_seed = 0;
+  h.hash_seed_origin = 0;
+  h.checksum = Checksum(h);
+  return h;
+}
+
+TEST(PoolHashSeed, Layout3OpensWithSeedZeroAndSaysSo) {
+  TempDir dir;
+  std::string pool = MakePool(dir.File("p"));
+  PutHeader(&pool, AsLayout3(HeaderOf(pool)));
+  WriteFile(dir.File("p"), pool);
+  PoolInfo info;
+  ASSERT_TRUE(Pool::Inspect(dir.File("p"), &info).ok());
+  EXPECT_EQ(info.layout_version, 3u);
+  EXPECT_EQ(info.hash_seed, 0u);
+  EXPECT_EQ(info.hash_seed_origin, HashSeedOrigin::kNone);
+  EXPECT_STREQ(HashSeedOriginName(info.hash_seed_origin), "none (layout 3: seed 0)");
+  std::unique_ptr<Pool> p;
+  ASSERT_TRUE(Pool::Open(dir.File("p"), "test", &p).ok());
+  EXPECT_EQ(p->hash_seed(), 0u);
+  EXPECT_EQ(p->hash_seed_origin(), HashSeedOrigin::kNone);
+  // Opening never rewrites the header: it stays layout 3.
+  p.reset();
+  EXPECT_EQ(HeaderOf(ReadFile(dir.File("p"))).layout_version, 3u);
+}
+
+// The seed fields must fit the layout, checksum or not: a layout-3 header with a seed, or
+// a layout-4 one with no origin, was not written by pmhash (nor is a nonzero pad).
+TEST(PoolHashSeed, SeedFieldsThatDoNotFitTheLayoutAreCorruption) {
+  TempDir dir;
+  const std::string good = MakePool(dir.File("p"));
+  std::vector<PoolHeader> bad;
+  PoolHeader h = AsLayout3(HeaderOf(good));
+  h.hash_seed = 5;
+  bad.push_back(h);
+  h = AsLayout3(HeaderOf(good));
+  h.hash_seed_origin = static_cast<uint32_t>(HashSeedOrigin::kRandom);
+  bad.push_back(h);
+  for (uint32_t origin : {0u, 3u, 0x01000001u}) {
+    h = HeaderOf(good);
+    h.hash_seed_origin = origin;
+    bad.push_back(h);
+  }
+  h = HeaderOf(good);
+  h.pad = 1;
+  bad.push_back(h);
+  for (PoolHeader b : bad) {
+    b.checksum = Checksum(b);
+    std::string pool = good;
+    PutHeader(&pool, b);
+    WriteFile(dir.File("p"), pool);
+    ExpectRejected(dir.File("p"), "", Status::Code::kCorruption,
+                   "pool header hash seed fields (offset 128) do not fit layout version");
+  }
 }
 
 TEST(PoolOpen, WrongEngine) {

@@ -10,16 +10,20 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "engines/engine.h"
 #include "pm/alloc.h"
 #include "pm/persist.h"
 #include "pm/pool.h"
+#include "support/engine_tests.h"
 #include "tools/options.h"
 #include "tools/text.h"
+#include "util/hash.h"
 
 namespace pmhash::tools {
 namespace {
@@ -182,22 +186,7 @@ TEST(CliOptions, PoolSizeIsCheckedAgainstThePoolLimits) {
 
 // ---- The tool as a process ----------------------------------------------------------
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "pmhash_cli_test.XXXXXX").string();
-    EXPECT_NE(mkdtemp(tmpl.data()), nullptr);
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+using pmhash::testing::TempDir;
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -671,16 +660,52 @@ TEST(CliEngine, PoolCreateInfoCheckRoundTrip) {
                 "holds engine '" + engine + "'");
 }
 
+// The hash seed: random by default, chosen with --hash-seed, shown by pool info; a pool
+// of layout 3 is told apart (no seed: keys hash with seed 0).
+TEST(CliEngine, PoolCreateChoosesAndInfoShowsTheHashSeed) {
+  REQUIRE_ENGINE(engine);
+  TempDir dir;
+  const std::string random = dir.File("random.pool"), chosen = dir.File("chosen.pool");
+  ASSERT_EQ(RunTool({"pool", "create", random, "--engine", engine, "--size", "4M"}).exit_code, 0);
+  ToolRun r = RunTool({"pool", "info", random});
+  EXPECT_NE(r.out.find("(random at creation)\n"), std::string::npos) << r;
+  r = RunTool({"pool", "create", chosen, "--engine", engine, "--size", "4M", "--hash-seed", "42"});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  r = RunTool({"pool", "info", chosen});
+  EXPECT_NE(r.out.find("hash seed       000000000000002a (chosen at creation)\n"),
+            std::string::npos) << r;
+  for (const char* bad : {"-1", "0x10", "18446744073709551616", "randomly", ""}) {
+    ExpectFailure(RunTool({"pool", "create", dir.File("bad.pool"), "--engine", engine,
+                           "--hash-seed", bad}),
+                  2, "--hash-seed");
+  }
+  EXPECT_FALSE(fs::exists(dir.File("bad.pool")));
+  // The header as layout 3 wrote it: no seed, version 3.
+  std::string bytes = ReadFile(chosen);
+  pm::PoolHeader h;
+  std::memcpy(&h, bytes.data(), sizeof(h));
+  h.layout_version = 3;
+  h.hash_seed = 0;
+  h.hash_seed_origin = 0;
+  h.checksum = Hash64(&h, offsetof(pm::PoolHeader, checksum), 0x706d68617368ull);
+  std::memcpy(bytes.data(), &h, sizeof(h));
+  std::ofstream(chosen, std::ios::binary | std::ios::trunc) << bytes;
+  r = RunTool({"pool", "info", chosen});
+  EXPECT_EQ(r.exit_code, 0) << r;
+  EXPECT_NE(r.out.find("layout version  3\n"), std::string::npos) << r;
+  EXPECT_NE(r.out.find("hash seed       none: layout 3, made before per-pool seeds; keys "
+                       "hash with seed 0"),
+            std::string::npos) << r;
+  EXPECT_EQ(RunTool({"pool", "check", chosen}).exit_code, 0);
+}
+
 TEST(CliEngine, PoolCheckRecoversAnUncleanPool) {
   REQUIRE_ENGINE(engine);
   TempDir dir;
   const std::string p = dir.File("p.pool");
   {
-    Options o;
-    o.engine = engine;
+    Options o = testing::OptionsFor(engine, {}, 8 << 20);
     o.path = p;
-    o.pool_size = 8 << 20;
-    o.create_if_missing = true;
     std::unique_ptr<Index> index;
     ASSERT_TRUE(Open(o, &index).ok());
     ASSERT_TRUE(index->Put("survivor", "value").ok());
@@ -962,6 +987,55 @@ std::vector<std::string> AllEngines() {
     if (fields >> name) names.push_back(name);
   }
   return names;
+}
+
+// dump pages through Scan: every key once; --limit stops and names the --cursor that
+// resumes; a cursor the pool never handed out is refused.
+TEST(CliEngine, DumpPagesThroughScanAndResumesAtACursor) {
+  REQUIRE_ENGINE(engine);
+  TempDir dir;
+  const std::string p = dir.File("p.pool");
+  constexpr int kKeys = 3000;  // about three Scan pages
+  {
+    Options o = testing::OptionsFor(engine, {}, 16 << 20);
+    o.path = p;
+    std::unique_ptr<Index> index;
+    ASSERT_TRUE(Open(o, &index).ok());
+    for (int i = 0; i < kKeys; ++i) {
+      const std::string n = std::to_string(i);
+      ASSERT_TRUE(index->Put(std::string("key").append(n), std::string("v").append(n)).ok());
+    }
+    ASSERT_TRUE(index->Close().ok());
+  }
+  const auto lines = [](const std::string& out) {
+    std::multiset<std::string> set;
+    std::istringstream in(out);
+    for (std::string line; std::getline(in, line);) set.insert(line);
+    return set;
+  };
+  ToolRun r = RunTool({"dump", p});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  std::multiset<std::string> all = lines(r.out);
+  EXPECT_EQ(all.size(), size_t{kKeys});
+  EXPECT_EQ(std::set<std::string>(all.begin(), all.end()).size(), size_t{kKeys});
+  EXPECT_EQ(all.count("key17\tv17"), 1u);
+  r = RunTool({"dump", p, "--limit", "1000"});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  std::multiset<std::string> first = lines(r.out);
+  EXPECT_EQ(first.size(), 1000u);
+  const std::string said = "--cursor ";
+  const size_t at = r.err.find(said);
+  ASSERT_NE(at, std::string::npos) << r;
+  const std::string cursor = r.err.substr(at + said.size(), r.err.find(' ', at + said.size()) -
+                                                               at - said.size());
+  r = RunTool({"dump", p, "--cursor", cursor});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  EXPECT_TRUE(r.err.empty()) << r;
+  std::set<std::string> both(first.begin(), first.end());
+  for (const std::string& line : lines(r.out)) both.insert(line);
+  EXPECT_EQ(both, std::set<std::string>(all.begin(), all.end()));
+  ExpectFailure(RunTool({"dump", p, "--cursor", "12345"}), 1, "was not handed out by a Scan");
+  ExpectFailure(RunTool({"dump", p, "--cursor", "x"}), 2, "--cursor");
 }
 
 TEST(CliEngine, PoolInUseByAnotherProcessIsOneLineError) {

@@ -32,10 +32,10 @@ struct CommonOptions {
 // NAME is a usage error.
 int CmdEngines(const std::string& name);
 
-// `pmhash pool create PATH --engine E [--size S] [--opt k=v]...`: creates and formats a
-// pool through the engine, then closes it cleanly.
+// `pmhash pool create PATH --engine E [--size S] [--hash-seed random|N] [--opt k=v]...`:
+// creates and formats a pool through the engine, then closes it cleanly.
 int CmdPoolCreate(const std::string& path, const std::string& engine, const std::string& size,
-                  const std::vector<std::string>& opts);
+                  const std::string& hash_seed, const std::vector<std::string>& opts);
 
 // `pmhash pool info PATH`: every header field, the mapping an open would get, the clean
 // flag. Never writes to the file.
@@ -54,6 +54,7 @@ struct DataArgs {
   DataOp op = DataOp::kGet;
   std::string path, key, value;
   std::string limit;  // dump --limit as given: at most this many records (empty or 0: all)
+  std::string cursor;  // dump --cursor as given: where to resume (empty or 0: the start)
   CommonOptions common;
 };
 

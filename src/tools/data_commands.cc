@@ -15,6 +15,9 @@ namespace pmhash::tools {
 
 namespace {
 
+// Keys `dump` asks Scan for per page.
+constexpr size_t kDumpPageKeys = 1024;
+
 // Writes bytes exactly (values may hold NULs), then a newline.
 void PrintRecord(std::string_view bytes, bool hex, bool escape) {
   const std::string text = hex ? ToHex(bytes) : escape ? Escape(bytes) : std::string(bytes);
@@ -68,9 +71,12 @@ int CmdData(const DataArgs& args) {
   Options options;
   std::string error;
   if (!BuildOptions(args.path, args.common, &options, &error)) return Fail(kExitUsage, error);
-  uint64_t limit = 0;
+  uint64_t limit = 0, cursor = 0;
   if (!args.limit.empty() && !ParseCount(args.limit, &limit, &error)) {
     return Fail(kExitUsage, "--limit: " + error);
+  }
+  if (!args.cursor.empty() && !ParseCount(args.cursor, &cursor, &error)) {
+    return Fail(kExitUsage, "--cursor: " + error);
   }
   std::string key = args.key, value = args.value;
   const bool value_from_stdin = args.op == DataOp::kPut && args.value == "-";
@@ -126,16 +132,26 @@ int CmdData(const DataArgs& args) {
       std::printf("%llu\n", static_cast<unsigned long long>(index->Count()));
       break;
     case DataOp::kDump: {
+      // Page by page through Scan: a page at a time in memory, printed with no lock held.
       uint64_t n = 0;
       std::string line;
-      s = index->ForEach([&](std::string_view k, std::string_view v) {
-        if (limit != 0 && n >= limit) return false;
-        line = args.common.hex ? ToHex(k) + '\t' + ToHex(v) : Escape(k) + '\t' + Escape(v);
-        line += '\n';
-        std::fwrite(line.data(), 1, line.size(), stdout);
-        ++n;
-        return true;
-      });
+      for (uint64_t next = cursor; s.ok();) {
+        s = index->Scan(next, kDumpPageKeys, [&](std::string_view k, std::string_view v) {
+          line = args.common.hex ? ToHex(k) + '\t' + ToHex(v) : Escape(k) + '\t' + Escape(v);
+          line += '\n';
+          std::fwrite(line.data(), 1, line.size(), stdout);
+          return limit == 0 || ++n < limit;
+        }, &next);
+        if (!s.ok() || next == 0) break;
+        if (limit != 0 && n >= limit) {
+          // Scan resumes at the bucket of the next record: the ones of that bucket already
+          // printed are printed again.
+          std::fprintf(stderr, "pmhash: stopped after %llu records (--limit); --cursor %llu "
+                       "resumes the dump (the last few may print again)\n",
+                       static_cast<unsigned long long>(n), static_cast<unsigned long long>(next));
+          break;
+        }
+      }
       break;
     }
   }

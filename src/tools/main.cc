@@ -53,6 +53,12 @@ int Main(int argc, char** argv) {
   create->add_option("PATH", path, "Pool file to create")->required();
   create->add_option("--engine", engine, "Engine the pool is for (`pmhash engines`)")->required();
   create->add_option("--size", size, "Pool size with K/M/G/T suffix (default 256M; 4M..1T)");
+  std::string hash_seed = "random";
+  create->add_option("--hash-seed", hash_seed,
+                     "The pool's key-hash seed, fixed for its life: random (default; keys "
+                     "crafted to collide elsewhere do not collide here) or a whole number "
+                     "0..2^64-1 (the same keys then land in the same places in every pool of "
+                     "that seed; 0 is the unseeded hash of layout-3 pools)");
   create->add_option("--opt", opts, "Engine option name=value (repeatable)")
       ->allow_extra_args(false);
   CLI::App* info = pool->add_subcommand(
@@ -89,7 +95,11 @@ int Main(int argc, char** argv) {
     }
     if (op == DataOp::kDump) {
       sub->add_option("--limit", data.limit,
-                      "Print at most N records (a whole number; default, or 0: all)");
+                      "Print at most N records (a whole number; default, or 0: all); when "
+                      "records remain, say on stderr the --cursor that resumes after them");
+      sub->add_option("--cursor", data.cursor,
+                      "Resume a dump at this cursor (from a dump that stopped at --limit; "
+                      "default 0: the start)");
     }
     AddCommonOptions(sub, &data.common);
     sub->callback([&data, op] { data.op = op; });
@@ -101,7 +111,10 @@ int Main(int argc, char** argv) {
   add_data("count", "Print the number of keys", DataOp::kCount);
   add_data("dump",
            "Print every record as KEY<tab>VALUE, one per line (bytes escaped as \\xNN, or hex "
-           "with --hex)",
+           "with --hex), in hash order. Pages through Index::Scan, 1024 keys a page, so "
+           "memory stays bounded however large the pool; with --limit it stops after N "
+           "records and names the --cursor that resumes there (Scan's contract: "
+           "include/pmhash/index.h)",
            DataOp::kDump);
 
   app.add_subcommand(
@@ -139,7 +152,7 @@ int Main(int argc, char** argv) {
   }
 
   if (app.got_subcommand("engines")) return CmdEngines(engine_name);
-  if (create->parsed()) return CmdPoolCreate(path, engine, size, opts);
+  if (create->parsed()) return CmdPoolCreate(path, engine, size, hash_seed, opts);
   if (info->parsed()) return CmdPoolInfo(path);
   if (check->parsed()) return CmdPoolCheck(path, engine, opts);
   return CmdData(data);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,24 @@ inline bool ParsePoolSize(const std::string& text, uint64_t* bytes, std::string*
     return false;
   }
   *bytes = v;
+  return true;
+}
+
+// "--hash-seed TEXT": "random" (unset: the pool draws one) or a whole number, the seed of
+// the pool to create (Options::hash_seed); the error names the flag.
+inline bool ParseHashSeed(const std::string& text, std::optional<uint64_t>* seed,
+                          std::string* error) {
+  if (text == "random") {
+    seed->reset();
+    return true;
+  }
+  uint64_t v = 0;
+  if (!ParseCount(text, &v, error)) {
+    *error = "--hash-seed: " + *error + " (expected random or 0.." + std::to_string(UINT64_MAX) +
+             ")";
+    return false;
+  }
+  *seed = v;
   return true;
 }
 

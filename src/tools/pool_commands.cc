@@ -30,10 +30,11 @@ int Fail(int code, std::string_view message) {
 }
 
 int CmdPoolCreate(const std::string& path, const std::string& engine, const std::string& size,
-                  const std::vector<std::string>& opts) {
+                  const std::string& hash_seed, const std::vector<std::string>& opts) {
   Options options;
   std::string error;
   if (!ParsePoolSize(size, &options.pool_size, &error)) return Fail(kExitUsage, error);
+  if (!ParseHashSeed(hash_seed, &options.hash_seed, &error)) return Fail(kExitUsage, error);
   if (!ParseEngineOptions(opts, &options.engine_options, &error)) return Fail(kExitUsage, error);
   options.engine = engine;
   options.path = path;
@@ -117,6 +118,13 @@ int CmdPoolInfo(const std::string& path) {
   std::printf("uuid            %s\n", info.uuid.c_str());
   std::printf("created         %s (%llu ns since the epoch)\n",
               FormatUnixNs(info.created_unix_ns).c_str(), u(info.created_unix_ns));
+  if (info.hash_seed_origin == pm::HashSeedOrigin::kNone) {
+    std::printf("hash seed       none: layout 3, made before per-pool seeds; keys hash with "
+                "seed 0, so keys crafted against seed 0 collide here\n");
+  } else {
+    std::printf("hash seed       %016llx (%s at creation)\n", u(info.hash_seed),
+                pm::HashSeedOriginName(info.hash_seed_origin));
+  }
   std::printf("pool size       %llu (%s)\n", u(info.pool_size), HumanBytes(info.pool_size).c_str());
   std::printf("file size       %llu (%s)\n", u(info.file_size), HumanBytes(info.file_size).c_str());
   std::printf("root area       offset %llu, size %llu\n", u(info.root_offset), u(info.root_size));

@@ -9,7 +9,9 @@
 namespace pmhash {
 
 uint64_t Hash64(const void* data, size_t len, uint64_t seed = 0);
-inline uint64_t HashKey(std::string_view key, uint64_t seed = 0) {
+// The hash of a user key under a pool's seed (pm::Pool::hash_seed). No default seed: an
+// engine hashes keys through Engine::KeyHash, which knows its pool's.
+inline uint64_t HashKey(std::string_view key, uint64_t seed) {
   return Hash64(key.data(), key.size(), seed);
 }
 

@@ -2,7 +2,7 @@
 // operation (Engine::Get and the other public operations), where the call into Hash64
 // and xxh3's length dispatch behind it were 49 of a lookup's instructions (BENCHMARKS.md,
 // issue 29). The same function as Hash64 (xxh3 with XXH_INLINE_ALL in both), so the two
-// never disagree (hash_test compares them at every key length up to 300 bytes). Includes
+// never disagree (hash_test compares them at every length ShortHash64 takes, seeded). Includes
 // xxhash.h with XXH_INLINE_ALL: include it from .cc files of the library only, never
 // from a header (xxhash is private to the library).
 #pragma once
@@ -29,21 +29,6 @@ __attribute__((always_inline, flatten)) inline uint64_t ShortHash64(const void* 
                                                                    uint64_t seed) {
   if (len > kShortHashBytes) __builtin_unreachable();
   return XXH3_64bits_withSeed(data, len, seed);
-}
-
-// Keys of up to kShortHashBytes are hashed inline: xxh3's entry point is too large for GCC
-// to inline on its own (flatten), and only inline does its length dispatch cost a few
-// compares. Longer keys call Hash64, so that the registers xxh3's long paths need do not
-// give every caller a large frame.
-__attribute__((always_inline)) inline uint64_t InlineHash64(const void* data, size_t len,
-                                                           uint64_t seed) {
-  if (len <= kShortHashBytes) [[likely]] return ShortHash64(data, len, seed);
-  return Hash64(data, len, seed);
-}
-// HashKey(key, seed), inlined.
-__attribute__((always_inline)) inline uint64_t InlineHashKey(std::string_view key,
-                                                             uint64_t seed = 0) {
-  return InlineHash64(key.data(), key.size(), seed);
 }
 
 }  // namespace pmhash

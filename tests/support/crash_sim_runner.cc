@@ -20,7 +20,7 @@ std::map<std::string, uint64_t>& Counts() {
   return *m;
 }
 
-std::string Key8(uint64_t i) {
+std::string ScrambledKey8(uint64_t i) {
   std::string k(8, '\0');
   for (int b = 0; b < 8; ++b) k[b] = static_cast<char>((i * 0x9e3779b97f4a7c15ull) >> (8 * b));
   return k;
@@ -41,8 +41,8 @@ std::vector<std::string> SkewedKeys(size_t n, uint64_t seed) {
   std::vector<std::string> out;
   std::mt19937_64 rng(seed);
   while (out.size() < n) {
-    std::string k = Key8(rng());
-    const uint64_t h = HashKey(k);
+    std::string k = ScrambledKey8(rng());
+    const uint64_t h = HashKey(k, kTestHashSeed);
     if ((h & 0xff) == 0x5a && (h >> 60) == 0x3) out.push_back(k);
   }
   return out;
@@ -67,9 +67,9 @@ std::vector<Script> StandardScripts(uint64_t seed, double scale) {
 
   // Inline inserts from a tiny table: every resize / split / doubling, then updates.
   Script grow{"grow", {}, 16};
-  for (size_t i = 0; i < n(300); ++i) grow.ops.push_back({Op::kInsert, Key8(i), Value(rng, 8, i)});
+  for (size_t i = 0; i < n(300); ++i) grow.ops.push_back({Op::kInsert, ScrambledKey8(i), Value(rng, 8, i)});
   for (size_t i = 0; i < n(60); ++i) {
-    grow.ops.push_back({Op::kUpdate, Key8(rng() % n(300)), Value(rng, 8, i)});
+    grow.ops.push_back({Op::kUpdate, ScrambledKey8(rng() % n(300)), Value(rng, 8, i)});
   }
   scripts.push_back(std::move(grow));
 
@@ -87,7 +87,7 @@ std::vector<Script> StandardScripts(uint64_t seed, double scale) {
   // values, inline <-> record transitions, empty and binary keys, failing calls.
   Script mixed{"mixed", {}, 16};
   std::vector<std::string> space;
-  for (int i = 0; i < 90; ++i) space.push_back(Key8(1000 + i));
+  for (int i = 0; i < 90; ++i) space.push_back(ScrambledKey8(1000 + i));
   for (int i = 0; i < 30; ++i) space.push_back(std::string("k").append(std::to_string(i)));
   space.push_back("");
   space.push_back(std::string("\0", 1));
@@ -104,10 +104,10 @@ std::vector<Script> StandardScripts(uint64_t seed, double scale) {
 
   // Churn: fill, empty, refill (tombstones, freed blocks reused).
   Script churn{"churn", {}, 64};
-  for (size_t i = 0; i < n(150); ++i) churn.ops.push_back({Op::kInsert, Key8(5000 + i), Value(rng, 8, i)});
-  for (size_t i = 0; i < n(150); ++i) churn.ops.push_back({Op::kDelete, Key8(5000 + i), ""});
+  for (size_t i = 0; i < n(150); ++i) churn.ops.push_back({Op::kInsert, ScrambledKey8(5000 + i), Value(rng, 8, i)});
+  for (size_t i = 0; i < n(150); ++i) churn.ops.push_back({Op::kDelete, ScrambledKey8(5000 + i), ""});
   for (size_t i = 0; i < n(150); ++i) {
-    churn.ops.push_back({Op::kPut, Key8(5000 + i), Value(rng, i % 2 ? 8 : 24, i)});
+    churn.ops.push_back({Op::kPut, ScrambledKey8(5000 + i), Value(rng, i % 2 ? 8 : 24, i)});
   }
   scripts.push_back(std::move(churn));
 
@@ -317,7 +317,7 @@ class Run {
     }
     static constexpr size_t kValueLens[] = {8, 24, 100, 8, 0, 600};
     for (size_t j = 0; j < 12; ++j) {
-      std::string key = j % 3 == 0 ? Key8(900000 + j) : "reopened-" + std::to_string(j);
+      std::string key = j % 3 == 0 ? ScrambledKey8(900000 + j) : "reopened-" + std::to_string(j);
       ops.push_back({Op::kInsert, std::move(key), Value(rng_, kValueLens[j % 6], j)});
     }
     return ops;

@@ -1,1 +1,2 @@
-// Keeps the test-support library non-empty before any helper exists.
+// An empty source: pmhash_test_pch (CMakeLists.txt) compiles it to build the precompiled
+// header that every test binary reuses.

@@ -22,9 +22,17 @@ std::vector<std::string> KeysWithHome(uint64_t home, uint64_t table_size, size_t
   std::vector<std::string> out;
   for (uint64_t i = from; out.size() < n; ++i) {
     std::string k = Key8(i);
-    if (Reduce(HashKey(k), table_size) == home) out.push_back(std::move(k));
+    if (Reduce(HashKey(k, kTestHashSeed), table_size) == home) out.push_back(std::move(k));
   }
   return out;
+}
+
+std::vector<std::string> KeysDisplacedByOne(uint64_t table_size, size_t n) {
+  std::vector<std::string> keys = KeysWithHome(0, table_size, 2, 1);
+  for (uint64_t h = 1; keys.size() < n; ++h) {
+    keys.push_back(KeysWithHome(h, table_size, 1, h * 100000 + 1)[0]);
+  }
+  return keys;
 }
 
 void ExpectMatches(Index* index, const Model& model) {
@@ -40,6 +48,7 @@ Options OptionsFor(const std::string& engine,
   o.pool_size = pool_size;
   o.engine_options = std::move(engine_options);
   o.create_if_missing = true;
+  o.hash_seed = kTestHashSeed;
   return o;
 }
 
@@ -76,6 +85,8 @@ TempDir::TempDir(const std::string& name) {
 
 TempDir::~TempDir() {
   std::error_code ignored;
+  std::filesystem::permissions(path_, std::filesystem::perms::owner_all,
+                               std::filesystem::perm_options::add, ignored);
   std::filesystem::remove_all(path_, ignored);
 }
 

@@ -27,13 +27,19 @@ std::string Key8(uint64_t i);
 std::string Bytes(uint64_t i, size_t len, char tag);
 
 // The first n keys among Key8(from), Key8(from + 1), ... whose home in a table of
-// `table_size` homes, Reduce(HashKey(key), table_size) (util/hash.h, every engine's home
-// cell or bucket), is `home`.
+// `table_size` homes, Reduce(HashKey(key, kTestHashSeed), table_size) (util/hash.h, every
+// engine's home cell or bucket in a pool of the suites' seed), is `home`.
 std::vector<std::string> KeysWithHome(uint64_t home, uint64_t table_size, size_t n,
                                       uint64_t from);
 
+// n keys that, inserted in order into an empty linear-probing table of `table_size`
+// homes, form a run in which every key is displaced by one: cells 0 and 1 hold keys of
+// home 0, cell j > 1 a key of home j - 1 (KeysWithHome's hash). Deleting the key in cell 0
+// then moves every other key, whichever key fills each hole.
+std::vector<std::string> KeysDisplacedByOne(uint64_t table_size, size_t n);
+
 // Options for a pool of `pool_size` bytes holding `engine` with `engine_options`: a DRAM
-// pool, or with a path set, a file pool created if missing.
+// pool, or with a path set, a file pool created if missing; its hash seed kTestHashSeed.
 Options OptionsFor(const std::string& engine,
                    std::map<std::string, std::string> engine_options, uint64_t pool_size);
 
@@ -49,10 +55,11 @@ std::unique_ptr<Index> OpenOrDie(const Options& o);
 uint64_t Counter(Index* index, const std::string& name);
 
 // A fresh directory under the system's temporary directory, named
-// pmhash-<name>-XXXXXX; removed with everything in it when the object goes away.
+// pmhash-<name>-XXXXXX; removed with everything in it when the object goes away (its
+// owner permissions given back first, for tests that take them away).
 class TempDir {
  public:
-  explicit TempDir(const std::string& name);
+  explicit TempDir(const std::string& name = "test");
   ~TempDir();
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;

@@ -19,8 +19,9 @@
 
 namespace pmhash::testing {
 
-Status NewDramPool(const EngineSpec& spec, uint64_t size, std::unique_ptr<pm::Pool>* pool) {
-  return pm::Pool::CreateDram(spec.name, size, pool);
+Status NewDramPool(const EngineSpec& spec, uint64_t size, std::unique_ptr<pm::Pool>* pool,
+                   uint64_t hash_seed) {
+  return pm::Pool::CreateDram(spec.name, size, pool, hash_seed);
 }
 
 Status OpenOnPool(const EngineSpec& spec, std::unique_ptr<pm::Pool> pool, bool fresh,
@@ -31,26 +32,29 @@ Status OpenOnPool(const EngineSpec& spec, std::unique_ptr<pm::Pool> pool, bool f
 
 Status OpenDram(const EngineSpec& spec, const Options& options, std::unique_ptr<Index>* index) {
   std::unique_ptr<pm::Pool> pool;
-  PMHASH_RETURN_IF_ERROR(NewDramPool(spec, options.pool_size, &pool));
+  PMHASH_RETURN_IF_ERROR(
+      NewDramPool(spec, options.pool_size, &pool, options.hash_seed.value_or(kTestHashSeed)));
   return OpenOnPool(spec, std::move(pool), true, options, nullptr, index);
 }
 
 Status OpenFile(const EngineSpec& spec, const std::string& path, const Options& options,
                 std::unique_ptr<Index>* index) {
-  if (!spec.test_only) {
+  struct stat st;
+  const bool exists = ::stat(path.c_str(), &st) == 0;
+  const uint64_t seed = options.hash_seed.value_or(kTestHashSeed);
+  if (!spec.test_only && spec.test_hash == nullptr) {
     Options o = options;
     o.engine = spec.name;
     o.path = path;
     o.create_if_missing = true;
+    if (!exists) o.hash_seed = seed;
     return Open(o, index);
   }
-  struct stat st;
   std::unique_ptr<pm::Pool> pool;
-  const bool exists = ::stat(path.c_str(), &st) == 0;
   if (exists) {
     PMHASH_RETURN_IF_ERROR(pm::Pool::Open(path, spec.name, &pool));
   } else {
-    PMHASH_RETURN_IF_ERROR(pm::Pool::Create(path, spec.name, options.pool_size, &pool));
+    PMHASH_RETURN_IF_ERROR(pm::Pool::Create(path, spec.name, options.pool_size, &pool, seed));
   }
   return OpenOnPool(spec, std::move(pool), !exists, options, nullptr, index);
 }

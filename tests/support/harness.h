@@ -21,16 +21,25 @@ namespace pmhash::testing {
 
 using Model = std::map<std::string, std::string>;
 
+// The key-hash seed of the pools the suites create unless a test asks for another
+// (Options::hash_seed): fixed, so that a seed replays a test exactly (docs/testing.md,
+// "Seeds"), and not 0, so that every rehash of a stored key (resize, recovery) is
+// checked to use the pool's seed.
+inline constexpr uint64_t kTestHashSeed = 0x7e575eed5eed7e57ull;
+
 // A fresh DRAM pool named for `spec` (attach a CrashSim to its base before opening).
-Status NewDramPool(const EngineSpec& spec, uint64_t size, std::unique_ptr<pm::Pool>* pool);
+Status NewDramPool(const EngineSpec& spec, uint64_t size, std::unique_ptr<pm::Pool>* pool,
+                   uint64_t hash_seed = kTestHashSeed);
 // OpenEngine with spec.make().
 Status OpenOnPool(const EngineSpec& spec, std::unique_ptr<pm::Pool> pool, bool fresh,
                   const Options& options, pm::PersistObserver* observer,
                   std::unique_ptr<Index>* index);
-// A fresh DRAM index (no observer).
+// A fresh DRAM index (no observer); its pool's seed options.hash_seed, else kTestHashSeed.
 Status OpenDram(const EngineSpec& spec, const Options& options, std::unique_ptr<Index>* index);
-// Creates or recovers a file pool at `path`. Registered engines go through pmhash::Open
-// (the public path); test-only engines through Pool::Create / Pool::Open.
+// Creates or recovers a file pool at `path` (a new one with options.hash_seed, else
+// kTestHashSeed). Registered engines go through pmhash::Open (the public path); test-only
+// engines, and specs with a test hash (EngineSpec::test_hash), through Pool::Create /
+// Pool::Open.
 Status OpenFile(const EngineSpec& spec, const std::string& path, const Options& options,
                 std::unique_ptr<Index>* index);
 // Drops an index without clean shutdown.

@@ -1,5 +1,6 @@
 #include "support/test_engines.h"
 
+#include <algorithm>
 #include <atomic>
 #include <bit>
 #include <cstring>
@@ -74,7 +75,7 @@ class TinyIndex : public engines::Engine {
       if (r == nullptr) return Status::Corruption("test-tiny: an implausible record");
       const std::string key(r->bytes, r->key_len);
       if (!keys.insert(key).second) return Status::Corruption("test-tiny: a key twice");
-      for (uint64_t j = HashKey(key) & mask; j != i; j = (j + 1) & mask) {
+      for (uint64_t j = Reduce(KeyHash(key), table_->capacity); j != i; j = (j + 1) & mask) {
         if (table_->slots[j] == kEmpty) {
           return Status::Corruption("test-tiny: slot " + std::to_string(i) +
                                     " is unreachable from its probe start");
@@ -136,6 +137,32 @@ class TinyIndex : public engines::Engine {
     if (r == nullptr) return Status::Corruption("test-tiny: a slot points to an implausible record");
     value->assign(r->bytes + r->key_len, r->value_len);
     return Status::OK();
+  }
+
+  // A home is a slot; as in linear probing, the keys of homes [first, last) lie before the
+  // first empty slot at or after last - 1 (tombstones do not end a probe).
+  Status DoScan(engines::ScanPage* page) const override {
+    std::shared_lock<std::shared_mutex> l(mu_);
+    const uint64_t cap = table_->capacity;
+    Status status;
+    const auto collect = [&](uint64_t first, uint64_t last,
+                             std::vector<engines::ScanEntry>* out) {
+      for (uint64_t d = 0, i = first; d < cap; ++d, i = (i + 1) & (cap - 1)) {
+        const uint64_t s = table_->slots[i];
+        if (s == kEmpty && d >= last - 1 - first) break;
+        if (s == kEmpty || s == kTombstone) continue;
+        const TinyRecord* r = Checked(s);
+        if (r == nullptr) {
+          status = Status::Corruption("test-tiny: slot " + std::to_string(i) +
+                                      " points to an implausible record");
+          return;
+        }
+        const std::string_view key(r->bytes, r->key_len);
+        engines::AddScanEntry(out, KeyHash(key), key, {r->bytes + r->key_len, r->value_len});
+      }
+    };
+    page->CollectHomes(cap, 64, collect);
+    return status;
   }
 
   Status DoDelete(std::string_view key, uint64_t h) override {
@@ -282,7 +309,8 @@ class TinyIndex : public engines::Engine {
 
   uint64_t* Find(std::string_view key, uint64_t h) const {
     const uint64_t mask = table_->capacity - 1;
-    for (uint64_t i = h & mask, n = 0; n < table_->capacity; i = (i + 1) & mask, ++n) {
+    for (uint64_t i = Reduce(h, table_->capacity), n = 0; n < table_->capacity;
+         i = (i + 1) & mask, ++n) {
       uint64_t& s = table_->slots[i];
       if (s == kEmpty) return nullptr;
       if (s == kTombstone) continue;
@@ -297,7 +325,7 @@ class TinyIndex : public engines::Engine {
 
   uint64_t* FreeSlot(uint64_t h) const {
     const uint64_t mask = table_->capacity - 1;
-    for (uint64_t i = h & mask;; i = (i + 1) & mask) {
+    for (uint64_t i = Reduce(h, table_->capacity);; i = (i + 1) & mask) {
       uint64_t& s = table_->slots[i];
       if (s == kEmpty || s == kTombstone) return &s;
     }
@@ -352,8 +380,8 @@ class TinyIndex : public engines::Engine {
         allocator().Free(off);
         return Status::Corruption("test-tiny: a slot points to an implausible record");
       }
-      const uint64_t h = HashKey({r->bytes, r->key_len});
-      for (uint64_t j = h & (cap - 1);; j = (j + 1) & (cap - 1)) {
+      const uint64_t h = KeyHash({r->bytes, r->key_len});
+      for (uint64_t j = Reduce(h, cap);; j = (j + 1) & (cap - 1)) {
         if (t->slots[j] == kEmpty) {
           persister().Store(&t->slots[j], s);
           break;
@@ -434,7 +462,26 @@ std::vector<EngineSpec> CrashConsistentEngines() {
   return out;
 }
 
+uint64_t DegenerateHash(std::string_view key) {
+  return kDegenerateHashes[HashKey(key, 0) & 3];
+}
+
+EngineSpec WithDegenerateHash(EngineSpec spec) {
+  if (!spec.make) return spec;
+  spec.test_hash = &DegenerateHash;
+  spec.make = [make = spec.make] {
+    std::unique_ptr<engines::Engine> e = make();
+    e->SetKeyHashForTesting(&DegenerateHash);
+    return e;
+  };
+  return spec;
+}
+
 EngineSpec FindSpec(const std::string& name) {
+  const size_t suffix = name.size() - std::min(name.size(), sizeof(kDegenerateSuffix) - 1);
+  if (name.compare(suffix, std::string::npos, kDegenerateSuffix) == 0) {
+    return WithDegenerateHash(FindSpec(name.substr(0, suffix)));
+  }
   for (EngineSpec& s : ConformanceEngines()) {
     if (s.name == name) return s;
   }

@@ -151,7 +151,7 @@ Status GroupHash::EnumerateBlocks(const pm::Allocator::LiveBlockVisitor& visit) 
 
 uint64_t GroupHash::HashOf(SlotForm form, const KvWords& words) const {
   if (form == SlotForm::kRecord) return words.word1;  // the record form keeps the hash
-  return HashKey(std::string_view(reinterpret_cast<const char*>(&words.word0), 8));
+  return KeyHash(std::string_view(reinterpret_cast<const char*>(&words.word0), 8));
 }
 
 uint32_t GroupHash::LayoutVersion() const {
@@ -468,6 +468,16 @@ Status GroupHash::DoWrite(std::string_view key, std::string_view value, uint64_t
             std::to_string(group_size_) + " level-2 cells in use) and resizing is off "
             "(resize=off)");
       }
+      // Not in the paper: keys whose hashes agree in all the bits a doubling looks at stay
+      // in one group however often the table doubles. Refuse before a futile doubling
+      // rather than double until the pool is full.
+      if (!DoublingPlaces(hash, home, cells)) {
+        inseparable_refusals_.fetch_add(1, std::memory_order_relaxed);
+        return Status::TableFull(
+            "group: group " + std::to_string(home >> group_shift_) +
+            " is full, and its keys share so many hash bits with this one that no table "
+            "the pool can hold would give it a cell (colliding or crafted keys)");
+      }
     }
     // The paper stops at "the capacity needs to be expanded": double, then retry.
     PMHASH_RETURN_IF_ERROR(Grow(cells));
@@ -562,7 +572,64 @@ Status GroupHash::ForEach(const Visitor& fn) const {
       fn);
 }
 
+Status GroupHash::DoScan(ScanPage* page) const {
+  const IterationScope iterating(this, resize_mu_);  // no resize during the page
+  const View& v = view_;
+  // A home is a level-1 cell; a run is one group, read under its stripe: its level-1
+  // cells, and its level-2 cells, which hold keys of any home of the group (the page
+  // keeps those of the run's homes).
+  const auto collect = [&](uint64_t first, uint64_t last, std::vector<ScanEntry>* out) {
+    Stripe& s = stripes_.Of(first);
+    s.mu.lock_shared();
+    HeldLock guard(s.mu, LockMode::kShared);
+    const auto take = [&](uint8_t form_byte, const KvWords& c) {
+      const SlotForm f = FormOf(form_byte);
+      AddScanEntry(out, HashOf(f, c), codec().Key(f, c), codec().Value(f, c));
+    };
+    for (uint64_t i = first; i < last; ++i) {
+      if (v.form1[i] != 0) take(v.form1[i], v.tab1[i]);
+    }
+    const uint64_t group = first & ~(group_size_ - 1);
+    for (uint64_t i = group; i < group + group_size_; ++i) {
+      if (v.form2[i] != 0) take(v.form2[i], v.tab2[i]);
+    }
+  };
+  page->CollectHomes(v.cells, group_size_, collect);
+  return Status::OK();
+}
+
 // ---- Resize -------------------------------------------------------------------------
+
+bool GroupHash::DoublingPlaces(uint64_t hash, uint64_t home, uint64_t cells) const {
+  // The hashes of the full group's keys: its level-1 cells and its level-2 cells.
+  const View& v = view_;
+  const uint64_t first = home & ~(group_size_ - 1);
+  std::vector<uint64_t> hashes;
+  hashes.reserve(2 * group_size_);
+  for (uint64_t i = first; i < first + group_size_; ++i) {
+    if (v.form1[i] != 0) hashes.push_back(HashOf(FormOf(v.form1[i]), v.tab1[i]));
+    if (v.form2[i] != 0) hashes.push_back(HashOf(FormOf(v.form2[i]), v.tab2[i]));
+  }
+  // Doubling d times sends home k to [k 2^d, (k+1) 2^d), and the group's keys to the
+  // groups of their new homes: simulate Place in the key's new group, as Grow would fill
+  // it (one key per distinct home in level 1, the others in level 2).
+  std::vector<uint64_t> homes;
+  for (uint64_t n = cells * 2; n <= pool().size() / 32 && n > cells; n *= 2) {
+    const uint64_t key_home = Reduce(hash, n);
+    const uint64_t group = key_home >> group_shift_;
+    homes.clear();
+    for (uint64_t h : hashes) {
+      const uint64_t k = Reduce(h, n);
+      if ((k >> group_shift_) == group) homes.push_back(k);
+    }
+    std::sort(homes.begin(), homes.end());
+    const uint64_t distinct =
+        static_cast<uint64_t>(std::unique(homes.begin(), homes.end()) - homes.begin());
+    const bool home_taken = std::binary_search(homes.begin(), homes.begin() + distinct, key_home);
+    if (!home_taken || homes.size() - distinct < group_size_) return true;
+  }
+  return false;
+}
 
 bool GroupHash::Place(const View& v, uint8_t form, const KvWords& words, uint64_t hash) const {
   const uint64_t k = Reduce(hash, v.cells);
@@ -649,6 +716,7 @@ void GroupHash::FillStats(IndexStats* stats) const {
   c["level_cells"] = n;
   c["resizes"] = resizes_.load(std::memory_order_relaxed);
   c["full_group_refusals"] = full_group_refusals_.load(std::memory_order_relaxed);
+  c["inseparable_refusals"] = inseparable_refusals_.load(std::memory_order_relaxed);
   c["undo_txs"] = undo_txs();
   c["recovery_cells_reset"] = recovered_resets_;
   c["persist_count"] = persist_count_ ? 1 : 0;
@@ -688,7 +756,7 @@ Status GroupHash::CheckInvariants() const {
                                   std::to_string(forms[i]) + " is malformed");
       }
       const std::string key(codec().Key(f, cells[i]));
-      const uint64_t hash = HashKey(key);
+      const uint64_t hash = KeyHash(key);
       if (f == SlotForm::kRecord && cells[i].word1 != hash) {
         return Status::Corruption("group: " + CellName(v, level, i) + " has a wrong hash word");
       }
@@ -756,7 +824,8 @@ void RegisterEngines_group(EngineRegistry& registry) {
                                    "initial_capacity, else 8192)")};
   info.capabilities = {.resize_switch = true,
                        .resize_when = "the table doubles when a group is full",
-                       .refuses_when_full = true};
+                       .refuses_when_full = true,
+                       .refuses_full_collisions = true};
   // Groups of 8 cells (paper: 256) fill after a few dozen keys: many resizes.
   info.test = {.crash_options = {{"group_size", "8"}}, .growth_counters = {"resizes"}};
   info.description = {"group",

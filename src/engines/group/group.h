@@ -49,7 +49,7 @@
 //
 // ---- Invariants (when no mutation is in flight) ---------------------------------------
 //
-//  1. A key with home cell k = Reduce(HashKey(key), N) is in tab1[k] or in level-2 group
+//  1. A key with home cell k = Reduce(KeyHash(key), N) is in tab1[k] or in level-2 group
 //     k / G, nowhere else, and at most once.
 //  2. form is a cell's commit point: the words of a cell whose form is 0 mean nothing
 //     (after creation, a clean delete or recovery they are zero). A record cell owns its
@@ -96,6 +96,16 @@
 // meanwhile. ForEach holds the resize mutex shared (no resize while
 // iterating, so no key is seen twice) and each stripe briefly while it copies one group;
 // it calls fn with no stripe held. Count() sums per-stripe counters (no shared hot word).
+//
+// ---- Scan (Index::Scan; the cursor: engines/scan.h) ------------------------------------
+//
+// A home is a level-1 cell. A page holds the resize mutex shared (no resize during it) and
+// reads one group at a time under its stripe shared: the level-1 cells of the page's
+// homes and the whole level-2 group, whose keys of other homes are dropped. Every key
+// present for the whole scan is passed at least once: a key stays in its home's group
+// until a resize, and a resize waits for the page and keeps the key's place in hash order.
+// A key is passed twice only when its hash lies within 2^16 below a page boundary (the
+// cursor's resolution). Keys inserted or deleted during the scan may or may not be passed.
 #pragma once
 
 #include <atomic>
@@ -250,6 +260,12 @@ class GroupHash : public Engine {
   Status UpdateAt(const Probe& p, std::string_view key, std::string_view value, uint64_t hash);
   // Doubles the table unless another thread already grew it past `observed_cells`.
   Status Grow(uint64_t observed_cells);
+  // Whether some table the pool can hold (`cells` cells per level doubled, as often as
+  // Grow's limit allows) gives a cell to a key of `hash` whose group, in the live table of
+  // `cells` cells, is full. False for keys that share their hash, all 64 bits, with a
+  // group's worth of others, or so many bits that the table would outgrow the pool. The
+  // caller holds the group's stripe exclusively.
+  bool DoublingPlaces(uint64_t hash, uint64_t home, uint64_t cells) const;
   // Places an occupied cell into a table that is not yet reachable (resize).
   bool Place(const View& v, uint8_t form, const KvWords& words, uint64_t hash) const;
   // Allocates and zeroes (persisted) a table of `cells` cells per level.
@@ -305,6 +321,7 @@ class GroupHash : public Engine {
   // Engine counters.
   std::atomic<uint64_t> resizes_{0};
   std::atomic<uint64_t> full_group_refusals_{0};
+  std::atomic<uint64_t> inseparable_refusals_{0};  // DoublingPlaces said no
   uint64_t recovered_resets_ = 0;
 };
 

@@ -48,7 +48,7 @@ void FillGroup(Index* index, Model* model, size_t limit) {
   size_t level2 = 0;
   for (uint64_t i = 0; model->size() < limit; ++i) {
     const std::string k = i == 3 ? "a 16-byte key..." : Key8(i);
-    const uint64_t home = Reduce(HashKey(k), 4);
+    const uint64_t home = Reduce(HashKey(k, kTestHashSeed), 4);
     const bool in_level1 = level1.count(home) == 0;
     if (!in_level1 && level2 == 4) continue;
     const std::string v = i % 3 == 0 ? "value " + std::to_string(i) : Key8(i * 11);

@@ -12,8 +12,9 @@
 #include <thread>
 #include <vector>
 
-#include "util/hash.h"
+#include "pm/pool.h"
 #include "support/engine_tests.h"
+#include "util/hash.h"
 
 namespace pmhash::engines {
 namespace {
@@ -81,19 +82,61 @@ TEST(GroupHashTest, CollisionsGoToTheSharedLevel2Group) {
   std::set<uint64_t> homes;
   std::string level2_key;
   for (const auto& [k, v] : model) {
-    if (!homes.insert(Reduce(HashKey(k), 16)).second) level2_key = k;
+    if (!homes.insert(Reduce(HashKey(k, kTestHashSeed), 16)).second) level2_key = k;
   }
   ASSERT_FALSE(level2_key.empty());
   ASSERT_TRUE(index->Delete(level2_key).ok());
   model.erase(level2_key);
   std::string extra;
   for (uint64_t j = 1000; extra.empty(); ++j) {
-    if (homes.count(Reduce(HashKey(Key8(j)), 16))) extra = Key8(j);
+    if (homes.count(Reduce(HashKey(Key8(j), kTestHashSeed), 16))) extra = Key8(j);
   }
   EXPECT_TRUE(index->Insert(extra, Key8(5)).ok());
   model[extra] = Key8(5);
   ExpectMatches(index.get(), model);
   EXPECT_EQ(Counter(index.get(), "full_group_refusals"), 1u);
+}
+
+// Keys starting with "collide" all hash to one value; the others as xxh3 under seed 7.
+uint64_t CollidingHash(std::string_view key) {
+  return key.starts_with("collide") ? 0x4000000000000001ull : HashKey(key, 7);
+}
+
+// Regression (the degenerate-hash conformance run): keys that share all 64 bits of their
+// hash fill their group, and no table size separates them. group doubled its table until
+// the pool was full (about ten doublings, then PoolFull) before refusing such a key; now
+// it refuses with TableFull before any doubling, and other keys still go in.
+TEST(GroupHashTest, KeysNoDoublingSeparatesAreRefusedWithoutGrowing) {
+  std::unique_ptr<Engine> engine = FindEngine("group")->make();
+  engine->SetKeyHashForTesting(&CollidingHash);
+  std::unique_ptr<pm::Pool> pool;
+  ASSERT_TRUE(pm::Pool::CreateDram("group", 64ull << 20, &pool, kTestHashSeed).ok());
+  std::unique_ptr<Index> index;
+  ASSERT_TRUE(OpenEngine(std::move(engine), std::move(pool), true,
+                         GroupOptions({{"group_size", "8"}}), nullptr, &index)
+                  .ok());
+  Model model;
+  // One level-1 cell and the group's 8 level-2 cells: 9 colliding keys fit.
+  Status s;
+  for (int i = 0; i < 9; ++i) {
+    const std::string k = "collide-" + std::to_string(i);
+    ASSERT_TRUE(index->Insert(k, "v").ok()) << i;
+    model[k] = "v";
+  }
+  s = index->Insert("collide-9", "v");
+  EXPECT_TRUE(s.IsTableFull()) << s.ToString();
+  EXPECT_NE(s.message().find("no table the pool can hold"), std::string::npos) << s.ToString();
+  EXPECT_EQ(Counter(index.get(), "resizes"), 0u) << "a doubling cannot separate them";
+  EXPECT_EQ(Counter(index.get(), "inseparable_refusals"), 1u);
+  // Other keys go in (and grow the table when their groups fill), the colliding ones stay
+  // refused.
+  for (uint64_t i = 0; i < 20000; ++i) {
+    ASSERT_TRUE(index->Insert(Key8(i), Key8(i)).ok()) << i;
+    model[Key8(i)] = Key8(i);
+  }
+  EXPECT_GT(Counter(index.get(), "resizes"), 0u);
+  EXPECT_TRUE(index->Insert("collide-10", "v").IsTableFull());
+  ExpectMatches(index.get(), model);
 }
 
 TEST(GroupHashTest, PaperItemSizes16And32Bytes) {

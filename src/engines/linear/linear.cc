@@ -24,6 +24,8 @@ uint64_t TableBytes(uint64_t num_lines) {
 }
 
 constexpr RootLayout kRootLayout{kLinearRootMagic, kLinearVersion, sizeof(EngineRoot), 0};
+// Homes a Scan page reads per run (each run walks on to the end of its last probe run).
+constexpr uint64_t kScanRunCells = 192;
 constexpr size_t kTableCheckedBytes = offsetof(LinearTable, check);
 
 }  // namespace
@@ -143,11 +145,13 @@ void LinearProbing::FillStats(IndexStats* stats) const {
   std::shared_lock lock(mu_);
   stats->count = count_.load(std::memory_order_acquire);
   stats->key_slots = cells_;
-  stats->dram_bytes = sizeof(*this) + moves_.capacity() * sizeof(moves_[0]);
+  stats->dram_bytes = sizeof(*this) + moves_.capacity() * sizeof(moves_[0]) +
+                      run_.capacity() * sizeof(run_[0]);
   stats->engine_counters["cells"] = cells_;
   stats->engine_counters["resizes"] = resizes_;
   stats->engine_counters["shifted_cells"] = shifted_cells_;
   stats->engine_counters["undo_txs"] = undo_txs_;
+  stats->engine_counters["fewest_move_deletes"] = fewest_move_deletes_;
 }
 
 uint64_t LinearProbing::Count() const { return count_.load(std::memory_order_acquire); }
@@ -167,7 +171,7 @@ std::string LinearProbing::CellName(uint64_t cell) const {
 
 uint64_t LinearProbing::HashOf(SlotForm form, const KvWords& words) const {
   if (form == SlotForm::kRecord) return words.word1;
-  return HashKey(codec().Key(form, words));
+  return KeyHash(codec().Key(form, words));
 }
 
 LinearProbing::Probe LinearProbing::Find(std::string_view key, uint64_t hash) const {
@@ -325,10 +329,14 @@ Status LinearProbing::DoDelete(std::string_view key, uint64_t hash) {
     const Probe probe = Find(key, hash);
     if (!probe.found) return Status::NotFound();
     const Status s = DeleteAt(probe.cell);
-    // linear-log refuses, unchanged, a backward shift longer than one undo-log lane holds.
-    // Such runs come from a locally dense table (a 757-cell run at load 0.9 in a 4224-cell
-    // table, with 16 KiB lanes); a doubled table has short runs, so double it and delete
-    // there. Only with resizing off, or no room to double, is the delete refused.
+    // linear-log refuses, unchanged, a delete whose moves one undo-log lane cannot log,
+    // even with the fewest moves (DeleteAt). Such runs hold many keys of distinct homes,
+    // each displaced by the ones before (a locally dense table: a 757-cell run at load 0.9
+    // in a 4224-cell table, with 16 KiB lanes); doubling spreads their homes apart until
+    // they no longer displace each other, so double and delete there, as often as it
+    // takes. A run of keys of one home never gets here (one move), so this does not
+    // double for colliding keys. Only with resizing off, or no room to double, is the
+    // delete refused.
     if (!s.IsResourceExhausted() || !logged() || !resize_enabled()) return s;
     if (!Grow().ok()) return s;
   }
@@ -419,40 +427,89 @@ Status LinearProbing::UpdateAt(uint64_t cell, std::string_view key, std::string_
   return Status::OK();
 }
 
-Status LinearProbing::DeleteAt(uint64_t cell) {
-  pm::Persister& p = persister();
-  const SlotForm old_form = FormAt(cell);
-  const KvWords old_words = WordsAt(cell);
-
-  // Plan the backward shift: walk the run after the hole; a cell whose home is not in
-  // the cyclic range (hole, j] may move back into the hole, which then moves to j.
-  moves_.clear();
-  uint64_t hole = cell;
-  pm::ReadRun read(p);  // the run's lines after the hole
+uint64_t LinearProbing::PlanShift(uint64_t cell, ShiftPlan plan) {
+  // The run after the hole, to its first empty cell, with each key's home.
+  run_.clear();
+  pm::ReadRun read(persister());  // the run's lines after the hole
   for (uint64_t j = Next(cell); j != cell; j = Next(j)) {
     read.Add(LineOf(j), sizeof(LinearLine));
     const SlotForm form = FormAt(j);
     if (form == SlotForm::kEmpty) break;
-    const uint64_t home = Reduce(HashOf(form, WordsAt(j)), cells_);
-    if (!InCyclicRange(home, hole, j)) {
-      moves_.emplace_back(j, hole);
-      hole = j;
-    }
+    run_.emplace_back(j, Reduce(HashOf(form, WordsAt(j)), cells_));
   }
   read.Flush();
+  // A key of the run whose home is not in the cyclic range (hole, j] may move back into
+  // the hole, which then moves to j. The backward shift takes the first such key each
+  // time; kFewestMoves takes the last one, which leaves every key before it where it is
+  // (none of them needs the cell it leaves), so the keys of one home move once, not each.
+  moves_.clear();
+  uint64_t hole = cell;
+  for (size_t i = 0; i < run_.size(); ++i) {
+    size_t take = i;
+    if (plan == ShiftPlan::kFewestMoves) {
+      take = run_.size();
+      for (size_t j = run_.size(); j > i; --j) {
+        if (!InCyclicRange(run_[j - 1].second, hole, run_[j - 1].first)) {
+          take = j - 1;
+          break;
+        }
+      }
+      if (take == run_.size()) break;
+    } else if (InCyclicRange(run_[i].second, hole, run_[i].first)) {
+      continue;
+    }
+    moves_.emplace_back(run_[take].first, hole);
+    hole = run_[take].first;
+    i = take;
+  }
+  return hole;
+}
+
+Status LinearProbing::SaveShift(pm::UndoLog::Tx& tx, uint64_t cell, uint64_t hole,
+                                ShiftPlan plan) {
+  if (plan == ShiftPlan::kBackwardShift) return SaveCells(tx, cell, hole);
+  // The changed lines alone: the hole's, and each moved key's (the next hole).
+  const LinearLine* saved = LineOf(cell);
+  PMHASH_RETURN_IF_ERROR(tx.Save(LineOf(cell), sizeof(LinearLine)));
+  for (const auto& [from, to] : moves_) {
+    if (LineOf(from) == saved) continue;  // moves go forward: a line's cells are adjacent
+    saved = LineOf(from);
+    PMHASH_RETURN_IF_ERROR(tx.Save(LineOf(from), sizeof(LinearLine)));
+  }
+  return Status::OK();
+}
+
+Status LinearProbing::DeleteAt(uint64_t cell) {
+  pm::Persister& p = persister();
+  const SlotForm old_form = FormAt(cell);
+  const KvWords old_words = WordsAt(cell);
+  ShiftPlan plan = ShiftPlan::kBackwardShift;
+  uint64_t hole = PlanShift(cell, plan);
   std::unique_ptr<pm::UndoLog::Tx> tx;
   if (logged()) {
     tx = undo_log().Begin();
-    if (Status s = SaveCells(*tx, cell, hole); !s.ok()) {
+    Status s = SaveShift(*tx, cell, hole, plan);
+    if (s.IsResourceExhausted()) {
+      // Not in the paper: the backward shift is longer than one undo-log lane holds (the
+      // run holds many keys of few homes: a locally dense table, or colliding keys). Move
+      // the fewest keys instead, logging only the lines they change.
+      tx.reset();  // rolls back nothing: nothing changed yet
+      tx = undo_log().Begin();
+      plan = ShiftPlan::kFewestMoves;
+      hole = PlanShift(cell, plan);
+      s = SaveShift(*tx, cell, hole, plan);
+    }
+    if (!s.ok()) {
       tx.reset();
       if (s.IsResourceExhausted()) {
         return Status::ResourceExhausted(
-            Prefix() + "deleting needs a backward shift over cells " + std::to_string(cell) +
-            ".." + std::to_string(hole) + ", more than one undo-log lane holds: " + std::string(s.message()));
+            Prefix() + "deleting moves " + std::to_string(moves_.size()) +
+            " keys at least, more than one undo-log lane can log: " + std::string(s.message()));
       }
       return s;
     }
     ++undo_txs_;
+    if (plan == ShiftPlan::kFewestMoves) ++fewest_move_deletes_;
   }
   // linear: persist after every move (a plain persistent table). linear-log: flush each
   // changed line once (moves go forward, so equal lines are adjacent), one fence.
@@ -523,6 +580,31 @@ Status LinearProbing::ForEach(const Visitor& fn) const {
   return Status::OK();
 }
 
+Status LinearProbing::DoScan(ScanPage* page) const {
+  std::shared_lock lock(mu_);  // the whole page: no shift, no resize meanwhile
+  // A home is a cell. A key of home h sits in the run of occupied cells from h on
+  // (invariant 1), so the keys of homes [first, last) all lie before the first empty cell
+  // at or after last - 1, counting cyclically from first (a run may wrap past the end).
+  const auto collect = [&](uint64_t first, uint64_t last, std::vector<ScanEntry>* out) {
+    const uint64_t span = last - 1 - first;
+    uint64_t c = first;
+    for (uint64_t d = 0; d < cells_; ++d, c = Next(c)) {
+      const SlotForm form = FormAt(c);
+      if (form == SlotForm::kEmpty) {
+        if (d >= span) break;
+        continue;
+      }
+      const KvWords words = WordsAt(c);
+      const uint64_t hash = HashOf(form, words);
+      const uint64_t home = Reduce(hash, cells_);
+      if (home < first || home >= last) continue;  // displaced from elsewhere: not copied
+      AddScanEntry(out, hash, codec().Key(form, words), codec().Value(form, words));
+    }
+  };
+  page->CollectHomes(cells_, kScanRunCells, collect);
+  return Status::OK();
+}
+
 Status LinearProbing::CheckInvariants() const {
   std::shared_lock lock(mu_);
   // The metadata as Recover validated it (a damaged pool may be checked right after open).
@@ -551,7 +633,7 @@ Status LinearProbing::CheckInvariants() const {
       return Status::Corruption(Prefix() + "a key is stored twice (again in " + CellName(c) +
                                 ")");
     }
-    if (form == SlotForm::kRecord && words.word1 != HashKey(key)) {
+    if (form == SlotForm::kRecord && words.word1 != KeyHash(key)) {
       return Status::Corruption(Prefix() + CellName(c) + " has a wrong key hash");
     }
     // Invariant 1; at most cells_ steps, whatever the cells hold.

@@ -76,6 +76,17 @@
 // anywhere in the table makes it retry), and takes the lock shared only after a few
 // failed tries or for a record, whose bytes it reads under the lock. ForEach and Stats
 // take it shared. Count() reads an atomic.
+//
+// ---- Scan (Index::Scan; the cursor: engines/scan.h) ------------------------------------
+//
+// A home is a cell. A page holds the lock shared for its whole length and reads each run
+// of its homes from the run's first home to the first empty cell at or after its last
+// home (wrapping past the table's end), keeping the keys whose home is one of the run's:
+// by invariant 1 those are all of them, however far they are displaced. Between pages a
+// backward shift moves keys towards their home, never past it, and a resize rehomes them
+// in hash order, so every key present for the whole scan is passed at least once; twice
+// only when its hash lies within 2^16 below a page boundary. Keys inserted or deleted
+// during the scan may or may not be passed.
 #pragma once
 
 #include <atomic>
@@ -187,6 +198,15 @@ class LinearProbing : public Engine {
   Status InsertNew(std::string_view key, std::string_view value, uint64_t hash, Probe probe);
   Status UpdateAt(uint64_t cell, std::string_view key, std::string_view value, uint64_t hash);
   Status DeleteAt(uint64_t cell);
+  // How a delete refills its hole: kBackwardShift, the classic (the paper's baseline), and
+  // linear-log's fallback when that is too long to log, kFewestMoves.
+  enum class ShiftPlan : uint8_t { kBackwardShift, kFewestMoves };
+  // Plans the moves of deleting `cell` into moves_ (from, to), in order; returns the last
+  // hole, which the delete empties.
+  uint64_t PlanShift(uint64_t cell, ShiftPlan plan);
+  // Saves what the planned moves change: the lines from `cell` to `hole` (one range, two
+  // when the run wraps) for a backward shift, the changed lines alone for kFewestMoves.
+  Status SaveShift(pm::UndoLog::Tx& tx, uint64_t cell, uint64_t hole, ShiftPlan plan);
   // Doubles the table (crash consistent in both engines).
   Status Grow();
   // Allocates and zeroes a table of num_lines lines (persisted), *offset its pool offset.
@@ -215,7 +235,9 @@ class LinearProbing : public Engine {
   uint64_t resizes_ = 0;
   uint64_t shifted_cells_ = 0;
   uint64_t undo_txs_ = 0;
+  uint64_t fewest_move_deletes_ = 0;  // linear-log deletes that took kFewestMoves
   std::vector<std::pair<uint64_t, uint64_t>> moves_;  // Delete's plan, reused
+  std::vector<std::pair<uint64_t, uint64_t>> run_;    // the run after a hole: cell, home
 };
 
 }  // namespace pmhash::engines

@@ -60,6 +60,28 @@ TEST_P(LinearCrashTest, LoggedDeleteWithWrappedShiftIsAllOrNothing) {
   ExpectAllOrNothing(r, 4);
 }
 
+// A delete in a run of 800 keys of one home, whose backward shift (799 moves, 267 lines)
+// is too long for a lane of the 4 MiB pool: linear-log moves the fewest keys instead (one)
+// under its undo log, still all-or-nothing.
+TEST_P(LinearCrashTest, LoggedFewestMovesDeleteIsAllOrNothing) {
+  Options o = SmallTable("linear-log");
+  o.persist = GetParam();
+  o.engine_options["cells"] = "1500";
+  std::vector<std::string> keys;
+  OpCrashOutcome r = CrashDuringOp(
+      o,
+      [&](Index* index, Model* m) {
+        keys = KeysWithHome(0, 1500, 800, 1);
+        for (size_t i = 0; i < keys.size(); ++i) {
+          const std::string v = i % 2 == 0 ? Key8(i) : "record value " + std::to_string(i);
+          EXPECT_TRUE(index->Insert(keys[i], v).ok());
+          (*m)[keys[i]] = v;
+        }
+      },
+      [&](Index* index) { return index->Delete(keys[0]); }, nullptr, kStoreRate);
+  ExpectAllOrNothing(r, 4);
+}
+
 // Inserts (inline and record), the updates `engine` makes failure-atomic and a growth,
 // each crashed into at every fence and store: all-or-nothing.
 void InsertUpdateAndGrowAreAllOrNothing(const std::string& engine, PersistMode mode,
@@ -144,13 +166,11 @@ TEST_P(LinearCrashTest, LoggedDeleteThatDoublesTheTableFirstIsAllOrNothing) {
   OpCrashOutcome r = CrashDuringOp(
       o,
       [&](Index* x, Model* m) {
-        // Two keys for each home 0..449: the first one's delete shifts all the others.
-        for (uint64_t h = 0; h < 450; ++h) {
-          for (const std::string& k : KeysWithHome(h, 1500, 2, h * 100000 + 1)) {
-            EXPECT_TRUE(x->Insert(k, k).ok());
-            (*m)[k] = k;
-            if (victim.empty()) victim = k;
-          }
+        // The first key's delete moves all the others, too many lines for a lane.
+        for (const std::string& k : KeysDisplacedByOne(1500, 900)) {
+          EXPECT_TRUE(x->Insert(k, k).ok());
+          (*m)[k] = k;
+          if (victim.empty()) victim = k;
         }
       },
       [&](Index* x) { return x->Delete(victim); }, nullptr, /*store_rate=*/0.001);

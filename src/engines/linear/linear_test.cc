@@ -177,17 +177,19 @@ TEST_P(LinearTest, DeleteShiftsBackAcrossTheTableEnd) {
   EXPECT_GT(index_->Stats().engine_counters.at("shifted_cells"), 0u);
 }
 
-// A backward shift longer than one undo-log lane: linear-log refuses the delete and
-// leaves the table unchanged; linear (no log) just does it.
-TEST_P(LinearTest, ShiftLongerThanALaneLeavesTheTableUnchanged) {
+// KeysDisplacedByOne(1500, 900) in a 1500-cell table: deleting the key in cell 0 must
+// move all 899 others, whichever key fills each hole, so linear-log must log all their
+// lines: 300 lines, beyond one lane of the smallest pool (16 KiB).
+
+// A delete that moves more keys than one undo-log lane can log: linear-log refuses it with
+// resizing off and leaves the table unchanged; linear (no log) just does it.
+TEST_P(LinearTest, MovesLongerThanALaneLeaveTheTableUnchanged) {
   Options o = BaseOptions();
   o.pool_size = 4ull << 20;  // the smallest pool has the smallest lanes (16 KiB)
   o.engine_options = {{"resize", "off"}};
   o.engine_options["cells"] = "1500";
   OpenWith(o);
-  // 900 keys with home 0 fill cells 0..899; deleting the first moves the other 899,
-  // which spans 300 lines (19200 bytes) of old data to save.
-  const std::vector<std::string> keys = KeysWithHome(0, 1500, 900, 1);
+  const std::vector<std::string> keys = KeysDisplacedByOne(1500, 900);
   for (const std::string& k : keys) ASSERT_TRUE(index_->Insert(k, k).ok());
   Status s = index_->Delete(keys[0]);
   std::unordered_map<std::string, std::string> model;
@@ -211,18 +213,13 @@ TEST_P(LinearTest, ShiftLongerThanALaneLeavesTheTableUnchanged) {
 // Regression: linear-log refused (ResourceExhausted) a delete whose backward shift was
 // longer than one undo-log lane holds, at the default max_load (found by the kill soak:
 // a 757-cell run in a 4224-cell table). With resizing on, the delete doubles the table
-// until the shift fits, and succeeds.
+// until its moves fit, and succeeds.
 TEST_P(LinearTest, LongShiftDeleteGrowsTheTableInsteadOfFailing) {
   Options o = BaseOptions();
   o.pool_size = 4ull << 20;  // the smallest lanes (16 KiB, about 750 cells)
   o.engine_options["cells"] = "1500";
   OpenWith(o);
-  // Two keys for each home 0..449, inserted home by home: cell j holds a key of home
-  // j / 2, so deleting the key in cell 0 moves every one of the 899 after it.
-  std::vector<std::string> keys;
-  for (uint64_t h = 0; h < 450; ++h) {
-    for (const std::string& k : KeysWithHome(h, 1500, 2, h * 100000 + 1)) keys.push_back(k);
-  }
+  const std::vector<std::string> keys = KeysDisplacedByOne(1500, 900);
   std::unordered_map<std::string, std::string> model;
   for (const std::string& k : keys) {
     ASSERT_TRUE(index_->Insert(k, k).ok());
@@ -236,6 +233,37 @@ TEST_P(LinearTest, LongShiftDeleteGrowsTheTableInsteadOfFailing) {
     EXPECT_GT(Counter(index_.get(), "resizes"), resizes) << "the table should have doubled";
   } else {
     EXPECT_EQ(Counter(index_.get(), "resizes"), resizes) << "linear logs nothing: no need";
+  }
+  ExpectInvariants();
+  ExpectEquals(model);
+}
+
+// Regression (the degenerate-hash conformance run): a delete in a long run of keys of one
+// home (colliding or crafted keys) made linear-log double its table until the pool was
+// full, since no table size shortens such a run, and then refuse the delete. Now the
+// backward shift, too long to log, gives way to the fewest moves: the last key of the
+// run fills the hole, one move, no doubling.
+TEST_P(LinearTest, DeleteInARunOfOneHomeMovesOneKeyAndNeverDoubles) {
+  Options o = BaseOptions();
+  o.pool_size = 4ull << 20;
+  o.engine_options["cells"] = "1500";
+  OpenWith(o);
+  const std::vector<std::string> keys = KeysWithHome(0, 1500, 900, 1);  // cells 0..899
+  std::unordered_map<std::string, std::string> model;
+  for (const std::string& k : keys) {
+    ASSERT_TRUE(index_->Insert(k, k).ok());
+    model[k] = k;
+  }
+  const uint64_t resizes = Counter(index_.get(), "resizes");
+  const uint64_t shifted = Counter(index_.get(), "shifted_cells");
+  ASSERT_TRUE(index_->Delete(keys[0]).ok());
+  model.erase(keys[0]);
+  EXPECT_EQ(Counter(index_.get(), "resizes"), resizes);
+  if (GetParam() == "linear-log") {
+    EXPECT_EQ(Counter(index_.get(), "fewest_move_deletes"), 1u);
+    EXPECT_EQ(Counter(index_.get(), "shifted_cells"), shifted + 1);
+  } else {
+    EXPECT_EQ(Counter(index_.get(), "shifted_cells"), shifted + 899);  // the paper's shift
   }
   ExpectInvariants();
   ExpectEquals(model);

@@ -222,7 +222,7 @@ Status SmartHt::EnumerateBlocks(const pm::Allocator::LiveBlockVisitor& visit) co
 
 uint64_t SmartHt::HashOf(SlotForm form, const KvWords& words) const {
   if (form == SlotForm::kRecord) return words.word1;  // the record form keeps the hash
-  return HashKey(std::string_view(reinterpret_cast<const char*>(&words.word0), 8));
+  return KeyHash(std::string_view(reinterpret_cast<const char*>(&words.word0), 8));
 }
 
 Status SmartHt::RecoverScan(uint64_t* count, uint64_t* chain_buckets) {
@@ -742,18 +742,29 @@ Status SmartHt::ForEach(const Visitor& fn) const {
       stripes_, head_count_.load(std::memory_order_acquire), kSmartHtLockArea,
       [&](uint64_t first, uint64_t last, Entries* batch) {
         for (uint64_t i = first; i < last; ++i) {
-          Walk(i, [&](const SmartBucket* b) {
-            for (int k = 0; k < kSmartHtSlots; ++k) {
-              const SlotForm f = FormOf(b, k);
-              if (f == SlotForm::kEmpty) continue;
-              if (f == SlotForm::kRecord && !codec().Plausible(f, b->slot[k])) continue;
-              batch->emplace_back(codec().Key(f, b->slot[k]), codec().Value(f, b->slot[k]));
-            }
-            return true;
+          VisitSlots(i, [&](SlotForm f, const KvWords& w) {
+            batch->emplace_back(codec().Key(f, w), codec().Value(f, w));
           });
         }
       },
       fn);
+}
+
+Status SmartHt::DoScan(ScanPage* page) const {
+  const IterationScope iterating(this, grow_mu_);  // no growth during the page
+  // A home is a head bucket and its chain; a run is one lock area, read under its stripe.
+  const auto collect = [&](uint64_t first, uint64_t last, std::vector<ScanEntry>* out) {
+    Stripe& s = stripes_.Of(first);
+    s.mu.lock_shared();
+    HeldLock guard(s.mu, LockMode::kShared);
+    for (uint64_t i = first; i < last; ++i) {
+      VisitSlots(i, [&](SlotForm f, const KvWords& w) {
+        AddScanEntry(out, HashOf(f, w), codec().Key(f, w), codec().Value(f, w));
+      });
+    }
+  };
+  page->CollectHomes(head_count_.load(std::memory_order_acquire), kSmartHtLockArea, collect);
+  return Status::OK();
 }
 
 // ---- Growth of the head table -------------------------------------------------------
@@ -1039,7 +1050,7 @@ Status SmartHt::CheckInvariants() const {
                                     " is malformed");
         }
         const std::string key(codec().Key(form, b->slot[k]));
-        const uint64_t hash = HashKey(key);
+        const uint64_t hash = KeyHash(key);
         if (form == SlotForm::kRecord && b->slot[k].word1 != hash) {
           return Status::Corruption("smartht: " + slot + " has a wrong hash word");
         }

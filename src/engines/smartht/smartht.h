@@ -42,7 +42,7 @@
 //
 // ---- Invariants (when no mutation is in flight) ---------------------------------------
 //
-//  1. A key k lives in the chain of head bucket Reduce(HashKey(k), N), at most once.
+//  1. A key k lives in the chain of head bucket Reduce(KeyHash(k), N), at most once.
 //  2. A slot's token is its commit point: the words of a slot whose token is 0 mean
 //     nothing (lazy deletion leaves them as they were). A record slot owns its record.
 //  3. Every key in the PDL is in the live DRAM filter (the filter may hold more: deleted
@@ -97,6 +97,16 @@
 // lock. While it runs, inserters add each key to both the live and the new filter (under
 // their exclusive lock), so a key inserted during the scan is in the new filter whether
 // the scan saw it or not. Then the new filter is published and the old one retired.
+//
+// ---- Scan (Index::Scan; the cursor: engines/scan.h) ------------------------------------
+//
+// A home is a head bucket and its chain. A page holds grow_mu_ shared (no growth during
+// it; a growth that finds it taken is skipped, as during ForEach) and reads one lock area
+// of 256 head buckets at a time under its stripe shared. A key stays in its head bucket's
+// chain until a growth, so every key present for the whole scan is passed at least once;
+// twice only when its hash lies within 2^16 below a page boundary. Keys inserted or
+// deleted during the scan may or may not be passed; a record that fails its check is left
+// out, as ForEach leaves it out.
 #pragma once
 
 #include <algorithm>
@@ -271,6 +281,21 @@ class SmartHt : public Engine {
     for (uint64_t depth = 0; b != nullptr && depth < chain_limit_; ++depth, b = NextOf(b)) {
       if (!fn(b)) return;
     }
+  }
+  // Calls fn(form, words) for each committed slot of head bucket i's chain whose record,
+  // if any, passes its check (a damaged one is left out): ForEach and Scan, the caller
+  // holding i's stripe.
+  template <typename Fn>
+  void VisitSlots(uint64_t i, Fn&& fn) const {
+    Walk(i, [&](const SmartBucket* b) {
+      for (int k = 0; k < kSmartHtSlots; ++k) {
+        const SlotForm f = FormOf(b, k);
+        if (f == SlotForm::kEmpty) continue;
+        if (f == SlotForm::kRecord && !codec().Plausible(f, b->slot[k])) continue;
+        fn(f, b->slot[k]);
+      }
+      return true;
+    });
   }
   // A token as readers see it: a value no writer stores (damage) counts as empty.
   static SlotForm FormOf(const SmartBucket* b, int s) {

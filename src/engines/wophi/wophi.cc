@@ -43,6 +43,9 @@ constexpr RootLayout kRootLayout{kWophiRootMagic, kWophiVersion, sizeof(EngineRo
 constexpr size_t kTableCheckedBytes = offsetof(WophiTableHeader, check);
 constexpr size_t kPabCheckedBytes = offsetof(WophiPabHeader, check);
 
+// Main buckets a Scan page reads per run.
+constexpr uint64_t kScanRunBuckets = 64;
+
 bool KnownForm(uint8_t t) {
   return t == static_cast<uint8_t>(SlotForm::kInline) ||
          t == static_cast<uint8_t>(SlotForm::kRecord);
@@ -385,7 +388,7 @@ Status Wophi::EnumerateBlocks(const pm::Allocator::LiveBlockVisitor& visit) cons
 
 uint64_t Wophi::HashOf(SlotForm form, const KvWords& words) const {
   if (form == SlotForm::kRecord) return words.word1;
-  return HashKey(std::string_view(reinterpret_cast<const char*>(&words.word0), 8));
+  return KeyHash(std::string_view(reinterpret_cast<const char*>(&words.word0), 8));
 }
 
 Status Wophi::Recover(bool clean) {
@@ -746,17 +749,29 @@ Status Wophi::ForEach(const Visitor& fn) const {
   return VisitAreas(
       stripes_, view_.buckets, 1,
       [&](uint64_t k, uint64_t, Entries* batch) {
-        uint64_t depth = 0;
-        for (const WophiBucket* b = &view_.mb[k]; b != nullptr && depth < max_chain_;
-             b = NextBucket(b), ++depth) {
-          for (size_t i = 0; i < kWophiAssoc; ++i) {
-            const auto f = static_cast<SlotForm>(b->token[i]);
-            if (f == SlotForm::kEmpty) continue;
-            batch->emplace_back(codec().Key(f, b->slot[i]), codec().Value(f, b->slot[i]));
-          }
-        }
+        VisitChain(k, [&](SlotForm f, const KvWords& w) {
+          batch->emplace_back(codec().Key(f, w), codec().Value(f, w));
+        });
       },
       fn);
+}
+
+Status Wophi::DoScan(ScanPage* page) const {
+  const IterationScope iterating(this, resize_mu_);  // no resize during the page
+  // A home is a main bucket and its chain, read under its stripe (consecutive main
+  // buckets lie in different stripes).
+  const auto collect = [&](uint64_t first, uint64_t last, std::vector<ScanEntry>* out) {
+    for (uint64_t k = first; k < last; ++k) {
+      Stripe& s = stripes_.Of(k);
+      s.mu.lock_shared();
+      HeldLock guard(s.mu, LockMode::kShared);
+      VisitChain(k, [&](SlotForm f, const KvWords& w) {
+        AddScanEntry(out, HashOf(f, w), codec().Key(f, w), codec().Value(f, w));
+      });
+    }
+  };
+  page->CollectHomes(view_.buckets, kScanRunBuckets, collect);
+  return Status::OK();
 }
 
 // ---- Resize -------------------------------------------------------------------------
@@ -927,7 +942,7 @@ Status Wophi::CheckInvariants() const {
           return Status::Corruption("wophi: " + at + " is malformed");
         }
         const std::string key(codec().Key(form, w));
-        const uint64_t hash = HashKey(key);
+        const uint64_t hash = KeyHash(key);
         if (form == SlotForm::kRecord && w.word1 != hash) {
           return Status::Corruption("wophi: " + at + " has a wrong hash word");
         }

@@ -57,7 +57,7 @@
 //
 // ---- Invariants (when no mutation is in flight) ---------------------------------------
 //
-//  1. A key with home bucket k = Reduce(HashKey(key), N) is in the chain of mb[k]
+//  1. A key with home bucket k = Reduce(KeyHash(key), N) is in the chain of mb[k]
 //     (mb[k] and the PAB buckets linked from it), nowhere else, and at most once.
 //  2. The token is a slot's commit point: the words of a slot whose token is 0 mean
 //     nothing. A record slot owns its record; no other reachable slot points to it.
@@ -114,6 +114,14 @@
 // holding a stripe may take refill_mu_ when the PAB is empty, never the reverse). ForEach
 // holds resize_mu_ shared and each stripe briefly; it calls fn with no stripe held.
 // Count() sums 64 sharded counters.
+//
+// ---- Scan (Index::Scan; the cursor: engines/scan.h) ------------------------------------
+//
+// A home is a main bucket and its chain. A page holds resize_mu_ shared (no resize during
+// it) and reads each chain under its stripe shared. A key stays in its home's chain until
+// a resize, which waits for the page, so every key present for the whole scan is passed
+// at least once; twice only when its hash lies within 2^16 below a page boundary. Keys
+// inserted or deleted during the scan may or may not be passed.
 #pragma once
 
 #include <atomic>
@@ -319,6 +327,19 @@ class Wophi : public Engine {
   WophiBucket* NextBucket(const WophiBucket* b) const;
   // "bucket at pool offset X", for error messages.
   std::string Where(const void* p) const;
+  // Calls fn(form, words) for each committed slot of main bucket k's chain (a bounded
+  // walk of the live table; the caller holds k's stripe): ForEach and Scan.
+  template <typename Fn>
+  void VisitChain(uint64_t k, Fn&& fn) const {
+    uint64_t depth = 0;
+    for (const WophiBucket* b = &view_.mb[k]; b != nullptr && depth < max_chain_;
+         b = NextBucket(b), ++depth) {
+      for (size_t i = 0; i < kWophiAssoc; ++i) {
+        const auto f = static_cast<SlotForm>(b->token[i]);
+        if (f != SlotForm::kEmpty) fn(f, b->slot[i]);
+      }
+    }
+  }
   // The index of the PAB bucket at `offset` among all buckets of `blocks` (sorted by
   // offset), or Corruption.
   Status PabIndex(const std::vector<PabBlock>& blocks, const std::vector<uint64_t>& first,

@@ -170,9 +170,9 @@ TEST(WophiTest, InsertsSucceedUntilThePoolIsFull) {
   ASSERT_TRUE(index->Delete(victim).ok());
   model.erase(victim);
   std::string extra;
-  const uint64_t home = Reduce(HashKey(victim), w->main_buckets());
+  const uint64_t home = Reduce(w->KeyHash(victim), w->main_buckets());
   for (uint64_t j = 1u << 30; extra.empty(); ++j) {
-    if (Reduce(HashKey(Key8(j)), w->main_buckets()) == home) extra = Key8(j);
+    if (Reduce(w->KeyHash(Key8(j)), w->main_buckets()) == home) extra = Key8(j);
   }
   ASSERT_TRUE(index->Insert(extra, Key8(7)).ok());
   model[extra] = Key8(7);
