@@ -316,18 +316,18 @@ static_assert(kShortHashBytes <= kMaxKeySize,
               "a key short enough for the fast path is within the limit: it needs no check");
 
 Status Engine::Insert(std::string_view key, std::string_view value) {
-  return Write(key, value, WriteMode::kInsert);
+  return WriteOne(key, value, WriteMode::kInsert);
 }
 
 Status Engine::Update(std::string_view key, std::string_view value) {
-  return Write(key, value, WriteMode::kUpdate);
+  return WriteOne(key, value, WriteMode::kUpdate);
 }
 
 Status Engine::Put(std::string_view key, std::string_view value) {
-  return Write(key, value, WriteMode::kPut);
+  return WriteOne(key, value, WriteMode::kPut);
 }
 
-Status Engine::Write(std::string_view key, std::string_view value, WriteMode mode) {
+Status Engine::WriteOne(std::string_view key, std::string_view value, WriteMode mode) {
   if (key.size() > kShortHashBytes || value.size() > kMaxValueSize || checked_ops_) [[unlikely]] {
     return WriteChecked(key, value, mode);
   }

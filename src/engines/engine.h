@@ -322,7 +322,7 @@ class Engine : public Index {
   EngineRoot* root_header() const { return root<EngineRoot>(); }
   uint64_t SaltOf(const void* word) const { return pool_->ToOffset(word); }
   // Insert, Update and Put: checks, hash, DoWrite (bracketed when counting).
-  Status Write(std::string_view key, std::string_view value, WriteMode mode);
+  Status WriteOne(std::string_view key, std::string_view value, WriteMode mode);
   // The operations' out-of-line paths: a key or value over the limits (refused), or an
   // operation bracketed for the counters or hashed by a test hash (checked_ops_).
   __attribute__((noinline)) Status WriteChecked(std::string_view key, std::string_view value,
