@@ -3,12 +3,14 @@
 #include <chrono>
 #include <memory>
 
+#include "bench/floor_engine.h"
 #include "bench/index_setup.h"
 #include "bench/keygen.h"
 #include "bench/latency.h"
 #include "bench/phase_stats.h"
 #include "bench/pool_files.h"
 #include "bench/threads.h"
+#include "bench/workers.h"
 #include "pm/persist.h"
 #include "pm/pool.h"
 
@@ -21,6 +23,7 @@ const char* FloorKindName(FloorKind kind) {
     case FloorKind::kLookup: return "lookup";
     case FloorKind::kPrefetch: return "prefetch";
     case FloorKind::kDependent: return "dependent";
+    case FloorKind::kApi: return "api";
   }
   return "?";
 }
@@ -115,56 +118,45 @@ __attribute__((noinline)) void DependentLoop(const char* table, Slice& s) {
   s.checksum += sum;
 }
 
-}  // namespace
-
-Status MeasureFloor(const BenchConfig& config, const BenchEnv& env, int threads,
-                    FloorResult* out) {
-  FloorResult r;
-  r.run = config.label;
-  r.threads = threads;
-  r.ops = config.measured_ops();
-  r.prefetch_distance = config.floor_prefetch;
-  const std::string label = "floor t" + std::to_string(threads);
-  if (env.progress) env.progress(label + " setup", 0, 1);
-
-  // The pool: the main index's size and kind.
+// The plain loops, on the floor's own pool (gone when this returns).
+Status MeasureLoops(const BenchConfig& config, const BenchEnv& env, int threads,
+                    const std::string& label, uint64_t size, FloorResult* r) {
   std::string path;
   PMHASH_RETURN_IF_ERROR(PoolPath(config, ".floor", &path));
   PoolGuard guard(path);
-  const uint64_t size = PoolSizeFor(config, 2 * config.records + 2 * config.measured_ops());
   const auto t0 = std::chrono::steady_clock::now();
   std::unique_ptr<pm::Pool> pool;
   PMHASH_RETURN_IF_ERROR(path.empty() ? pm::Pool::CreateDram("floor", size, &pool)
                                       : pm::Pool::Create(path, "floor", size, &pool));
-  r.create_ms = MsSince(t0);
-  r.mapping = pm::MappingName(pool->mapping());
-  r.pool_kind = PoolKind(config, r.mapping);
+  r->create_ms = MsSince(t0);
+  r->mapping = pm::MappingName(pool->mapping());
+  r->pool_kind = PoolKind(config, r->mapping);
   // The engines' persistence settings (latency, media model, counting) exactly: with
   // --counters off the engines run without the media model, and so must the loops they
   // are read against.
   const pm::PersistConfig pc = engines::PersistConfigOf(BaseOptions(config, "floor"));
-  r.counted = pc.count;
+  r->counted = pc.count;
   std::unique_ptr<pm::Persister> persister;
   PMHASH_RETURN_IF_ERROR(pm::Persister::Make(pc, &persister));
 
   char* table = pool->heap();
   const uint64_t buckets = pool->heap_size() / kBucket;
-  r.table_bytes = buckets * kBucket;
+  r->table_bytes = buckets * kBucket;
   if (buckets < static_cast<uint64_t>(threads)) {
     return Status::InvalidArgument("floor: the pool holds fewer buckets than threads");
   }
   const auto t1 = std::chrono::steady_clock::now();
   for (uint64_t b = 0; b < buckets; ++b) {
-    persister->Store(reinterpret_cast<uint64_t*>(table + b * kBucket), Mix64(b));
+    persister->Store(reinterpret_cast<uint64_t*>(table + b * kBucket), FloorWord(b));
   }
-  r.populate_ms = MsSince(t1);
+  r->populate_ms = MsSince(t1);
 
   std::vector<Slice> slices(threads);
   for (int t = 0; t < threads; ++t) {
     Slice& s = slices[t];
     s.first = buckets * t / threads;
     s.count = buckets * (t + 1) / threads - s.first;
-    const uint64_t n = r.ops / threads + (static_cast<uint64_t>(t) < r.ops % threads ? 1 : 0);
+    const uint64_t n = r->ops / threads + (static_cast<uint64_t>(t) < r->ops % threads ? 1 : 0);
     Rng rng(Mix64(config.seed ^ 0x466c6f6f72ull) + t);  // "Floor"
     s.buckets.resize(n);
     for (uint64_t& b : s.buckets) b = s.first + rng.Below(s.count);
@@ -173,6 +165,7 @@ Status MeasureFloor(const BenchConfig& config, const BenchEnv& env, int threads,
 
   const std::vector<int> cpus = PinCpus(config.pin, threads);
   for (const FloorKind kind : kAllFloorKinds) {
+    if (kind == FloorKind::kApi) continue;  // MeasureApi
     const std::string what = label + " " + FloorKindName(kind);
     if (env.progress) env.progress(what, 0, 1);
     const PersistCounters before = persister->Totals();
@@ -186,16 +179,87 @@ Status MeasureFloor(const BenchConfig& config, const BenchEnv& env, int threads,
             case FloorKind::kLookup: LookupLoop(table, s); break;
             case FloorKind::kPrefetch: PrefetchLoop(table, s, config.floor_prefetch); break;
             case FloorKind::kDependent: DependentLoop(table, s); break;
+            case FloorKind::kApi: break;
           }
         },
         nullptr);
-    r.seconds[static_cast<size_t>(kind)] = run.seconds;
-    r.persist[static_cast<size_t>(kind)] = Minus(persister->Totals(), before);
+    r->seconds[static_cast<size_t>(kind)] = run.seconds;
+    r->persist[static_cast<size_t>(kind)] = Minus(persister->Totals(), before);
     if (!run.pin_error.empty() && env.warn) env.warn("--pin: " + run.pin_error);
-    r.pinned_cpus = run.pinned;
+    r->pinned_cpus = run.pinned;
     if (env.progress) env.progress(what, 1, 1);
   }
-  for (const Slice& s : slices) r.checksum += s.checksum;
+  for (const Slice& s : slices) r->checksum += s.checksum;
+  return Status::OK();
+}
+
+// The lookups through the API: the floor-api engine on a pool of the same kind and size,
+// driven by the benchmark's loop as a search phase is.
+Status MeasureApi(const BenchConfig& config, const BenchEnv& env, int threads,
+                  const std::string& label, uint64_t size, FloorResult* r) {
+  const std::string what = label + " " + FloorKindName(FloorKind::kApi);
+  if (env.progress) env.progress(what + " setup", 0, 1);
+  std::string path;
+  PMHASH_RETURN_IF_ERROR(PoolPath(config, ".floor-api", &path));
+  PoolGuard guard(path);
+  Options options = BaseOptions(config, kFloorEngineName);
+  options.engine_options.clear();  // --opt names the engines' options, not this one's
+  std::unique_ptr<pm::Pool> pool;
+  PMHASH_RETURN_IF_ERROR(
+      path.empty() ? pm::Pool::CreateDram(kFloorEngineName, size, &pool, options.hash_seed)
+                   : pm::Pool::Create(path, kFloorEngineName, size, &pool, options.hash_seed));
+  std::unique_ptr<engines::Engine> engine;
+  PMHASH_RETURN_IF_ERROR(
+      engines::OpenEngine(MakeFloorEngine(), std::move(pool), true, options, nullptr, &engine));
+  std::vector<ThreadPlan> plans = FloorApiPlans(config, threads);
+  const ValuePool values(sizeof(uint64_t), config.seed);
+  if (env.progress) env.progress(what + " setup", 1, 1);
+  const PersistCounters before = engine->Stats().persist;
+  const Measured m = RunWorkers(engine.get(), values, config, plans, false, env, what);
+  if (m.errors != 0) {
+    return Status::Corruption("floor: a lookup through the API failed: " + m.first_error);
+  }
+  engine->persister().DrainMedia();  // every thread's batch of noted reads counted
+  const size_t k = static_cast<size_t>(FloorKind::kApi);
+  r->seconds[k] = m.seconds;
+  r->persist[k] = Minus(engine->Stats().persist, before);
+  r->api_checksum = m.checksum;
+  r->checksum += m.checksum;
+  return engine->Close();
+}
+
+}  // namespace
+
+std::vector<ThreadPlan> FloorApiPlans(const BenchConfig& config, int threads) {
+  const KeySpace keys(config.key_size, DistSpec{});  // uniform
+  const uint64_t ops = config.measured_ops();
+  std::vector<ThreadPlan> plans(threads);
+  for (int t = 0; t < threads; ++t) {
+    ThreadPlan& p = plans[t];
+    p.n = ops / threads + (static_cast<uint64_t>(t) < ops % threads ? 1 : 0);
+    p.kind = OpKind::kSearch;
+    p.keys.resize(p.n * config.key_size);
+    Rng rng(Mix64(config.seed ^ 0x4150494b657973ull) + t);  // "APIKeys"
+    for (uint64_t i = 0; i < p.n; ++i) {
+      keys.Write(rng.Next() & ~kNegativeBit, p.keys.data() + i * config.key_size);
+    }
+  }
+  return plans;
+}
+
+Status MeasureFloor(const BenchConfig& config, const BenchEnv& env, int threads,
+                    FloorResult* out) {
+  FloorResult r;
+  r.run = config.label;
+  r.threads = threads;
+  r.ops = config.measured_ops();
+  r.prefetch_distance = config.floor_prefetch;
+  const std::string label = "floor t" + std::to_string(threads);
+  if (env.progress) env.progress(label + " setup", 0, 1);
+  // The pools: the main index's size and kind, one at a time.
+  const uint64_t size = PoolSizeFor(config, 2 * config.records + 2 * config.measured_ops());
+  PMHASH_RETURN_IF_ERROR(MeasureLoops(config, env, threads, label, size, &r));
+  PMHASH_RETURN_IF_ERROR(MeasureApi(config, env, threads, label, size, &r));
   *out = std::move(r);
   return Status::OK();
 }

@@ -18,6 +18,12 @@
 //              pipelined MultiGet could reach)
 //   dependent  each bucket chosen from the word read in the previous one (one miss at a
 //              time, as a chain of pointers)
+//   api        lookups through the API: Index::Get of random keys on the `floor-api` test
+//              engine (floor_engine.h), whose DoGet reads one random line of a table as
+//              large as the pool (a second pool of the same kind and size, created after
+//              the first is gone), run by the benchmark's own loop (workers.h) as a
+//              search phase is: what the loop, the kit and the engine's call add to the
+//              lookup loop, before any engine's probe
 #pragma once
 
 #include <array>
@@ -28,17 +34,18 @@
 
 #include "bench/config.h"
 #include "bench/runner.h"
+#include "bench/workers.h"
 #include "pmhash/index.h"
 #include "pmhash/status.h"
 
 namespace pmhash::bench {
 
-enum class FloorKind { kInsert, kDelete, kLookup, kPrefetch, kDependent };
-inline constexpr size_t kFloorKinds = 5;
+enum class FloorKind { kInsert, kDelete, kLookup, kPrefetch, kDependent, kApi };
+inline constexpr size_t kFloorKinds = 6;
 inline constexpr FloorKind kAllFloorKinds[kFloorKinds] = {
-    FloorKind::kInsert, FloorKind::kDelete, FloorKind::kLookup, FloorKind::kPrefetch,
-    FloorKind::kDependent};
-// "insert", "delete", "lookup", "prefetch", "dependent".
+    FloorKind::kInsert,   FloorKind::kDelete,    FloorKind::kLookup,
+    FloorKind::kPrefetch, FloorKind::kDependent, FloorKind::kApi};
+// "insert", "delete", "lookup", "prefetch", "dependent", "api".
 const char* FloorKindName(FloorKind kind);
 
 struct FloorResult {
@@ -56,14 +63,20 @@ struct FloorResult {
   bool counted = false;  // --counters on: `persist` was measured (else all zero, unknown)
   std::vector<int> pinned_cpus;
   uint64_t checksum = 0;      // of the words read (no loop can be optimised away)
+  uint64_t api_checksum = 0;  // of the values the api row's Gets returned (its part of it)
 
   double mops(FloorKind kind) const;
 };
 
-// Measures the floor for `threads` threads. Errors: the pool cannot be created, or the
-// Persister refuses the configuration (a flush instruction the CPU lacks).
+// Measures the floor for `threads` threads. Errors: the pool cannot be created, the
+// Persister refuses the configuration (a flush instruction the CPU lacks), or a lookup
+// through the API did not return its line's word (Corruption: a broken path).
 Status MeasureFloor(const BenchConfig& config, const BenchEnv& env, int threads,
                     FloorResult* out);
+
+// The api row's operations (the same count as each loop's, split over the threads):
+// searches of random keys of the run's key size, seeded from --seed.
+std::vector<ThreadPlan> FloorApiPlans(const BenchConfig& config, int threads);
 
 // The floor a row is read against: insert for load, prefill and fill; delete for delete;
 // lookup for search and negative; prefetch for their batched rows (--batch); none for

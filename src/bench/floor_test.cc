@@ -2,13 +2,19 @@
 // Persister's counters and the words it reads), on the pool kind and persistence mode of
 // the run. Nothing here is timed.
 #include "bench/floor.h"
+#include "bench/floor_engine.h"
 #include "bench/summary.h"
 
 #include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstring>
+
 #include <gtest/gtest.h>
+
+#include "pm/pool.h"
+#include "util/hash.h"
 
 namespace pmhash::bench {
 namespace {
@@ -51,10 +57,41 @@ TEST(Floor, EachLoopDoesItsWorkOnThePoolOfTheRun) {
   const PersistCounters& del = Counters(r, FloorKind::kDelete);
   EXPECT_EQ(del.flushes, 3000u);
   EXPECT_EQ(del.bytes_stored, 8u * 3000);
-  for (FloorKind kind : {FloorKind::kLookup, FloorKind::kPrefetch, FloorKind::kDependent}) {
+  for (FloorKind kind :
+       {FloorKind::kLookup, FloorKind::kPrefetch, FloorKind::kDependent, FloorKind::kApi}) {
     EXPECT_EQ(Counters(r, kind).flushes, 0u) << FloorKindName(kind);
     EXPECT_EQ(Counters(r, kind).bytes_stored, 0u) << FloorKindName(kind);
   }
+}
+
+// The api row runs the floor-api engine's Gets through the benchmark's loop: every Get
+// returned its line's first word (the checksum of the values read is recomputed here from
+// the same keys and an engine on a pool of the same size), each read one line, counted.
+TEST(Floor, ApiRowReadsOneLinePerGetThroughTheIndex) {
+  BenchConfig config = TinyConfig();
+  FloorResult r;
+  ASSERT_TRUE(MeasureFloor(config, BenchEnv{}, 2, &r).ok());
+  const PersistCounters& api = Counters(r, FloorKind::kApi);
+  EXPECT_EQ(api.ops, 3000u);
+  EXPECT_EQ(api.lines_read, 3000u);
+
+  std::unique_ptr<pm::Pool> pool;
+  ASSERT_TRUE(pm::Pool::CreateDram(kFloorEngineName, config.pool_size, &pool).ok());
+  Options options;
+  options.engine = kFloorEngineName;
+  std::unique_ptr<engines::Engine> same;  // its table's size; the bench hashes with --seed
+  ASSERT_TRUE(
+      engines::OpenEngine(MakeFloorEngine(), std::move(pool), true, options, nullptr, &same).ok());
+  const uint64_t lines = FloorEngineLines(*same);
+  uint64_t expected = 0;
+  for (const ThreadPlan& p : FloorApiPlans(config, 2)) {
+    for (uint64_t i = 0; i < p.n; ++i) {
+      const std::string_view key(p.keys.data() + i * config.key_size, config.key_size);
+      expected += FloorWord(Reduce(HashKey(key, config.seed), lines)) ^ sizeof(uint64_t);
+    }
+  }
+  EXPECT_EQ(r.api_checksum, expected);
+  EXPECT_NE(expected, 0u);
 }
 
 TEST(Floor, UsesThePersistenceModeOfTheRun) {

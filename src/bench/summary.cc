@@ -103,6 +103,7 @@ Json FloorSummary::ToJson() const {
     l.Set("flushes_per_op", NumberOrNull(first.counted, c.flushes / n));
     l.Set("fences_per_op", NumberOrNull(first.counted, c.fences / n));
     l.Set("pm_bytes_written_per_op", NumberOrNull(first.counted, c.bytes_stored / n));
+    if (kind == FloorKind::kApi) l.Set("pct_of_lookup", api_pct_of_lookup.ToJson());
     loops.Set(FloorKindName(kind), l);
   }
   j.Set("loops", loops);
@@ -219,6 +220,12 @@ RunSummary Summarize(const BenchConfig& config, const RunOutcome& outcome) {
       fs.mops[k] = SpreadOf(v);
       fs.unstable[k] = fs.mops[k].Unstable(config.max_spread);
     }
+    std::vector<double> pcts;
+    for (const FloorResult& f : rounds) {
+      const double lookup = f.mops(FloorKind::kLookup);
+      pcts.push_back(lookup > 0 ? 100 * f.mops(FloorKind::kApi) / lookup : 0);
+    }
+    fs.api_pct_of_lookup = SpreadOf(pcts);
     fs.rounds = rounds;
     summary.floors.push_back(std::move(fs));
   }

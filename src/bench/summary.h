@@ -71,6 +71,9 @@ struct FloorSummary {
   int threads = 1;
   std::array<Spread, kFloorKinds> mops;
   std::array<bool, kFloorKinds> unstable{};
+  // 100 x the api row's Mops/s over the lookup loop's, per round: what the path leaves of
+  // the lookup floor.
+  Spread api_pct_of_lookup;
   std::vector<FloorResult> rounds;  // in round order
 
   Json ToJson() const;

@@ -93,6 +93,9 @@ TEST(Summary, RatiosAndFloorSharesAreTakenWithinEachRound) {
     for (FloorKind kind : kAllFloorKinds) {
       f.seconds[static_cast<size_t>(kind)] = 1000 / (lookup[round] * 1e6);
     }
+    // The api row at 4, 3, 2 Mops/s: 40%, 60%, 10% of its round's lookup loop.
+    const double api[] = {4, 3, 2};
+    f.seconds[static_cast<size_t>(FloorKind::kApi)] = 1000 / (api[round] * 1e6);
     outcome.floors.push_back(f);
   }
   const RunSummary s = Summarize(config, outcome);
@@ -118,6 +121,10 @@ TEST(Summary, RatiosAndFloorSharesAreTakenWithinEachRound) {
   ASSERT_EQ(s.floors.size(), 1u);
   EXPECT_NEAR(s.floors[0].mops[static_cast<size_t>(FloorKind::kLookup)].median, 10, 1e-9);
   EXPECT_TRUE(s.floors[0].unstable[static_cast<size_t>(FloorKind::kLookup)]);
+  // The api row against the lookup loop of the same round: median of 40, 60, 10.
+  EXPECT_NEAR(s.floors[0].api_pct_of_lookup.median, 40, 1e-9);
+  EXPECT_NEAR(s.floors[0].api_pct_of_lookup.min, 10, 1e-9);
+  EXPECT_NEAR(s.floors[0].api_pct_of_lookup.max, 60, 1e-9);
 }
 
 TEST(Summary, OneRoundIsNeverFlaggedAndTwoCloseRoundsAreStable) {

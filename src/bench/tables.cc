@@ -286,13 +286,17 @@ std::string FloorTable(const RunSummary& run) {
                        : kind == FloorKind::kPrefetch ? "lookup, prefetched " +
                                                             std::to_string(any.prefetch_distance) +
                                                             " ahead"
-                                                      : "lookup, dependent";
+                       : kind == FloorKind::kDependent ? "lookup, dependent"
+                                                       : "lookup through the API (Index::Get)";
     std::vector<std::string> row{name};
     for (const FloorSummary& f : run.floors) {
       row.push_back(Ranged("%.3f", f.mops[k]) + (f.unstable[k] ? " !" : ""));
     }
     cells.push_back(std::move(row));
   }
+  std::vector<std::string> pct{"API lookup, % of lookup (per round)"};
+  for (const FloorSummary& f : run.floors) pct.push_back(Ranged("%.0f", f.api_pct_of_lookup, "%"));
+  cells.push_back(std::move(pct));
   return out + Grid(cells);
 }
 

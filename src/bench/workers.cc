@@ -55,20 +55,28 @@ struct WorkerContext {
   bool put_inserts;       // new keys through Index::Put (--inserts put)
 };
 
+// A negative search found its key: Corruption in *s, and not the expected status.
+__attribute__((noinline)) bool NegativeFound(Status* s) {
+  *s = Status::Corruption("a key that was never inserted was found");
+  return false;
+}
+
 // A lookup's outcome: folds a found value into the checksum; true when the status is
 // the expected one (found for a search, NotFound for a negative search; a negative
-// search that finds its key becomes Corruption in *s).
-bool CheckLookup(OpKind kind, const std::string& value, Status* s, uint64_t* checksum) {
+// search that finds its key becomes Corruption in *s). Inline, its rare path out of line.
+[[gnu::always_inline]] inline bool CheckLookup(OpKind kind, const std::string& value, Status* s,
+                                               uint64_t* checksum) {
   if (s->ok()) {
     uint64_t w = 0;
-    std::memcpy(&w, value.data(), value.size() < 8 ? value.size() : 8);
+    if (value.size() >= 8) [[likely]] {
+      std::memcpy(&w, value.data(), 8);  // one load: a variable-size copy was a libc call
+    } else {
+      std::memcpy(&w, value.data(), value.size());
+    }
     *checksum += w ^ value.size();
+    return kind == OpKind::kSearch || NegativeFound(s);
   }
-  const bool ok = kind == OpKind::kSearch ? s->ok() : s->IsNotFound();
-  if (kind == OpKind::kNegative && s->ok()) {
-    *s = Status::Corruption("a key that was never inserted was found");
-  }
-  return ok;
+  return kind == OpKind::kNegative && s->IsNotFound();
 }
 
 // A lookup phase issued through MultiGet, plan.batch keys per call. A batch is timed
@@ -151,6 +159,44 @@ void WriteBatches(const WorkerContext& ctx, const ThreadPlan& plan, ThreadOutcom
   out->errors = errors;
 }
 
+// A search or negative phase issued through Get: the loop of Worker below with nothing
+// but a lookup in it, so that its own work between one Get and the next is a handful of
+// instructions (issue 29: the loop's share of a lookup was 92 instructions, and what
+// lies between one lookup's miss and the next one's load decides whether the two
+// overlap). Sampling, checks and progress as in Worker.
+void Lookups(const WorkerContext& ctx, const ThreadPlan& plan, ThreadOutcome* out) {
+  const uint64_t n = plan.n, every = ctx.sample_every;
+  uint64_t next_sample = plan.sample_offset % every;
+  std::string value;
+  value.reserve(1024);
+  uint64_t checksum = 0, errors = 0;
+  const char* const keys = plan.keys.data();
+  const size_t key_size = ctx.key_size;
+  Index* const index = ctx.index;
+  const OpKind kind = plan.kind;
+  for (uint64_t i = 0; i < n; ++i) {
+    const std::string_view key(keys + i * key_size, key_size);
+    const bool sample = i == next_sample;
+    const uint64_t t0 = sample ? Ticks() : 0;
+    Status s = index->Get(key, &value);
+    const bool ok = CheckLookup(kind, value, &s, &checksum);
+    if (sample) [[unlikely]] {
+      out->lat.Record(static_cast<uint64_t>(static_cast<double>(Ticks() - t0) / ctx.ticks_per_ns));
+      next_sample += every;
+    }
+    if (!ok && errors++ == 0) [[unlikely]] out->first_error = s.ToString();
+    if ((i & 1023) == 0) out->done.store(i, std::memory_order_relaxed);
+  }
+  out->attempted = n;
+  out->done.store(n, std::memory_order_relaxed);
+  out->errors = errors;
+  out->checksum = checksum;
+}
+
+// The loop of every other phase (inserts, updates, deletes, mixed). Its own work per
+// operation is kept small (issue 29): the settings in locals (an opaque call into the
+// index would make the compiler reload them through ctx and plan), each Status built
+// where it is returned (no default Status assigned over).
 void Worker(const WorkerContext& ctx, const ThreadPlan& plan, ThreadOutcome* out) {
   const uint64_t n = plan.n;
   // Sampling (runner.h): operations next_sample, next_sample + every, ... are timed.
@@ -160,8 +206,12 @@ void Worker(const WorkerContext& ctx, const ThreadPlan& plan, ThreadOutcome* out
   value.reserve(1024);
   uint64_t checksum = 0, errors = 0;
   const char* keys = plan.keys.data();
+  const size_t key_size = ctx.key_size;
+  Index* const index = ctx.index;
   const bool mixed = !plan.kinds.empty();
   const bool fixed = ctx.fixed_value != 0;
+  const bool stop_on_refusal = ctx.stop_on_refusal;
+  const bool put_inserts = ctx.put_inserts;
 
   if (plan.batch > 1) {
     if (plan.kind == OpKind::kSearch || plan.kind == OpKind::kNegative) {
@@ -169,42 +219,34 @@ void Worker(const WorkerContext& ctx, const ThreadPlan& plan, ThreadOutcome* out
     }
     return WriteBatches(ctx, plan, out);
   }
+  if (!mixed && (plan.kind == OpKind::kSearch || plan.kind == OpKind::kNegative)) {
+    return Lookups(ctx, plan, out);
+  }
   uint64_t i = 0;
   for (; i < n; ++i) {
-    if (ctx.stop_on_refusal && ctx.stop->load(std::memory_order_relaxed)) break;
-    const std::string_view key(keys + i * ctx.key_size, ctx.key_size);
+    if (stop_on_refusal && ctx.stop->load(std::memory_order_relaxed)) break;
+    const std::string_view key(keys + i * key_size, key_size);
     const OpKind kind = mixed ? static_cast<OpKind>(plan.kinds[i]) : plan.kind;
+    const bool lookup = kind == OpKind::kSearch || kind == OpKind::kNegative;
     const bool sample = i == next_sample;
     const uint64_t t0 = sample ? Ticks() : 0;
-    Status s;
-    bool ok = false;
-    switch (kind) {
-      case OpKind::kInsert:
-      case OpKind::kUpdate: {
-        const std::string_view v(ctx.values->data() + plan.voff[i],
-                                 fixed ? ctx.fixed_value : plan.vsize[i]);
-        s = kind == OpKind::kUpdate  ? ctx.index->Update(key, v)
-            : ctx.put_inserts        ? ctx.index->Put(key, v)
-                                     : ctx.index->Insert(key, v);
-        ok = s.ok();
-        break;
-      }
-      case OpKind::kSearch:
-      case OpKind::kNegative:
-        s = ctx.index->Get(key, &value);
-        ok = CheckLookup(kind, value, &s, &checksum);
-        break;
-      case OpKind::kDelete:
-        s = ctx.index->Delete(key);
-        ok = s.ok();
-        break;
-    }
+    Status s = lookup                     ? index->Get(key, &value)
+               : kind == OpKind::kDelete ? index->Delete(key)
+                                          : [&] {
+                                              const std::string_view v(
+                                                  ctx.values->data() + plan.voff[i],
+                                                  fixed ? ctx.fixed_value : plan.vsize[i]);
+                                              if (kind == OpKind::kUpdate) return index->Update(key, v);
+                                              return put_inserts ? index->Put(key, v)
+                                                                 : index->Insert(key, v);
+                                            }();
+    const bool ok = lookup ? CheckLookup(kind, value, &s, &checksum) : s.ok();
     if (sample) {
       out->lat.Record(static_cast<uint64_t>(static_cast<double>(Ticks() - t0) / ctx.ticks_per_ns));
       next_sample += every;
     }
-    if (!ok) {
-      if (ctx.stop_on_refusal && kind == OpKind::kInsert && s.IsResourceExhausted()) {
+    if (!ok) [[unlikely]] {
+      if (stop_on_refusal && kind == OpKind::kInsert && s.IsResourceExhausted()) {
         out->refused = true;
         out->refused_by_pool = s.IsPoolFull();
         out->first_error = s.ToString();

@@ -19,8 +19,6 @@ namespace {
 
 constexpr char kMagic[8] = {'P', 'M', 'H', 'B', 'L', 'O', 'O', 'M'};
 constexpr uint32_t kVersion = 1;
-constexpr size_t kWordsPerBlock = BloomFilter::kBlockBytes / sizeof(uint64_t);
-constexpr uint64_t kMixer = 0x9E3779B97F4A7C15ull;  // 2^64 / golden ratio, odd
 
 static_assert(std::endian::native == std::endian::little,
               "the serialized form is little-endian and written as host words");
@@ -49,31 +47,6 @@ constexpr size_t kChecksummedHeaderBytes = offsetof(Header, checksum);
 uint64_t Checksum(const void* header, const void* blocks, size_t block_bytes) {
   return Hash64(blocks, block_bytes, Hash64(header, kChecksummedHeaderBytes));
 }
-
-// Probe positions of a hash: the block (from the hash's top bits) and, per probe, a bit
-// within the block: the top 9 bits of x_i, where x_0 = hash * kMixer (which carries the
-// low bits, independent of the block, upward) and x_{i+1} = x_i * kStep + kMixer.
-// Why not double hashing (a + i*b): when b's top bits are small, which happens for 1 key
-// in 512, all probes fall on one or two bits, and such absent keys pass half the time;
-// measured with k = 13 that alone gave 4.7e-4 at a 1e-4 target.
-class Probes {
- public:
-  Probes(uint64_t hash, uint64_t num_blocks)
-      : block_(Reduce(hash, num_blocks)),
-        x_(hash * kMixer) {}
-  uint64_t block() const { return block_; }
-  // The next probe's bit, 0 .. 511.
-  uint32_t Next() {
-    const uint32_t bit = static_cast<uint32_t>(x_ >> 55);
-    x_ = x_ * kStep + kMixer;
-    return bit;
-  }
-
- private:
-  static constexpr uint64_t kStep = 0xD1342543DE82EF95ull;  // an LCG multiplier (odd)
-  uint64_t block_;
-  uint64_t x_;
-};
 
 std::atomic_ref<uint64_t> Word(uint64_t* words, uint64_t index) {
   return std::atomic_ref<uint64_t>(words[index]);
@@ -205,17 +178,6 @@ void BloomFilter::AddHash(uint64_t hash) {
       word.fetch_or(masks[w], std::memory_order_relaxed);
     }
   }
-}
-
-bool BloomFilter::MayContainHash(uint64_t hash) const {
-  Probes p(hash, num_blocks_);
-  uint64_t* block = words() + p.block() * kWordsPerBlock;
-  for (uint32_t i = 0; i < num_probes_; ++i) {
-    const uint32_t bit = p.Next();
-    const uint64_t w = Word(block, bit >> 6).load(std::memory_order_relaxed);
-    if ((w & (uint64_t{1} << (bit & 63))) == 0) return false;
-  }
-  return true;
 }
 
 void BloomFilter::PrefetchHash(uint64_t hash) const {

@@ -87,7 +87,13 @@ class OptimisticReadScope {
 // makes every running thread of the process execute a full fence. Together they order
 // like a pair of seq_cst fences, and the reader's hot path has no locked instruction.
 // Where membarrier is unavailable both are full fences.
-bool HaveMembarrier();
+// Registers the process for membarrier once, inline after that: LightFence runs on every
+// smartht search, where a call to ask was most of its cost.
+bool RegisterMembarrier();
+inline bool HaveMembarrier() {
+  static const bool have = RegisterMembarrier();
+  return have;
+}
 // A full fence as a locked RMW of a thread-private word (what seq_cst fences compile to
 // on x86 anyway), so that ThreadSanitizer sees an atomic operation, not a fence it
 // cannot model.

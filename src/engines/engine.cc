@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "util/hash.h"
+#include "util/hash_inline.h"
 
 namespace pmhash {
 
@@ -179,6 +180,8 @@ Status Engine::Start(std::unique_ptr<pm::Pool> pool, bool fresh, const Options& 
   pm::PersistConfig config = PersistConfigOf(options);
   config.observer = observer;
   PMHASH_RETURN_IF_ERROR(pm::Persister::Make(config, &persister_));
+  checked_ops_ = persister_->tracks_ops() || test_key_hash_ != nullptr;
+  reads_unnoted_ = !persister_->notes_reads();
   const bool clean = pool_->was_clean_at_open();
 
   const std::vector<OptionSpec> declared = DeclaredOptions(*info_, /*with_common=*/true);
@@ -316,34 +319,66 @@ class OpScope {
 };
 }  // namespace
 
+// Each operation: its checks, the hash, then the engine's virtual. The common case (a key
+// of at most kShortHashBytes, a value within the limit, no counting, no test hash) is one
+// compare of each, the pool-seeded hash inline with no call in it, and the call into the
+// engine (issue 29). A longer or refused key or value, the bracketing of each operation
+// for the persistence counters (Persister::tracks_ops, fixed at open) and a test hash take
+// the out-of-line path. So a lookup's instructions between its miss and the next lookup's
+// stay few. ShortHash64 and KeyHash are the same xxh3 (hash_test checks it).
+static_assert(kShortHashBytes <= kMaxKeySize,
+              "a key short enough for the fast path is within the limit: it needs no check");
+
 Status Engine::Insert(std::string_view key, std::string_view value) {
-  PMHASH_RETURN_IF_ERROR(CheckKeyValue(key, value));
-  OpScope op(*persister_, key.size() + value.size());
-  return DoWrite(key, value, KeyHash(key), WriteMode::kInsert);
+  return WriteOne(key, value, WriteMode::kInsert);
 }
 
 Status Engine::Update(std::string_view key, std::string_view value) {
-  PMHASH_RETURN_IF_ERROR(CheckKeyValue(key, value));
-  OpScope op(*persister_, key.size() + value.size());
-  return DoWrite(key, value, KeyHash(key), WriteMode::kUpdate);
+  return WriteOne(key, value, WriteMode::kUpdate);
 }
 
 Status Engine::Put(std::string_view key, std::string_view value) {
+  return WriteOne(key, value, WriteMode::kPut);
+}
+
+Status Engine::WriteOne(std::string_view key, std::string_view value, WriteMode mode) {
+  if (key.size() > kShortHashBytes || value.size() > kMaxValueSize || checked_ops_) [[unlikely]] {
+    return WriteChecked(key, value, mode);
+  }
+  return DoWrite(key, value, ShortHash64(key.data(), key.size(), hash_seed_), mode);
+}
+
+Status Engine::WriteChecked(std::string_view key, std::string_view value, WriteMode mode) {
   PMHASH_RETURN_IF_ERROR(CheckKeyValue(key, value));
   OpScope op(*persister_, key.size() + value.size());
-  return DoWrite(key, value, KeyHash(key), WriteMode::kPut);
+  return DoWrite(key, value, KeyHash(key), mode);
 }
 
 Status Engine::Get(std::string_view key, std::string* value) {
+  if (key.size() > kShortHashBytes || checked_ops_) [[unlikely]] return GetChecked(key, value);
+  return DoGet(key, ShortHash64(key.data(), key.size(), hash_seed_), value);
+}
+
+Status Engine::GetChecked(std::string_view key, std::string* value) {
   PMHASH_RETURN_IF_ERROR(SlotCodec::CheckKey(key));
   OpScope op(*persister_, 0);
   return DoGet(key, KeyHash(key), value);
 }
 
 Status Engine::Delete(std::string_view key) {
+  if (key.size() > kShortHashBytes || checked_ops_) [[unlikely]] return DeleteChecked(key);
+  return DoDelete(key, ShortHash64(key.data(), key.size(), hash_seed_));
+}
+
+Status Engine::DeleteChecked(std::string_view key) {
   PMHASH_RETURN_IF_ERROR(SlotCodec::CheckKey(key));
   OpScope op(*persister_, key.size());
   return DoDelete(key, KeyHash(key));
+}
+
+void AssignWordResizing(std::string* value, uint64_t word) {
+  value->resize(sizeof(word));
+  std::memcpy(value->data(), &word, sizeof(word));
 }
 
 void Engine::MultiGet(std::span<const std::string_view> keys, std::span<std::string> values,

@@ -235,6 +235,9 @@ class Engine : public Index {
   // The `resize` option (engines with capabilities.resize_switch; true for the others)
   // and Options::initial_capacity (0: none given).
   bool resize_enabled() const { return resize_enabled_; }
+  // Whether the engine's reads go uncounted (Persister::notes_reads false, fixed at open):
+  // then a search with no lock may take its first try with nothing noted (FirstTry).
+  bool reads_unnoted() const { return reads_unnoted_; }
   uint64_t initial_capacity() const { return initial_capacity_; }
 
   // ---- The table block the root links (engines/root.h: TableHeader) ----
@@ -327,6 +330,14 @@ class Engine : public Index {
                pm::PersistObserver* observer);
   EngineRoot* root_header() const { return root<EngineRoot>(); }
   uint64_t SaltOf(const void* word) const { return pool_->ToOffset(word); }
+  // Insert, Update and Put: checks, hash, DoWrite (bracketed when counting).
+  Status WriteOne(std::string_view key, std::string_view value, WriteMode mode);
+  // The operations' out-of-line paths: a key or value over the limits (refused), or an
+  // operation bracketed for the counters or hashed by a test hash (checked_ops_).
+  __attribute__((noinline)) Status WriteChecked(std::string_view key, std::string_view value,
+                                                WriteMode mode);
+  __attribute__((noinline)) Status GetChecked(std::string_view key, std::string* value);
+  __attribute__((noinline)) Status DeleteChecked(std::string_view key);
   // MultiGet's pipelined path.
   void MultiGetPipelined(std::span<const std::string_view> keys, std::span<std::string> values,
                          std::span<Status> statuses);
@@ -345,6 +356,10 @@ class Engine : public Index {
   size_t root_bytes_ = 0;                // RootLayout::bytes, likewise
   size_t multiget_depth_ = 8;
   size_t write_depth_ = 4;
+  // Every operation takes the checked path: it is bracketed for the counters
+  // (persister_->tracks_ops()) or hashed by SetKeyHashForTesting's hash (Start).
+  bool checked_ops_ = false;
+  bool reads_unnoted_ = false;  // !persister_->notes_reads()
   bool resize_enabled_ = true;
   uint64_t initial_capacity_ = 0;
   bool recovered_ = false;
@@ -397,6 +412,26 @@ Status Open(const Options& options, std::unique_ptr<Engine>* engine);
   void FillStats(::pmhash::IndexStats* stats) const override;                          \
   void DescribeEngineLayout(const ::pmhash::pm::RegionVisitor& mark) const override
 
+// How an engine's Get stores the value it found into the caller's string. A caller that
+// reuses its string (the benchmark's loop, a server's buffer) already holds a value of the
+// same size most of the time: then the bytes are copied over, with no call into
+// std::string (whose assign was 78 of a lookup's instructions; issue 29).
+inline void AssignValue(std::string* value, std::string_view v) {
+  if (value->size() == v.size()) {
+    if (!v.empty()) std::memcpy(value->data(), v.data(), v.size());
+    return;
+  }
+  value->assign(v.data(), v.size());
+}
+// AssignWord into a string of another size: out of line, so that the common path has no
+// call (which would give every search a frame).
+[[gnu::noinline, gnu::cold]] void AssignWordResizing(std::string* value, uint64_t word);
+// An inline value: its 8 bytes as one word (one store when *value holds 8 bytes already).
+inline void AssignWord(std::string* value, uint64_t word) {
+  if (value->size() != sizeof(word)) [[unlikely]] return AssignWordResizing(value, word);
+  std::memcpy(value->data(), &word, sizeof(word));
+}
+
 // The answer of a search that takes no lock (validated by a VersionedRwLock): kFound or
 // kAbsent stand; kRetry means a writer was in, try again; kLocked means only the locked
 // search can answer (e.g. the key's bytes are in a record).
@@ -408,7 +443,10 @@ inline constexpr int kOptimisticTries = 4;
 // reads (every try's: a retry reads again, and the operation counts each line once).
 struct OptimisticRead {
   OptimisticRead(pm::Persister& persister, std::string_view key)
-      : persister(persister), inline_key(key.size() == 8) {
+      : OptimisticRead(persister, key, persister.notes_reads()) {}
+  // `notes` false: nothing is noted (FirstTry, when the engine's reads go unnoted).
+  OptimisticRead(pm::Persister& persister, std::string_view key, bool notes)
+      : persister(persister), inline_key(key.size() == 8), notes(notes) {
     if (inline_key) std::memcpy(&key_word, key.data(), 8);
   }
   // Starts a try under `mu`: false if a writer holds it (retry).
@@ -419,35 +457,128 @@ struct OptimisticRead {
   // Whether no writer took `mu` since Begin.
   bool Valid(const VersionedRwLock& mu) const { return mu.ReadValidate(version); }
   // [addr, addr+len) of PM was read (Persister::NoteRead).
-  void Note(const void* addr, size_t len) const { persister.NoteRead(addr, len); }
+  void Note(const void* addr, size_t len) const {
+    if (notes) persister.NoteRead(addr, len);
+  }
 
   pm::Persister& persister;
   const bool inline_key;
+  const bool notes;  // persister.notes_reads()
   uint64_t key_word = 0;
   uint64_t version = 0;
   uint64_t value_word = 0;  // set by a kFound answer
 };
 
-// Runs `find(OptimisticRead*)` until it stands or needs the lock, backing off between
-// tries (after kOptimisticTries retries the answer is kLocked); on kFound, stores the
-// inline value into *value.
-template <typename Find>
-Optimistic SearchOptimistically(pm::Persister& persister, std::string_view key,
-                                std::string* value, Find&& find) {
-  OptimisticRead read(persister, key);
-  Optimistic answer = Optimistic::kLocked;
-  for (int attempt = 0; attempt < kOptimisticTries; ++attempt) {
-    const Optimistic a = find(&read);
-    if (a != Optimistic::kRetry) {
-      answer = a;
-      break;
+// The form bytes of up to four slots in one acquire load: byte i of the result is
+// forms[i]. `forms` must be 4-byte aligned with all four bytes inside the bucket (the
+// engines' buckets open with their form bytes: wophi's four tokens, smartht's three and a
+// padding byte; linear's line has its three forms and padding at byte 48).
+[[gnu::always_inline]] inline uint32_t LoadForms(const uint8_t* forms) {
+  return __atomic_load_n(reinterpret_cast<const uint32_t*>(forms), __ATOMIC_ACQUIRE);
+}
+
+// Matches the key of `read` against N slots (N <= 4) of a bucket, whose form bytes are
+// `forms` (byte i: slot i's SlotForm, LoadForms) and words `slots`, as a search with no
+// lock does (every word an acquire load), with as few instructions and branches as a
+// search of an absent key can take (issue 29): the key words compared without a branch,
+// one branch on "some key word matched", one on "some slot holds a record". kFound
+// (read->value_word set) when an inline slot holds the key; else kLocked when a record
+// slot's hash word equals `hash` (the key may be there: its bytes are read under the
+// lock); else kAbsent. A key is stored once, so an inline match is the answer whatever
+// the other slots hold.
+template <size_t N>
+[[gnu::always_inline]] inline Optimistic MatchSlots(uint32_t forms, const KvWords* slots,
+                                                   uint64_t hash, OptimisticRead* read) {
+  static_assert(N >= 1 && N <= 4, "one byte per slot in a 32-bit word");
+  uint32_t eq = 0;  // bit i: slot i's key word is the key
+#pragma GCC unroll 4
+  for (size_t i = 0; i < N; ++i) {
+    eq |= uint32_t{__atomic_load_n(&slots[i].word0, __ATOMIC_ACQUIRE) == read->key_word} << i;
+  }
+  if (eq != 0 && read->inline_key) {
+    for (; eq != 0; eq &= eq - 1) {
+      const size_t i = static_cast<size_t>(__builtin_ctz(eq));
+      if (((forms >> (8 * i)) & 0xff) == static_cast<uint8_t>(SlotForm::kInline)) {
+        read->value_word = __atomic_load_n(&slots[i].word1, __ATOMIC_ACQUIRE);
+        return Optimistic::kFound;
+      }
     }
+  }
+  constexpr uint32_t kRecordBits =
+      static_cast<uint8_t>(SlotForm::kRecord) * (0x01010101u & (N == 4 ? ~0u : (1u << (8 * N)) - 1));
+  if ((forms & kRecordBits) != 0) [[unlikely]] {  // a record slot (or a damaged form byte)
+    for (size_t i = 0; i < N; ++i) {
+      if (((forms >> (8 * i)) & 0xff) == static_cast<uint8_t>(SlotForm::kRecord) &&
+          __atomic_load_n(&slots[i].word1, __ATOMIC_ACQUIRE) == hash) {
+        return Optimistic::kLocked;
+      }
+    }
+  }
+  return Optimistic::kAbsent;
+}
+
+// 0x80 in byte i (i < N) of the result for each zero byte of `forms`: the empty slots.
+template <size_t N>
+constexpr uint32_t EmptySlots(uint32_t forms) {
+  constexpr uint32_t kHigh = 0x80808080u & (N == 4 ? ~0u : (1u << (8 * N)) - 1);
+  return ~(((forms & 0x7f7f7f7fu) + 0x7f7f7f7fu) | forms | 0x7f7f7f7fu) & kHigh;
+}
+
+// What a search with no lock answered, and the inline value of a kFound answer.
+struct OptimisticAnswer {
+  Optimistic answer;
+  uint64_t value_word;
+};
+
+// The tries after a first one that met a writer (SearchOptimistically), backing off
+// between them: out of line, so that the first try's path has no call in it (a call
+// would make the compiler keep the search's state in a frame).
+template <typename Find>
+[[gnu::noinline]] OptimisticAnswer RetryOptimistically(pm::Persister& persister,
+                                                       std::string_view key, Find find) {
+  OptimisticRead read(persister, key);
+  for (int attempt = 0; attempt + 1 < kOptimisticTries; ++attempt) {
     SpinBackoff(attempt);
+    const Optimistic a = find(&read);
+    if (a != Optimistic::kRetry) return {a, read.value_word};
   }
-  if (answer == Optimistic::kFound) {
-    value->assign(reinterpret_cast<const char*>(&read.value_word), sizeof(read.value_word));
+  return {Optimistic::kLocked, 0};
+}
+
+// Runs `find(OptimisticRead*)` until it stands or needs the lock, up to kOptimisticTries
+// times, backing off between tries (then the answer is kLocked); on kFound, stores the
+// inline value into *value. Inline, with `find` (mark it always_inline: it has two
+// callers, so the compiler would keep it out of line; and taken by value: capture what it
+// needs by value, so nothing of the caller's must live in memory for it): the read
+// state then lives in registers (issue 29).
+template <typename Find>
+[[gnu::always_inline]] inline Optimistic SearchOptimistically(pm::Persister& persister,
+                                                              std::string_view key,
+                                                              std::string* value, Find find) {
+  OptimisticRead read(persister, key);
+  OptimisticAnswer a{find(&read), read.value_word};
+  if (a.answer == Optimistic::kRetry) [[unlikely]] a = RetryOptimistically(persister, key, find);
+  if (a.answer == Optimistic::kFound) AssignWord(value, a.value_word);
+  return a.answer;
+}
+
+// An engine's DoGet starts with this when its reads go unnoted (Engine::reads_unnoted): one
+// try of `find` with nothing noted, so (with `find` always inline, as for
+// SearchOptimistically) nothing on it calls out. kFound (the value stored: *value held 8
+// bytes already) or kAbsent stand; any other answer (a writer came in, a record, a string
+// of another size: kRetry or kLocked) sends DoGet to its full path
+// (SearchOptimistically, then the lock), out of line, so a lookup is the few
+// instructions of its probe (issue 29).
+template <typename Find>
+[[gnu::always_inline]] inline Optimistic FirstTry(pm::Persister& persister, std::string_view key,
+                                                  std::string* value, Find find) {
+  OptimisticRead read(persister, key, /*notes=*/false);
+  const Optimistic a = find(&read);
+  if (a == Optimistic::kFound) {
+    if (value->size() != sizeof(read.value_word)) [[unlikely]] return Optimistic::kRetry;
+    std::memcpy(value->data(), &read.value_word, sizeof(read.value_word));
   }
-  return answer;
+  return a;
 }
 
 // Closes cleanly on destruction: the most-derived destructor runs while the engine is

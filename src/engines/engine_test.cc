@@ -452,5 +452,46 @@ TEST(EngineRegistry, EveryEngineFolderIsRegisteredWithoutWholeArchive) {
   for (const std::string& name : got) EXPECT_NE(unknown.find(name), std::string::npos) << name;
 }
 
+
+// The kit's validation of a search with no lock (OptimisticRead::Valid over a
+// VersionedRwLock): a try that a writer overlapped is discarded and tried again, never
+// returned, by SearchOptimistically; FirstTry hands it to the full path (kRetry). The
+// writer is made to come in between the try's read and its validation, so this holds
+// deterministically (the mutation "optimistic-read-unvalidated" goes red here; the
+// conformance race test checks the engines under real threads).
+TEST(OptimisticRead, ATryAWriterOverlappedIsNeverReturned) {
+  std::unique_ptr<pm::Persister> persister;
+  ASSERT_TRUE(pm::Persister::Make(pm::PersistConfig{}, &persister).ok());
+  VersionedRwLock mu;
+  uint64_t stored = 0x1111111111111111ull;  // what a writer changes under `mu`
+  int tries = 0;
+  const auto find = [&](OptimisticRead* read) {
+    if (!read->Begin(mu)) return Optimistic::kRetry;
+    read->value_word = __atomic_load_n(&stored, __ATOMIC_ACQUIRE);
+    if (tries++ == 0) {  // a writer comes in after the read, before the validation
+      mu.lock();
+      __atomic_store_n(&stored, 0x2222222222222222ull, __ATOMIC_RELEASE);
+      mu.unlock();
+    }
+    return read->Valid(mu) ? Optimistic::kFound : Optimistic::kRetry;
+  };
+  const std::string key = "8bytekey";
+  std::string value(8, '\0');
+  EXPECT_EQ(SearchOptimistically(*persister, key, &value, find), Optimistic::kFound);
+  EXPECT_EQ(tries, 2) << "the overlapped try was kept";
+  uint64_t got = 0;
+  std::memcpy(&got, value.data(), 8);
+  EXPECT_EQ(got, 0x2222222222222222ull) << "a value read before the writer came in";
+
+  tries = 0;
+  value.assign(8, '\0');
+  EXPECT_EQ(FirstTry(*persister, key, &value, find), Optimistic::kRetry);
+  EXPECT_EQ(value, std::string(8, '\0')) << "FirstTry stored an overlapped try's value";
+  // Unchallenged, the first try stands.
+  EXPECT_EQ(FirstTry(*persister, key, &value, find), Optimistic::kFound);
+  std::memcpy(&got, value.data(), 8);
+  EXPECT_EQ(got, 0x2222222222222222ull);
+}
+
 }  // namespace
 }  // namespace pmhash::engines

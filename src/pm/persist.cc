@@ -381,4 +381,10 @@ void Persister::Fence() {
   if (config_.observer != nullptr) config_.observer->OnFence();
 }
 
+void ReadRun::Report() {
+  persister_.NoteRead(reinterpret_cast<const void*>(begin_ * kCacheLine),
+                      (end_ - begin_ + 1) * kCacheLine);
+  end_ = 0;
+}
+
 }  // namespace pmhash::pm

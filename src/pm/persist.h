@@ -235,6 +235,9 @@ class Persister {
     }
     if (config_.observer != nullptr) config_.observer->OnOpBegin();
   }
+  // Whether BeginOp / EndOp do anything (counting, read latency or an observer): fixed
+  // when the Persister is made, so a caller may skip bracketing when it is false.
+  bool tracks_ops() const { return tracks_ops_; }
   void EndOp(uint64_t user_bytes) {
     if (!tracks_ops_) return;
     if (CounterSlot* s = Slot()) {
@@ -243,6 +246,9 @@ class Persister {
     }
     if (config_.observer != nullptr) config_.observer->OnOpEnd();
   }
+  // Whether NoteRead does anything (counting or read latency): fixed when the Persister
+  // is made, so a search may test it once instead of at every line it reads.
+  bool notes_reads() const { return config_.count || read_latency_cycles_ != 0; }
   // Engines report the PM they read: [addr, addr+len) was read by the calling thread's
   // current operation (or by `op`, one operation of a pipelined batch). Counts the cache
   // lines and the media lines new to the operation, and charges the read latency.
@@ -390,13 +396,16 @@ class Persister {
 // whatever is pending is reported by Flush or at destruction.
 class ReadRun {
  public:
-  explicit ReadRun(Persister& persister) : persister_(persister) {}
+  explicit ReadRun(Persister& persister) : ReadRun(persister, persister.notes_reads()) {}
+  // `on` false: nothing is reported (a caller that knows the persister notes nothing).
+  ReadRun(Persister& persister, bool on) : persister_(persister), on_(on) {}
   ~ReadRun() { Flush(); }
   ReadRun(const ReadRun&) = delete;
   ReadRun& operator=(const ReadRun&) = delete;
 
   // [addr, addr+len) was read (len > 0).
   void Add(const void* addr, size_t len) {
+    if (!on_) return;
     const uintptr_t first = reinterpret_cast<uintptr_t>(addr) / kCacheLine;
     const uintptr_t last = (reinterpret_cast<uintptr_t>(addr) + len - 1) / kCacheLine;
     if (end_ != 0 && first >= begin_ && first <= end_ + 1) {
@@ -408,14 +417,16 @@ class ReadRun {
     end_ = last;
   }
   void Flush() {
-    if (end_ == 0) return;
-    persister_.NoteRead(reinterpret_cast<const void*>(begin_ * kCacheLine),
-                        (end_ - begin_ + 1) * kCacheLine);
-    end_ = 0;
+    if (end_ != 0) Report();
   }
 
  private:
+  // Reports the pending run: out of line, so that a run that is off (on_ false, known to
+  // the compiler) leaves nothing in its caller (issue 29: a search's first try).
+  void Report();
+
   Persister& persister_;
+  const bool on_;  // notes_reads(): nothing to report otherwise
   uintptr_t begin_ = 0, end_ = 0;  // lines [begin_, end_]; end_ 0: nothing pending
 };
 

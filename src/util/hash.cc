@@ -1,7 +1,6 @@
 #include "util/hash.h"
 
-#define XXH_INLINE_ALL
-#include <xxhash.h>
+#include "util/hash_inline.h"
 
 namespace pmhash {
 

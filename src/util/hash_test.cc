@@ -1,4 +1,5 @@
 #include "util/hash.h"
+#include "util/hash_inline.h"
 
 #include <gtest/gtest.h>
 
@@ -65,6 +66,20 @@ TEST(Hash, UsesExactlyTheGivenLength) {
   EXPECT_NE(Hash64(a.data(), 8), Hash64(b.data(), 8));
   // A zero-length input does not read its pointer.
   EXPECT_EQ(Hash64(nullptr, 0), HashKey("", 0));
+}
+
+// The hot path hashes keys of up to kShortHashBytes inline (hash_inline.h, ShortHash64):
+// the same function as Hash64 at each of those lengths, with and without a seed (the
+// pool's), so an engine rehashing a stored key with KeyHash finds it where Get looks.
+TEST(Hash, ShortHashIsHash64AtEveryShortLength) {
+  std::string bytes;
+  for (int i = 0; i < 64; ++i) bytes.push_back(static_cast<char>(i * 37 + 11));
+  for (size_t len = 0; len <= kShortHashBytes; ++len) {
+    for (const uint64_t seed : {uint64_t{0}, uint64_t{0x9e3779b97f4a7c15}}) {
+      EXPECT_EQ(ShortHash64(bytes.data(), len, seed), Hash64(bytes.data(), len, seed))
+          << len << " " << seed;
+    }
+  }
 }
 
 TEST(Hash, SpreadsSimilarKeys) {

@@ -99,6 +99,7 @@ Status GroupHash::Create() {
   view_ = View(pool().At<char>(offset), offset, cells);
   base_count_ = 0;
   total_.store(0);
+  view_table_.store(view_.table, std::memory_order_release);
   level_cells_.store(cells, std::memory_order_release);
   return Status::OK();
 }
@@ -248,11 +249,23 @@ Status GroupHash::Recover(bool clean) {
   }
   base_count_ = count;
   total_.store(count);
+  view_table_.store(view_.table, std::memory_order_release);
   level_cells_.store(n, std::memory_order_release);
   return Status::OK();
 }
 
 // ---- Operations ---------------------------------------------------------------------
+
+void GroupHash::PrefetchProbe(const View& v, uint64_t home) const {
+  pm::Persister& ps = persister();
+  const uint8_t* forms = &v.form2[home & ~(group_size_ - 1)];
+  ps.Prefetch(&v.form1[home]);
+  ps.Prefetch(&v.tab1[home]);
+  for (uint64_t i = 0; i < std::min(group_size_, kPrefetchedFormLines * pm::kCacheLine);
+       i += pm::kCacheLine) {
+    ps.Prefetch(forms + i);
+  }
+}
 
 GroupHash::Probe GroupHash::Find(std::string_view key, uint64_t hash, uint64_t home) const {
   Probe p;
@@ -276,14 +289,7 @@ GroupHash::Probe GroupHash::Find(std::string_view key, uint64_t hash, uint64_t h
   // form bytes), so their misses overlap instead of following one another. The reads
   // counted stay Alg. 2's; a prefetched line a level-1 hit does not need costs bandwidth.
   uint8_t* f1 = &v.form1[home];
-  if (prefetch_) {
-    ps.Prefetch(f1);
-    ps.Prefetch(&v.tab1[home]);
-    for (uint64_t i = 0; i < std::min(g, kPrefetchedFormLines * pm::kCacheLine);
-         i += pm::kCacheLine) {
-      ps.Prefetch(forms + i);
-    }
-  }
+  if (prefetch_) PrefetchProbe(v, home);
   // Alg. 2 line 3: the level-1 cell, bitmap and key.
   ps.NoteRead(f1, 1);
   if (*f1 == 0) {
@@ -333,13 +339,110 @@ GroupHash::Probe GroupHash::Find(std::string_view key, uint64_t hash, uint64_t h
   return p;
 }
 
+// Find's search (Alg. 2) with no lock (issue 29; not in the paper): the level-1 cell and
+// the level-2 group read as Find reads them, reporting the same lines, every cell word an
+// acquire load (VersionedRwLock's contract). The group's form bytes are matched with the
+// vector matcher's plain loads, as under the lock: a byte a writer changes meanwhile only
+// changes which cells are compared, and the stripe's version (and the table size, for a
+// resize) discards the answer then. A record cell of this hash is read under the lock.
+[[gnu::always_inline]] inline Optimistic GroupHash::FindOptimistic(uint64_t hash,
+                                                                  OptimisticRead* read) const {
+  const OptimisticReadScope unchecked_by_tsan;  // validated below instead
+  const uint64_t n = level_cells_.load(std::memory_order_acquire);
+  const uint64_t home = Reduce(hash, n);
+  const VersionedRwLock& mu = stripes_.Of(home).mu;
+  if (!read->Begin(mu)) return Optimistic::kRetry;
+  // The size before the table (they are published the other way round): a stale pair
+  // indexes inside the new table, which is larger.
+  const View v(view_table_.load(std::memory_order_acquire), 0, n);
+  if (prefetch_) PrefetchProbe(v, home);
+  const uint8_t tag = TagOf(hash);
+  // One cell whose form byte is `f`: kFound, kLocked or kAbsent.
+  const auto compare = [&](uint8_t f, const KvWords* c) {
+    if (FormOf(f) == SlotForm::kInline) {
+      if (read->inline_key &&
+          __atomic_load_n(&c->word0, __ATOMIC_ACQUIRE) == read->key_word) {
+        read->value_word = __atomic_load_n(&c->word1, __ATOMIC_ACQUIRE);
+        return Optimistic::kFound;
+      }
+    } else if (FormOf(f) == SlotForm::kRecord &&
+               __atomic_load_n(&c->word1, __ATOMIC_ACQUIRE) == hash) {
+      return Optimistic::kLocked;
+    }
+    return Optimistic::kAbsent;
+  };
+  Optimistic answer = Optimistic::kAbsent;
+  const uint8_t f1 = __atomic_load_n(&v.form1[home], __ATOMIC_ACQUIRE);
+  read->Note(&v.form1[home], 1);
+  if (f1 != 0 && (!tags_ || (f1 & ~kFormMask) == tag)) {
+    read->Note(&v.tab1[home], sizeof(KvWords));
+    answer = compare(f1, &v.tab1[home]);
+  }
+  if (answer == Optimistic::kAbsent) {
+    const uint64_t first = home & ~(group_size_ - 1);
+    const uint8_t* forms = &v.form2[first];
+    const KvWords* cells = &v.tab2[first];
+    const uint64_t g = group_size_;
+    const uint64_t run = std::min<uint64_t>(g, 64);
+    const uint64_t run_mask = run == 64 ? ~uint64_t{0} : (uint64_t{1} << run) - 1;
+    read->Note(forms, g);
+    pm::ReadRun compared(read->persister, read->notes);
+    for (uint64_t i = 0; i < g && answer == Optimistic::kAbsent; i += run) {
+      uint64_t candidates = tags_ ? match_.Match(forms + i, run, tag | kInlineForm) |
+                                        match_.Match(forms + i, run, tag | kRecordForm)
+                                  : ~match_.Match(forms + i, run, 0) & run_mask;
+      for (; candidates != 0 && answer == Optimistic::kAbsent; candidates &= candidates - 1) {
+        const uint64_t j = i + static_cast<uint64_t>(__builtin_ctzll(candidates));
+        compared.Add(&cells[j], sizeof(KvWords));
+        answer = compare(__atomic_load_n(&forms[j], __ATOMIC_ACQUIRE), &cells[j]);
+      }
+    }
+  }
+  if (!read->Valid(mu) || level_cells_.load(std::memory_order_acquire) != n) {
+    return Optimistic::kRetry;
+  }
+  return answer;
+}
+
 Status GroupHash::DoGet(std::string_view key, uint64_t hash, std::string* value) {
+  // The search with no lock first: no locked instruction, so consecutive searches
+  // overlap their misses (issue 29). Its first try, when nothing is counted, has no call
+  // on its path (FirstTry); anything else takes GetFull.
+  if (reads_unnoted()) [[likely]] {
+    const Optimistic answer =
+        FirstTry(persister(), key, value, [this, hash](OptimisticRead* read)
+                                              __attribute__((always_inline)) {
+                                                return FindOptimistic(hash, read);
+                                              });
+    if (answer == Optimistic::kFound) return Status::OK();
+    if (answer == Optimistic::kAbsent) return Status::NotFound();
+  }
+  return GetFull(key, hash, value);
+}
+
+// A writer in the group's stripe makes the search retry; after a few tries, or for a
+// record, the shared lock answers. Out of line (DoGet's frame).
+__attribute__((noinline)) Status GroupHash::GetFull(std::string_view key, uint64_t hash,
+                                                    std::string* value) {
+  const Optimistic answer =
+      SearchOptimistically(persister(), key, value,
+                           [this, hash](OptimisticRead* read) __attribute__((always_inline)) {
+                             return FindOptimistic(hash, read);
+                           });
+  if (answer == Optimistic::kFound) return Status::OK();
+  if (answer == Optimistic::kAbsent) return Status::NotFound();
+  return GetLocked(key, hash, value);
+}
+
+// Out of line: its lock and probe would otherwise give DoGet a large frame.
+__attribute__((noinline)) Status GroupHash::GetLocked(std::string_view key, uint64_t hash,
+                                                      std::string* value) {
   uint64_t home = 0, cells = 0;
   Stripe& s = LockHome(hash, LockMode::kShared, &home, &cells);
-  HeldLock<RwSpinLock> guard(s.mu, LockMode::kShared);
+  HeldLock guard(s.mu, LockMode::kShared);
   const Probe p = Find(key, hash, home);
   if (p.form == nullptr) return Status::NotFound();
-  value->assign(codec().Value(FormOf(*p.form), *p.cell));
+  AssignValue(value, codec().Value(FormOf(*p.form), *p.cell));
   return Status::OK();
 }
 
@@ -349,7 +452,7 @@ Status GroupHash::DoWrite(std::string_view key, std::string_view value, uint64_t
     uint64_t home = 0, cells = 0;
     {
       Stripe& s = LockHome(hash, LockMode::kExclusive, &home, &cells);
-      HeldLock<RwSpinLock> guard(s.mu, LockMode::kExclusive);
+      HeldLock guard(s.mu, LockMode::kExclusive);
       const Probe p = Find(key, hash, home);
       if (p.form != nullptr) {
         if (mode == WriteMode::kInsert) return Status::AlreadyExists();
@@ -418,7 +521,7 @@ Status GroupHash::UpdateAt(const Probe& p, std::string_view key, std::string_vie
 Status GroupHash::DoDelete(std::string_view key, uint64_t hash) {
   uint64_t home = 0, cells = 0;
   Stripe& s = LockHome(hash, LockMode::kExclusive, &home, &cells);
-  HeldLock<RwSpinLock> guard(s.mu, LockMode::kExclusive);
+  HeldLock guard(s.mu, LockMode::kExclusive);
   const Probe p = Find(key, hash, home);
   if (p.form == nullptr) return Status::NotFound();
   pm::Persister& ps = persister();
@@ -478,7 +581,7 @@ Status GroupHash::DoScan(ScanPage* page) const {
   const auto collect = [&](uint64_t first, uint64_t last, std::vector<ScanEntry>* out) {
     Stripe& s = stripes_.Of(first);
     s.mu.lock_shared();
-    HeldLock<RwSpinLock> guard(s.mu, LockMode::kShared);
+    HeldLock guard(s.mu, LockMode::kShared);
     const auto take = [&](uint8_t form_byte, const KvWords& c) {
       const SlotForm f = FormOf(form_byte);
       AddScanEntry(out, HashOf(f, c), codec().Key(f, c), codec().Value(f, c));
@@ -595,6 +698,7 @@ Status GroupHash::Grow(uint64_t observed_cells) {
   PublishRootTable(offset);
   allocator().Free(old.offset);  // only after the switch is durable
   view_ = nv;
+  view_table_.store(nv.table, std::memory_order_release);  // before the size
   level_cells_.store(n2, std::memory_order_release);
   resizes_.fetch_add(1, std::memory_order_relaxed);
   return Status::OK();

@@ -84,10 +84,13 @@
 // ---- Concurrency ----------------------------------------------------------------------
 //
 // Lock striping per group (engines/striping.h): group g is guarded by stripe
-// g % kGroupStripes, a reader-writer spin lock (RwSpinLock). Get takes it shared (no
-// optimistic reads: a reader never follows a record pointer an update is freeing);
-// Insert, Update, Put and Delete exclusively, and release it only after their change is
-// durable, so no reader returns a value that is not durable. The table pointer changes
+// g % kGroupStripes, a reader-writer spin lock with a version (VersionedRwLock,
+// common/locks.h). Insert, Update, Put and Delete take it exclusively and release it
+// only after their change is durable, so no reader returns a value that is not durable.
+// Get takes no lock (FindOptimistic, issue 29): it reads the level-1 cell and the group
+// as Find does, validated by the stripe's version and the table size; it retries when a
+// writer came in, and takes the stripe shared after a few tries or for a record cell of
+// its hash (a reader never follows a record pointer an update may be freeing). The table pointer changes
 // only under every stripe (resize takes a resize mutex, then all stripes in order); an
 // operation reads the cell count, locks its stripe and retries if the count changed
 // meanwhile. ForEach holds the resize mutex shared (no resize while
@@ -198,7 +201,7 @@ class GroupHash : public Engine {
 
  private:
   struct alignas(64) Stripe {
-    RwSpinLock mu;
+    VersionedRwLock mu;
     std::atomic<int64_t> delta{0};  // inserts minus deletes in this stripe since open
   };
 
@@ -241,6 +244,17 @@ class GroupHash : public Engine {
 
   // Alg. 2 (query) over level 1 and the group's level 2; also finds the first empty cell.
   Probe Find(std::string_view key, uint64_t hash, uint64_t home) const;
+  // prefetch=on: asks for the lines a probe of `home` may wait for (the level-1 form byte
+  // and cell, the group's first form-byte lines) before it waits on any.
+  void PrefetchProbe(const View& v, uint64_t home) const;
+  // The search with no lock (validated by the stripe's version and the table size):
+  // kFound (read->value_word holds an inline value), kAbsent, kRetry (a writer came in)
+  // or kLocked (a record cell of this hash: read under the lock).
+  Optimistic FindOptimistic(uint64_t hash, OptimisticRead* read) const;
+  // DoGet after its first try: the search with no lock (counted, retried), then the lock.
+  Status GetFull(std::string_view key, uint64_t hash, std::string* value);
+  // A search under the shared lock (FindOptimistic could not answer).
+  Status GetLocked(std::string_view key, uint64_t hash, std::string* value);
   Status InsertAt(const Probe& p, std::string_view key, std::string_view value, uint64_t hash,
                   Stripe& stripe);
   Status UpdateAt(const Probe& p, std::string_view key, std::string_view value, uint64_t hash);
@@ -297,6 +311,9 @@ class GroupHash : public Engine {
   mutable std::shared_mutex resize_mu_;
   GroupRoot* root_ = nullptr;
   View view_;
+  // view_.table for FindOptimistic, which reads it with no lock: stored before
+  // level_cells_ (release), so a search that read the new size reads the new table.
+  std::atomic<char*> view_table_{nullptr};
   std::atomic<uint64_t> level_cells_{0};
   uint64_t base_count_ = 0;  // keys at open; Count() = base + sum of stripe deltas
   std::atomic<uint64_t> total_{0};  // persist_count=on only: the value stored in PM

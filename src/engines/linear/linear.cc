@@ -6,6 +6,7 @@
 #include <cstring>
 #include <mutex>
 #include <set>
+#include <shared_mutex>
 
 #include "util/hash.h"
 
@@ -67,6 +68,7 @@ Status LinearProbing::Create() {
   CreateRoot(kRootLayout, offset, /*table_bytes=*/0);
   table_ = pool().At<LinearTable>(offset);
   cells_ = num_lines * kCellsPerLine;
+  PublishView();
   count_.store(0, std::memory_order_release);
   return Status::OK();
 }
@@ -113,6 +115,7 @@ Status LinearProbing::Recover(bool clean) {
   PMHASH_RETURN_IF_ERROR(ValidateTable(off));
   table_ = pool().At<LinearTable>(off);
   cells_ = table_->num_lines * kCellsPerLine;
+  PublishView();
   if (!clean) {
     // The undo log already rolled back an interrupted `linear-log` operation; recount
     // (cheap next to Allocator::Rebuild's scan) so that `linear` at least reports what
@@ -225,14 +228,86 @@ Status LinearProbing::SaveCells(pm::UndoLog::Tx& tx, uint64_t first, uint64_t la
 
 // ---- Operations ---------------------------------------------------------------------
 
+void LinearProbing::PublishView() {
+  // The lines before the count: a search that read the new count reads the new lines.
+  view_lines_.store(table_->lines(), std::memory_order_release);
+  view_cells_.store(cells_, std::memory_order_release);
+}
+
+// Inlined into DoGet and GetFull (issue 29: no call on the search path).
+[[gnu::always_inline]] inline Optimistic LinearProbing::FindOptimistic(uint64_t hash,
+                                                                      OptimisticRead* read) const {
+  const OptimisticReadScope unchecked_by_tsan;  // validated below instead
+  if (!read->Begin(mu_)) return Optimistic::kRetry;
+  // The count before the lines (PublishView stores them the other way round): a stale
+  // pair indexes the old table or the new one, both at least that large (tables only
+  // grow, and a freed table's memory stays in the pool's mapping).
+  const uint64_t cells = view_cells_.load(std::memory_order_acquire);
+  const LinearLine* lines = view_lines_.load(std::memory_order_acquire);
+  // Find's probe a line at a time, every word an acquire load (VersionedRwLock's
+  // contract): a writer may be half-way, so the walk is bounded by the table and only
+  // compares. A line's three cells are matched together (MatchSlots): a cell before the
+  // probe's start or after an empty cell cannot hold the key (invariant 1, keys stored
+  // once), so matching it changes no answer; the probe goes on to the next line only if
+  // no cell from its start to the line's end is empty.
+  Optimistic answer = Optimistic::kAbsent;
+  pm::ReadRun noted(read->persister, read->notes);  // the lines probed, as Find reports them
+  const uint64_t num_lines = cells / kCellsPerLine;
+  const uint64_t home = Reduce(hash, cells);
+  uint64_t l = home / kCellsPerLine;
+  uint32_t from = static_cast<uint32_t>(home % kCellsPerLine) * 8;  // first byte probed
+  for (uint64_t n = 0; n <= num_lines; ++n) {
+    const LinearLine* line = &lines[l];
+    noted.Add(line, sizeof(LinearLine));
+    const uint32_t forms = LoadForms(line->form);
+    answer = MatchSlots<kCellsPerLine>(forms, line->cell, hash, read);
+    if (answer != Optimistic::kAbsent || (EmptySlots<kCellsPerLine>(forms) >> from) != 0) break;
+    from = 0;
+    l = l + 1 == num_lines ? 0 : l + 1;
+  }
+  noted.Flush();
+  return read->Valid(mu_) ? answer : Optimistic::kRetry;
+}
+
 Status LinearProbing::DoGet(std::string_view key, uint64_t hash, std::string* value) {
+  // The probe with no lock first (not in the paper, which has one thread): no locked
+  // instruction, so consecutive searches overlap their misses (issue 29). Its first try,
+  // when nothing is counted, has no call on its path (FirstTry); anything else takes
+  // GetFull.
+  if (reads_unnoted()) [[likely]] {
+    const Optimistic answer =
+        FirstTry(persister(), key, value, [this, hash](OptimisticRead* read)
+                                              __attribute__((always_inline)) {
+                                                return FindOptimistic(hash, read);
+                                              });
+    if (answer == Optimistic::kFound) return Status::OK();
+    if (answer == Optimistic::kAbsent) return Status::NotFound();
+  }
+  return GetFull(key, hash, value);
+}
+
+// A writer anywhere in the table makes the search retry; after a few tries, or for a
+// record, the shared lock answers. Out of line (DoGet's frame).
+__attribute__((noinline)) Status LinearProbing::GetFull(std::string_view key, uint64_t hash,
+                                                        std::string* value) {
+  const Optimistic answer = SearchOptimistically(
+      persister(), key, value,
+      [this, hash](OptimisticRead* read) __attribute__((always_inline)) {
+        return FindOptimistic(hash, read);
+      });
+  if (answer == Optimistic::kFound) return Status::OK();
+  if (answer == Optimistic::kAbsent) return Status::NotFound();
+  return GetLocked(key, hash, value);
+}
+
+// Out of line: its lock and probe would otherwise give DoGet a large frame.
+__attribute__((noinline)) Status LinearProbing::GetLocked(std::string_view key, uint64_t hash,
+                                                          std::string* value) {
   std::shared_lock lock(mu_);
   const Probe probe = Find(key, hash);
   if (!probe.found) return Status::NotFound();
-  const SlotForm form = FormAt(probe.cell);
-  const KvWords words = WordsAt(probe.cell);
-  const std::string_view v = codec().Value(form, words);  // the codec reports the record
-  value->assign(v.data(), v.size());
+  // The codec reports the record it reads.
+  AssignValue(value, codec().Value(FormAt(probe.cell), WordsAt(probe.cell)));
   return Status::OK();
 }
 
@@ -487,6 +562,7 @@ Status LinearProbing::Grow() {
   PublishRootTable(offset);
   table_ = fresh;
   cells_ = new_cells;
+  PublishView();
   allocator().Free(old_offset);
   ++resizes_;
   return Status::OK();

@@ -69,9 +69,13 @@
 //
 // ---- Concurrency ----------------------------------------------------------------------
 //
-// One reader-writer lock per index: Get, ForEach and Stats share it; Insert, Update, Put
-// and Delete hold it exclusively and release it only after their change is durable, so a
-// reader never returns a value that is not durable. Count() reads an atomic.
+// One reader-writer lock per index (a VersionedRwLock, common/locks.h): Insert, Update,
+// Put and Delete hold it exclusively and release it only after their change is durable,
+// so a reader never returns a value that is not durable. Get takes no lock: it probes
+// with acquire loads and validates with the lock's version (FindOptimistic; a writer
+// anywhere in the table makes it retry), and takes the lock shared only after a few
+// failed tries or for a record, whose bytes it reads under the lock. ForEach and Stats
+// take it shared. Count() reads an atomic.
 //
 // ---- Scan (Index::Scan; the cursor: engines/scan.h) ------------------------------------
 //
@@ -88,12 +92,12 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "common/locks.h"
 #include "common/slot.h"
 #include "engines/engine.h"
 
@@ -115,6 +119,11 @@ static_assert(sizeof(LinearLine) == pm::kCacheLine,
 static_assert(offsetof(LinearLine, cell) == 0 &&
                   offsetof(LinearLine, form) == kCellsPerLine * sizeof(KvWords),
               "forms follow the cells in the same line");
+static_assert(offsetof(LinearLine, form) % 4 == 0 &&
+                  offsetof(LinearLine, pad) + sizeof(LinearLine::pad) >=
+                      offsetof(LinearLine, form) + 4,
+              "a search reads the three forms and a padding byte with one 4-byte load "
+              "(LoadForms)");
 
 struct alignas(64) LinearTable {
   uint64_t magic;
@@ -176,6 +185,16 @@ class LinearProbing : public Engine {
   // Validates the table header at `table` in raw PM (the root header validated first).
   Status ValidateTable(uint64_t table) const;
   Probe Find(std::string_view key, uint64_t hash) const;
+  // The search with no lock (validated by mu_'s version): kFound (read->value_word holds
+  // an inline value) or kAbsent when no writer came in; kRetry when one did; kLocked when
+  // only the shared lock can answer (a record cell whose hash matches).
+  Optimistic FindOptimistic(uint64_t hash, OptimisticRead* read) const;
+  // DoGet after its first try: the search with no lock (counted, retried), then the lock.
+  Status GetFull(std::string_view key, uint64_t hash, std::string* value);
+  // A search under the shared lock (FindOptimistic could not answer).
+  Status GetLocked(std::string_view key, uint64_t hash, std::string* value);
+  // Publishes table_ and cells_ to the searches that take no lock (after each change).
+  void PublishView();
   Status InsertNew(std::string_view key, std::string_view value, uint64_t hash, Probe probe);
   Status UpdateAt(uint64_t cell, std::string_view key, std::string_view value, uint64_t hash);
   Status DeleteAt(uint64_t cell);
@@ -205,9 +224,12 @@ class LinearProbing : public Engine {
   uint64_t initial_cells_ = 3 * 1024;
   double max_load_ = 0.9;
 
-  mutable std::shared_mutex mu_;
+  mutable VersionedRwLock mu_;
   LinearTable* table_ = nullptr;
   uint64_t cells_ = 0;
+  // table_'s lines and cells_ for FindOptimistic, which reads them with no lock.
+  std::atomic<const LinearLine*> view_lines_{nullptr};
+  std::atomic<uint64_t> view_cells_{0};
   std::atomic<uint64_t> count_{0};
   // Engine counters, written under the exclusive lock.
   uint64_t resizes_ = 0;

@@ -87,10 +87,6 @@ void SmartHt::SetBounds() {
   chain_limit_ = MaxChain(pool());
 }
 
-SmartHt::ReaderSlot& SmartHt::MySlot() const {
-  return readers_[std::min(pm::CounterTable::ThisThreadId(), kSmartHtReaderSlots)];
-}
-
 // ---- Options, creation, recovery ----------------------------------------------------
 
 Status SmartHt::Configure(EngineOptions& options, const Options& /*index_options*/) {
@@ -522,7 +518,10 @@ SmartHt::Probe SmartHt::Find(std::string_view key, uint64_t hash, uint64_t head,
   return p;
 }
 
-Optimistic SmartHt::FindOptimistic(uint64_t hash, OptimisticRead* read, bool* filtered) const {
+// Inlined into DoGet, its one caller (issue 29: no frame on the search path).
+[[gnu::always_inline]] inline Optimistic SmartHt::FindOptimistic(uint64_t hash,
+                                                                OptimisticRead* read,
+                                                                bool* filtered) const {
   const OptimisticReadScope unchecked_by_tsan;  // validated below instead
   const uint64_t n = head_count_.load(std::memory_order_acquire);
   const uint64_t head = Reduce(hash, n);
@@ -536,19 +535,8 @@ Optimistic SmartHt::FindOptimistic(uint64_t hash, OptimisticRead* read, bool* fi
   for (uint64_t depth = 0; b != nullptr && depth < chain_limit_ && answer == Optimistic::kAbsent;
        ++depth, b = NextOf(b)) {
     read->Note(b, sizeof(SmartBucket));
-    for (int s = 0; s < kSmartHtSlots; ++s) {
-      const uint8_t t = __atomic_load_n(&b->token[s], __ATOMIC_ACQUIRE);
-      if (t == kInline && read->inline_key &&
-          __atomic_load_n(&b->slot[s].word0, __ATOMIC_ACQUIRE) == read->key_word) {
-        read->value_word = __atomic_load_n(&b->slot[s].word1, __ATOMIC_ACQUIRE);
-        answer = Optimistic::kFound;
-        break;
-      }
-      if (t == kRecord && __atomic_load_n(&b->slot[s].word1, __ATOMIC_ACQUIRE) == hash) {
-        answer = Optimistic::kLocked;  // maybe the key: its record is read under the lock
-        break;
-      }
-    }
+    // kLocked for a record slot of this hash: its bytes are read under the lock.
+    answer = MatchSlots<kSmartHtSlots>(LoadForms(b->token), b->slot, hash, read);
     if (depth == 0 && filtered != nullptr && answer == Optimistic::kAbsent &&
         !FilterMayContain(hash)) {
       *filtered = true;  // bucket_first: not in the head bucket, and the filter rules it out
@@ -585,7 +573,9 @@ Status SmartHt::DoGet(std::string_view key, uint64_t hash, std::string* value) {
   // makes it retry; after a few tries (or for a record) the shared lock answers.
   bool filtered = false;
   const Optimistic answer =
-      SearchOptimistically(persister(), key, value, [&](OptimisticRead* read) {
+      SearchOptimistically(persister(), key, value,
+                           [this, hash, &filtered](OptimisticRead* read)
+                               __attribute__((always_inline)) {
         return FindOptimistic(hash, read, bucket_first_ ? &filtered : nullptr);
       });
   if (answer == Optimistic::kFound) return Status::OK();  // line 8
@@ -597,6 +587,12 @@ Status SmartHt::DoGet(std::string_view key, uint64_t hash, std::string* value) {
     }
     return Status::NotFound();  // line 14
   }
+  return GetLocked(key, hash, value);
+}
+
+// Out of line: its locks and probe would otherwise give DoGet a large frame.
+__attribute__((noinline)) Status SmartHt::GetLocked(std::string_view key, uint64_t hash,
+                                                    std::string* value) {
   uint64_t head = 0;
   Stripe& s = LockHome(hash, LockMode::kShared, &head);  // line 5
   HeldLock guard(s.mu, LockMode::kShared);
@@ -609,7 +605,7 @@ Status SmartHt::DoGet(std::string_view key, uint64_t hash, std::string* value) {
   if (form == SlotForm::kRecord && !codec().Plausible(form, p.bucket->slot[p.slot])) {
     return Status::Corruption("smartht: the record of a slot is damaged");
   }
-  value->assign(codec().Value(form, p.bucket->slot[p.slot]));  // line 8
+  AssignValue(value, codec().Value(form, p.bucket->slot[p.slot]));  // line 8
   return Status::OK();
 }
 

@@ -109,6 +109,7 @@
 // out, as ForEach leaves it out.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -167,6 +168,9 @@ static_assert(offsetof(SmartBucket, token) == 0 && offsetof(SmartBucket, next) =
                   offsetof(SmartBucket, slot) == 16,
               "tokens and padding fill the first word; next is an aligned 8-byte word");
 static_assert(sizeof(SlotForm) == 1, "a token is stored with one atomic byte store");
+static_assert(offsetof(SmartBucket, token) % 4 == 0 && offsetof(SmartBucket, next) >= 4,
+              "a search reads the three tokens and a padding byte with one 4-byte load "
+              "(LoadForms)");
 
 struct alignas(64) SmartHtTableHeader {
   uint64_t magic;
@@ -254,7 +258,9 @@ class SmartHt : public Engine {
     uint64_t n = 0;
     return stripes_.LockHome(head_count_, hash, mode, head, &n);
   }
-  ReaderSlot& MySlot() const;
+  ReaderSlot& MySlot() const {  // inline: every search asks (issue 29)
+    return readers_[std::min(pm::CounterTable::ThisThreadId(), kSmartHtReaderSlots)];
+  }
 
   SmartBucket* BucketAt(uint64_t offset) const { return pool().At<SmartBucket>(offset); }
   // The next bucket of a chain, or null at its end. A pointer that cannot be a bucket of
@@ -307,6 +313,8 @@ class SmartHt : public Engine {
   // after the head bucket the filter is asked before the chain is read further; a key it
   // rules out is kAbsent with *filtered set.
   Optimistic FindOptimistic(uint64_t hash, OptimisticRead* read, bool* filtered) const;
+  // A search under the shared lock (FindOptimistic could not answer).
+  Status GetLocked(std::string_view key, uint64_t hash, std::string* value);
   bool FilterMayContain(uint64_t hash) const;
   void FilterAdd(uint64_t hash);
   Status InsertAt(const Probe& p, uint64_t head, std::string_view key, std::string_view value,

@@ -546,7 +546,9 @@ std::string Wophi::Where(const void* p) const {
   return "bucket at pool offset " + std::to_string(pool().ToOffset(p));
 }
 
-Optimistic Wophi::FindOptimistic(uint64_t hash, OptimisticRead* read) const {
+// Inlined into DoGet and GetFull (issue 29: no call on the search path).
+[[gnu::always_inline]] inline Optimistic Wophi::FindOptimistic(uint64_t hash,
+                                                              OptimisticRead* read) const {
   const OptimisticReadScope unchecked_by_tsan;  // validated below instead
   const uint64_t n = main_buckets_.load(std::memory_order_acquire);
   const uint64_t home = Reduce(hash, n);
@@ -555,25 +557,18 @@ Optimistic Wophi::FindOptimistic(uint64_t hash, OptimisticRead* read) const {
   if (!read->Begin(mu)) return Optimistic::kRetry;
   // Find's walk, every word an acquire load (VersionedRwLock's contract): a writer may be
   // half-way, so a next pointer is followed only to a bucket inside the pool, and the
-  // walk is bounded (a garbage pointer could close a cycle).
+  // walk is bounded (a garbage pointer could close a cycle). Slots 0-2 (line 0) are
+  // matched together; slot 3 (line 1) only when its token is set.
   Optimistic answer = Optimistic::kAbsent;
-  for (uint64_t depth = 0; answer == Optimistic::kAbsent && depth < max_chain_; ++depth) {
+  for (uint64_t depth = 0; depth < max_chain_; ++depth) {
     read->Note(b, pm::kCacheLine);
-    for (size_t i = 0; i < kWophiAssoc; ++i) {
-      const uint8_t t = __atomic_load_n(&b->token[i], __ATOMIC_ACQUIRE);
-      if (t == 0) continue;
-      if (i == 3) read->Note(&b->slot[i], sizeof(KvWords));  // slot 3 sits in line 1
-      if (t == static_cast<uint8_t>(SlotForm::kInline) && read->inline_key &&
-          __atomic_load_n(&b->slot[i].word0, __ATOMIC_ACQUIRE) == read->key_word) {
-        read->value_word = __atomic_load_n(&b->slot[i].word1, __ATOMIC_ACQUIRE);
-        answer = Optimistic::kFound;
-        break;
-      }
-      if (t == static_cast<uint8_t>(SlotForm::kRecord) &&
-          __atomic_load_n(&b->slot[i].word1, __ATOMIC_ACQUIRE) == hash) {
-        answer = Optimistic::kLocked;  // maybe the key: its record is read under the lock
-        break;
-      }
+    const uint32_t tokens = LoadForms(b->token);
+    answer = MatchSlots<3>(tokens & 0xffffff, b->slot, hash, read);
+    if (answer != Optimistic::kAbsent) break;
+    if ((tokens >> 24) != 0) {
+      read->Note(&b->slot[3], sizeof(KvWords));
+      answer = MatchSlots<1>(tokens >> 24, &b->slot[3], hash, read);
+      if (answer != Optimistic::kAbsent) break;
     }
     const uint64_t next = __atomic_load_n(&b->next, __ATOMIC_ACQUIRE);
     if (next == 0 || next % pm::kCacheLine != 0 || !pool().Contains(next, kBucketBytes)) break;
@@ -594,19 +589,44 @@ void Wophi::Prefetch(uint64_t hash) const {
 
 Status Wophi::DoGet(std::string_view key, uint64_t hash, std::string* value) {
   // Alg. 2's walk with no lock first (not in the paper): no locked instruction, so
-  // consecutive searches overlap their PM misses. A writer in the area makes it retry;
-  // after a few tries, or for a record, the shared lock answers.
+  // consecutive searches overlap their PM misses. Its first try, when nothing is counted,
+  // has no call on its path (FirstTry); anything else takes GetFull.
+  if (reads_unnoted()) [[likely]] {
+    const Optimistic answer =
+        FirstTry(persister(), key, value, [this, hash](OptimisticRead* read)
+                                              __attribute__((always_inline)) {
+                                                return FindOptimistic(hash, read);
+                                              });
+    if (answer == Optimistic::kFound) return Status::OK();
+    if (answer == Optimistic::kAbsent) return Status::NotFound();
+  }
+  return GetFull(key, hash, value);
+}
+
+// A writer in the area makes the search retry; after a few tries, or for a record, the
+// shared lock answers. Out of line (DoGet's frame).
+__attribute__((noinline)) Status Wophi::GetFull(std::string_view key, uint64_t hash,
+                                                std::string* value) {
   const Optimistic answer = SearchOptimistically(
-      persister(), key, value, [&](OptimisticRead* read) { return FindOptimistic(hash, read); });
+      persister(), key, value,
+      [this, hash](OptimisticRead* read) __attribute__((always_inline)) {
+        return FindOptimistic(hash, read);
+      });
   if (answer == Optimistic::kFound) return Status::OK();
   if (answer == Optimistic::kAbsent) return Status::NotFound();
+  return GetLocked(key, hash, value);
+}
+
+// Out of line: its locks and probe would otherwise give DoGet a large frame.
+__attribute__((noinline)) Status Wophi::GetLocked(std::string_view key, uint64_t hash,
+                                                  std::string* value) {
   uint64_t home = 0, n = 0;
   Stripe& s = LockHome(hash, LockMode::kShared, &home, &n);
   HeldLock guard(s.mu, LockMode::kShared);
   const Probe p = Find(key, hash, home);
   if (p.bucket == nullptr) return Status::NotFound();
-  value->assign(codec().Value(static_cast<SlotForm>(p.bucket->token[p.index]),
-                              p.bucket->slot[p.index]));
+  AssignValue(value, codec().Value(static_cast<SlotForm>(p.bucket->token[p.index]),
+                                   p.bucket->slot[p.index]));
   return Status::OK();
 }
 

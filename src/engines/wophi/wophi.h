@@ -174,6 +174,8 @@ static_assert(offsetof(WophiBucket, slot) + 3 * sizeof(KvWords) == pm::kCacheLin
               "slots 0-2 fill line 0, so the first slot of a new chain bucket and its "
               "header are persisted with one flush");
 static_assert(sizeof(SlotForm) == 1, "a token is stored with one atomic byte store");
+static_assert(offsetof(WophiBucket, token) % 4 == 0 && sizeof(WophiBucket::token) == 4,
+              "a search reads the four tokens with one 4-byte load (LoadForms)");
 
 struct alignas(64) WophiTableHeader {
   uint64_t magic;
@@ -285,6 +287,10 @@ class Wophi : public Engine {
   // when a writer was in; kLocked when only the shared lock can answer (the key or its
   // value is a record, whose bytes are read under the lock).
   Optimistic FindOptimistic(uint64_t hash, OptimisticRead* read) const;
+  // DoGet after its first try: the search with no lock (counted, retried), then the lock.
+  Status GetFull(std::string_view key, uint64_t hash, std::string* value);
+  // A search under the shared lock (FindOptimistic could not answer).
+  Status GetLocked(std::string_view key, uint64_t hash, std::string* value);
   // Alg. 1 lines 9-17 or 27-33. *grow is set when the table should grow afterwards.
   Status InsertAt(const Probe& p, std::string_view key, std::string_view value, uint64_t hash,
                   Stripe& stripe, bool* grow);
