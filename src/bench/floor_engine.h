@@ -25,7 +25,7 @@
 //
 // ---- Invariants -----------------------------------------------------------------------
 //
-// Get(key) is OK with the 8-byte value FloorWord(Reduce(HashKey(key), N)); nothing
+// Get(key) is OK with the 8-byte value FloorWord(Reduce(KeyHash(key), N)); nothing
 // changes after Create. The lines are written at creation and not persisted: a crashed
 // pool reopens (Recover validates the root and the table header) with whatever the lines
 // hold, which no measurement reads (the floor never reopens its pool). Insert, Update,
