@@ -348,5 +348,35 @@ TEST(CcehTest, ScanAcrossSplitsAndDoublingsBetweenPages) {
   EXPECT_EQ(CheckInvariantsOf(index.get()), "");
 }
 
+// A skewed table: keys of one eighth of the hash space split it deep while the rest stays
+// one shallow segment, so a page's run of homes spans several deep segments; every one
+// is read.
+TEST(CcehTest, ScanReadsEverySegmentOfARunInASkewedTable) {
+  auto index = OpenOrDie(CcehOptions(Small()));
+  Model model;
+  for (uint64_t b = 0; b < 16; ++b) {
+    for (const std::string& k : KeysWithHashBits(15, b, 3, 0, 12, b * 1'000'000)) {
+      ASSERT_TRUE(index->Insert(k, k).ok());
+      model[k] = k;
+    }
+  }
+  ASSERT_GE(Counter(index.get(), "global_depth"), 5u);
+  ASSERT_LT(Counter(index.get(), "segments"), (uint64_t{1} << Counter(index.get(), "global_depth")) / 4)
+      << "not skewed enough for runs that span segments";
+  for (size_t max_keys : {size_t{5}, size_t{1000}}) {
+    Model seen;
+    uint64_t cursor = 0;
+    int pages = 0;
+    do {
+      ASSERT_TRUE(index->Scan(cursor, max_keys, [&](std::string_view k, std::string_view v) {
+        seen[std::string(k)] = std::string(v);
+        return true;
+      }, &cursor).ok());
+      ASSERT_LT(++pages, 10'000) << "no progress";
+    } while (cursor != 0);
+    EXPECT_EQ(seen, model) << "max_keys " << max_keys;
+  }
+}
+
 }  // namespace
 }  // namespace pmhash::engines
