@@ -663,7 +663,9 @@ TEST_P(Conformance, SearchesDuringWritesAndGrowthSeeNoTornValueAndMissNoKey) {
   };
   const auto key = [](uint64_t i) { return std::string(reinterpret_cast<const char*>(&i), 8); };
   constexpr int kWriters = 2, kReaders = 4;
-  const uint32_t writes = static_cast<uint32_t>(Bulk(10000));
+  // Under the degenerate hash every probe walks every key of its hash value: as few
+  // writes as the issue-28 version of this test made there.
+  const uint32_t writes = degenerate() ? 1000 : 10000;
   const auto churn_key = [](int w, uint32_t n) { return 1'000'000 + uint64_t(w) * 100'000 + n; };
   std::vector<uint64_t> stable;  // present throughout
   for (uint64_t i = 0; i < 500; ++i) {
@@ -723,7 +725,7 @@ TEST_P(Conformance, SearchesDuringWritesAndGrowthSeeNoTornValueAndMissNoKey) {
           }
         }
         // Let writers in now and then: a reader-preferring table lock starves them.
-        if (++reads % 256 == 0) std::this_thread::yield();
+        if (++reads % 64 == 0) std::this_thread::yield();
       }
     });
   }
