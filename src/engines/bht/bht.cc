@@ -985,10 +985,13 @@ void RegisterEngines_bht(EngineRegistry& registry) {
       "bytes of the PM write-ahead log ring, at creation (auto: an eighth of the pool, at "
       "least 64 KiB, and 4 MiB, room for the largest record, if the pool is 16 MiB or "
       "more); past three quarters full the oldest buffer is flipped"));
-  info.capabilities = {.resize_switch = true,
+  // No resize=off: a buffer takes writes blind (it never reads the segment), so a table
+  // that may not grow could not refuse an insert at the call, only at a later flip, and
+  // the flip at Close would then fail. cceh has the switch.
+  info.capabilities = {.resize_switch = false,
                        .resize_when = "a segment splits (in place, or when a flip's merge "
                                       "does not fit) and the directory doubles",
-                       .refuses_when_full = true,
+                       .refuses_when_full = false,
                        .refuses_full_collisions = true,
                        .pipelined_multiget = true};
   // 1 KiB segments, one-bucket buffers (13 slots) and a 64 KiB log: flips, splits inside
