@@ -33,18 +33,8 @@ Options Small(PersistMode mode, std::map<std::string, std::string> engine_option
   return o;
 }
 
-// The first n 8-byte keys from Key8(from) whose hash has prefix `prefix` at depth 3 and,
-// unless bucket < 0, main bucket `bucket`.
-std::vector<std::string> KeysOf(uint64_t prefix, int bucket, size_t n, uint64_t from = 0) {
-  std::vector<std::string> keys;
-  for (uint64_t i = from; keys.size() < n; ++i) {
-    const uint64_t h = HashKey(Key8(i), kTestHashSeed);
-    if (h >> 61 == prefix && (bucket < 0 || static_cast<int>(h & 3) == bucket)) {
-      keys.push_back(Key8(i));
-    }
-  }
-  return keys;
-}
+// Keys of directory prefix p at depth 3 (any main bucket, or main bucket b):
+// KeysWithHashBits(0, 0, 3, p, n), KeysWithHashBits(3, b, 3, p, n).
 
 // Inserts `keys`, every third with a record value (chunked, 40 bytes).
 void InsertAll(Index* x, Model* m, const std::vector<std::string>& keys) {
@@ -58,7 +48,7 @@ void InsertAll(Index* x, Model* m, const std::vector<std::string>& keys) {
 class SpashCrashTest : public ::testing::TestWithParam<PersistMode> {};
 
 TEST_P(SpashCrashTest, SlotOperationsAreAllOrNothing) {
-  const std::vector<std::string> keys = KeysOf(3, -1, 6);
+  const std::vector<std::string> keys = KeysWithHashBits(0, 0, 3, 3, 6);
   // keys[0] and keys[3] hold records; the others inline values (InsertAll).
   ExpectEachAllOrNothing(Small(GetParam()),
                          [&](Index* x, Model* m) { InsertAll(x, m, {keys[0], keys[1], keys[2],
@@ -74,7 +64,7 @@ TEST_P(SpashCrashTest, SlotOperationsAreAllOrNothing) {
 TEST_P(SpashCrashTest, OverflowInsertAndHintClearingDeleteAreAllOrNothing) {
   // Four keys of main bucket 1 fill it; the fifth goes to bucket 2 with a hint in bucket 1
   // (two lines: recovery rebuilds a hint a crash lost). Deleting it clears the hint.
-  const std::vector<std::string> keys = KeysOf(5, 1, 5);
+  const std::vector<std::string> keys = KeysWithHashBits(3, 1, 3, 5, 5);
   OpCrashOutcome r = CrashDuringOp(
       Small(GetParam()),
       [&](Index* x, Model* m) { InsertAll(x, m, {keys[0], keys[1], keys[2], keys[3]}); },
@@ -90,8 +80,8 @@ TEST_P(SpashCrashTest, SplitIsAllOrNothing) {
   // Sixteen keys fill the segment of prefix 2; the seventeenth splits it (after a
   // doubling of the directory, which is volatile). A freed segment is reused as the new
   // one, so its old bytes are there to show through a split published too early.
-  const std::vector<std::string> keys = KeysOf(2, -1, 17);
-  const std::vector<std::string> stale = KeysOf(1, -1, 17);
+  const std::vector<std::string> keys = KeysWithHashBits(0, 0, 3, 2, 17);
+  const std::vector<std::string> stale = KeysWithHashBits(0, 0, 3, 1, 17);
   ExpectGrowthAllOrNothing(
       Small(GetParam()),
       [&](Index* x, Model* m) {
@@ -112,7 +102,7 @@ TEST_P(SpashCrashTest, MergeIsAllOrNothing) {
   // Seventeen keys of prefix 2 split its segment into prefixes 4 and 5 at depth 4. Delete
   // keys of the upper half until both hold 9 together; the next delete leaves at most 4
   // in the upper half and 8 together: the buddies merge.
-  const std::vector<std::string> keys = KeysOf(2, -1, 17);
+  const std::vector<std::string> keys = KeysWithHashBits(0, 0, 3, 2, 17);
   std::vector<std::string> upper;
   for (const std::string& k : keys) {
     if ((HashKey(k, kTestHashSeed) >> 60 & 1) == 1) upper.push_back(k);
@@ -146,7 +136,7 @@ TEST_P(SpashCrashTest, AtomicRegionsWithInjectedAbortsAreAllOrNothing) {
   // htm_emulated: commit phases in the simulator's atomic regions, aborted at random and
   // retried; in eadr an update of a record by one of the same size is written in place
   // inside its region, which crash images show whole or not at all.
-  const std::vector<std::string> keys = KeysOf(6, -1, 6);
+  const std::vector<std::string> keys = KeysWithHashBits(0, 0, 3, 6, 6);
   const Options o = Small(GetParam(), {{"htm_emulated", "on"}, {"htm_abort_rate", "0.5"}});
   ExpectEachAllOrNothing(
       o, [&](Index* x, Model* m) { InsertAll(x, m, {keys[0], keys[1], keys[2], keys[3]}); },

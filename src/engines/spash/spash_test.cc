@@ -29,16 +29,8 @@ Options SpashOptions(std::map<std::string, std::string> engine_options = {},
 
 Spash* AsSpash(Index* index) { return dynamic_cast<Spash*>(index); }
 
-// The first n 8-byte keys (from Key8(from) on) whose hash has main bucket `bucket` and
-// prefix `prefix` at depth 3 (the first directory of a small index).
-std::vector<std::string> KeysOf(int bucket, uint64_t prefix, size_t n, uint64_t from = 0) {
-  std::vector<std::string> keys;
-  for (uint64_t i = from; keys.size() < n; ++i) {
-    const uint64_t h = HashKey(Key8(i), kTestHashSeed);
-    if (static_cast<int>(h & 3) == bucket && h >> 61 == prefix) keys.push_back(Key8(i));
-  }
-  return keys;
-}
+// Keys of main bucket b (hash bits 0-1) and directory prefix p at depth 3 (the first
+// directory of a small index): KeysWithHashBits(3, b, 3, p, n).
 
 TEST(SpashTest, InlineAndRecordEntriesRoundTrip) {
   auto index = OpenOrDie(SpashOptions());
@@ -110,7 +102,7 @@ TEST(SpashTest, OverflowEntriesCarryHintsAndNegativeSearchesStopAtTheMainBucket)
   auto index = OpenOrDie(o);
   // Seven keys of main bucket 1 in the segment of prefix 5: four fill the bucket, three
   // overflow into buckets 2, 3 (and 0), each with a hint in bucket 1.
-  const std::vector<std::string> keys = KeysOf(1, 5, 7);
+  const std::vector<std::string> keys = KeysWithHashBits(3, 1, 3, 5, 7);
   for (size_t i = 0; i < keys.size(); ++i) ASSERT_TRUE(index->Insert(keys[i], Key8(i)).ok());
   EXPECT_EQ(Counter(index.get(), "overflow_inserts"), 3u);
   const auto lines = [&](const std::string& key, Status* s) {
@@ -125,12 +117,12 @@ TEST(SpashTest, OverflowEntriesCarryHintsAndNegativeSearchesStopAtTheMainBucket)
   EXPECT_EQ(lines(keys[6], &s), 2u);  // the main bucket, then the hinted one (same XPLine)
   EXPECT_TRUE(s.ok());
   // An absent key of main bucket 2 (no hint there): the main bucket alone.
-  EXPECT_EQ(lines(KeysOf(2, 5, 1, 1'000'000)[0], &s), 1u);
+  EXPECT_EQ(lines(KeysWithHashBits(3, 2, 3, 5, 1, 1'000'000)[0], &s), 1u);
   EXPECT_TRUE(s.IsNotFound());
   // Deleting the overflow entries clears their hints (CheckInvariants: hints are exact).
   for (size_t i = 4; i < keys.size(); ++i) ASSERT_TRUE(index->Delete(keys[i]).ok());
   EXPECT_TRUE(AsSpash(index.get())->CheckInvariants().ok());
-  EXPECT_EQ(lines(KeysOf(1, 5, 1, 1'000'000)[0], &s), 1u);
+  EXPECT_EQ(lines(KeysWithHashBits(3, 1, 3, 5, 1, 1'000'000)[0], &s), 1u);
   EXPECT_TRUE(s.IsNotFound());
 }
 
@@ -138,7 +130,7 @@ TEST(SpashTest, FullSegmentIsRefusedWithResizeOff) {
   Options o = SpashOptions({{"resize", "off"}});
   o.initial_capacity = 16;
   auto index = OpenOrDie(o);
-  const std::vector<std::string> keys = KeysOf(0, 2, 17);
+  const std::vector<std::string> keys = KeysWithHashBits(3, 0, 3, 2, 17);
   for (int i = 0; i < 16; ++i) ASSERT_TRUE(index->Insert(keys[i], "v").ok()) << i;
   const Status s = index->Insert(keys[16], "v");
   EXPECT_TRUE(s.IsTableFull()) << s.ToString();
