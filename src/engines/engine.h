@@ -581,6 +581,34 @@ template <typename Find>
   return a;
 }
 
+// An engine's DoGet on FirstTry: the one try when its reads go unnoted, else (or when that
+// try cannot answer) `full`, the engine's out-of-line path (OptimisticGetFull). wophi,
+// linear and group read this way (issue 29); `find` and `full` are lambdas, `find`
+// always inline.
+template <typename Find, typename Full>
+[[gnu::always_inline]] inline Status OptimisticGet(pm::Persister& persister, bool reads_unnoted,
+                                                  std::string_view key, std::string* value,
+                                                  Find find, Full full) {
+  if (reads_unnoted) [[likely]] {
+    const Optimistic a = FirstTry(persister, key, value, find);
+    if (a == Optimistic::kFound) return Status::OK();
+    if (a == Optimistic::kAbsent) return Status::NotFound();
+  }
+  return full();
+}
+
+// The full path of OptimisticGet: the tries (SearchOptimistically), then `locked`, the
+// search under the engine's lock (a writer kept coming in, or a record).
+template <typename Find, typename Locked>
+[[gnu::always_inline]] inline Status OptimisticGetFull(pm::Persister& persister,
+                                                      std::string_view key, std::string* value,
+                                                      Find find, Locked locked) {
+  const Optimistic a = SearchOptimistically(persister, key, value, find);
+  if (a == Optimistic::kFound) return Status::OK();
+  if (a == Optimistic::kAbsent) return Status::NotFound();
+  return locked();
+}
+
 // Closes cleanly on destruction: the most-derived destructor runs while the engine is
 // still whole, so Close() may call its virtual Shutdown().
 template <typename E>

@@ -408,30 +408,24 @@ Status GroupHash::DoGet(std::string_view key, uint64_t hash, std::string* value)
   // The search with no lock first: no locked instruction, so consecutive searches
   // overlap their misses (issue 29). Its first try, when nothing is counted, has no call
   // on its path (FirstTry); anything else takes GetFull.
-  if (reads_unnoted()) [[likely]] {
-    const Optimistic answer =
-        FirstTry(persister(), key, value, [this, hash](OptimisticRead* read)
-                                              __attribute__((always_inline)) {
-                                                return FindOptimistic(hash, read);
-                                              });
-    if (answer == Optimistic::kFound) return Status::OK();
-    if (answer == Optimistic::kAbsent) return Status::NotFound();
-  }
-  return GetFull(key, hash, value);
+  return OptimisticGet(
+      persister(), reads_unnoted(), key, value,
+      [this, hash](OptimisticRead* read) __attribute__((always_inline)) {
+        return FindOptimistic(hash, read);
+      },
+      [&] { return GetFull(key, hash, value); });
 }
 
 // A writer in the group's stripe makes the search retry; after a few tries, or for a
 // record, the shared lock answers. Out of line (DoGet's frame).
 __attribute__((noinline)) Status GroupHash::GetFull(std::string_view key, uint64_t hash,
                                                     std::string* value) {
-  const Optimistic answer =
-      SearchOptimistically(persister(), key, value,
-                           [this, hash](OptimisticRead* read) __attribute__((always_inline)) {
-                             return FindOptimistic(hash, read);
-                           });
-  if (answer == Optimistic::kFound) return Status::OK();
-  if (answer == Optimistic::kAbsent) return Status::NotFound();
-  return GetLocked(key, hash, value);
+  return OptimisticGetFull(
+      persister(), key, value,
+      [this, hash](OptimisticRead* read) __attribute__((always_inline)) {
+        return FindOptimistic(hash, read);
+      },
+      [&] { return GetLocked(key, hash, value); });
 }
 
 // Out of line: its lock and probe would otherwise give DoGet a large frame.
