@@ -52,7 +52,8 @@ void FillGroup(Index* index, Model* model, size_t limit) {
     const bool in_level1 = level1.count(home) == 0;
     if (!in_level1 && level2 == 4) continue;
     const std::string v = i % 3 == 0 ? "value " + std::to_string(i) : Key8(i * 11);
-    ASSERT_TRUE(index->Insert(k, v).ok());
+    const Status st = index->Insert(k, v);
+    ASSERT_TRUE(st.ok()) << st.ToString() << " (key " << i << ", home " << home << ")";
     (*model)[k] = v;
     if (in_level1) {
       level1.insert(home);
