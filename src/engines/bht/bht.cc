@@ -594,7 +594,11 @@ Status Bht::FlipAll(FlipReason reason) {
   return Status::OK();
 }
 
-Status Bht::Shutdown() { return FlipAll(FlipReason::kClose); }
+Status Bht::Shutdown() {
+  PMHASH_RETURN_IF_ERROR(FlipAll(FlipReason::kClose));
+  FreeRetiredDirectories();  // after the flips: they may double the directory
+  return Status::OK();
+}
 
 // ---- The log ------------------------------------------------------------------------------------
 

@@ -24,6 +24,11 @@ Status Cceh::Recover(bool clean) {
   return RecoverCore(kRootLayout, clean, &count);
 }
 
+Status Cceh::Shutdown() {
+  FreeRetiredDirectories();
+  return Status::OK();
+}
+
 Status Cceh::EnumerateBlocks(const pm::Allocator::LiveBlockVisitor& visit) const {
   return EnumerateCore(kRootLayout, visit);
 }

@@ -34,6 +34,7 @@ class Cceh : public CcehCore {
   // segments (CcehCore::ScanSteps); CheckInvariants checks invariants 1-5 of cceh_core.h
   // by a full scan.
   PMHASH_ENGINE_KIT_OVERRIDES;
+  Status Shutdown() override;  // frees the retired directories
   // The probe window's lines of the key's start bucket.
   void Prefetch(uint64_t hash) const override;
 };

@@ -257,6 +257,10 @@ Status CcehCore::EnumerateCore(const RootLayout& layout,
   uint32_t depth = 0;
   PMHASH_RETURN_IF_ERROR(ValidateDirectory(dir, &depth));
   visit(dir);
+  {
+    std::lock_guard<std::mutex> g(dir_mu_);
+    for (const uint64_t old : retired_dirs_) visit(old);  // freed at Close
+  }
   std::unordered_set<uint64_t> seen;
   const uint64_t slots = bytes / sizeof(KvWords);
   // Entries that differ from their range's first are an unfinished split or
@@ -797,6 +801,12 @@ Status CcehCore::SplitInPlace(CcehSeg* s, uint64_t hash) {
   return Status::OK();
 }
 
+void CcehCore::FreeRetiredDirectories() {
+  std::lock_guard<std::mutex> g(dir_mu_);
+  for (const uint64_t old : retired_dirs_) allocator().Free(old);
+  retired_dirs_.clear();
+}
+
 Status CcehCore::DoubleDirectory() {
   const uint64_t w = dir_word_.load(std::memory_order_relaxed);
   const uint64_t old_dir = DirOffset(w);
@@ -823,8 +833,9 @@ Status CcehCore::DoubleDirectory() {
     PublishRootTable(nd);  // the doubling's commit
   }
   dir_word_.store(nd | depth, std::memory_order_release);
-  // Searches may still read the old one: see the header (Concurrency).
-  allocator().Free(old_dir);
+  // Searches may still read the old one: it stays allocated until Close (the header,
+  // Concurrency).
+  retired_dirs_.push_back(old_dir);
   doublings_.fetch_add(1, std::memory_order_relaxed);
   return Status::OK();
 }
