@@ -5,7 +5,7 @@ JOBS ?= $(shell nproc)
 CMAKE_COMMON = -G Ninja -Wno-dev
 
 .PHONY: all deps build asan tsan run test test-release test-asan test-tsan check-release \
-        check-asan check-tsan stress-test bench flip-fuzz clean
+        check-asan check-tsan stress-test bench paper-figures flip-fuzz clean
 
 all: build
 
@@ -107,6 +107,13 @@ soak: build
 
 bench: build
 	@scripts/bench-scenarios.sh
+
+# Every paper scenario rerun at this commit into bench/results/ (kept in git: the JSON),
+# then BENCHMARKS.md's tables rewritten from it (scripts/bench-tables.py). About an hour
+# on 2 cores. `scripts/bench-tables.py --check` (ctest bench_tables) keeps them in step.
+paper-figures: build
+	@RESULTS_DIR=bench/results scripts/bench-scenarios.sh
+	@scripts/bench-tables.py --one-commit
 
 # Not part of `make test`: a test of the tests. Each mutation of
 # tests/mutation/mutations.json (a dropped flush or fence, a commit before its data, a free

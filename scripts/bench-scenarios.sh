@@ -8,6 +8,8 @@
 #   scripts/bench-scenarios.sh                 # all paper scenarios
 #   scripts/bench-scenarios.sh group-fig7      # one
 #   scripts/bench-scenarios.sh bht-fig1        # the micro scenario alone
+# RESULTS_DIR (default results/) is where they go; `make paper-figures` sets bench/results,
+# the JSON BENCHMARKS.md's tables are written from (scripts/bench-tables.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -33,15 +35,16 @@ else
   fi
 fi
 
-mkdir -p results
+results=${RESULTS_DIR:-results}
+mkdir -p "$results"
 failed=0
 for s in "${scenarios[@]}"; do
   echo "=== scenario $s ==="
-  rm -f "results/$s.png"
+  rm -f "$results/$s.png"
   if [ -n "${micro[$s]:-}" ]; then
     # shellcheck disable=SC2086  # the arguments are words on purpose
-    if "$bin" bench ${micro[$s]} --json "results/$s.json"; then
-      echo "bench-scenarios: results/$s.json"
+    if "$bin" bench ${micro[$s]} --json "$results/$s.json"; then
+      echo "bench-scenarios: $results/$s.json"
     else
       echo "bench-scenarios: scenario $s failed" >&2
       failed=1
@@ -49,11 +52,11 @@ for s in "${scenarios[@]}"; do
     echo
     continue
   fi
-  if "$bin" bench --scenario "$s" --json "results/$s.json"; then
-    if /usr/bin/python3 bench/plot.py "results/$s.json" -o "results/$s.png"; then
-      echo "bench-scenarios: results/$s.json and results/$s.png"
+  if "$bin" bench --scenario "$s" --json "$results/$s.json"; then
+    if /usr/bin/python3 bench/plot.py "$results/$s.json" -o "$results/$s.png"; then
+      echo "bench-scenarios: $results/$s.json and $results/$s.png"
     else
-      echo "bench-scenarios: warning: no chart for $s (results/$s.json only)" >&2
+      echo "bench-scenarios: warning: no chart for $s ($results/$s.json only)" >&2
     fi
   else
     echo "bench-scenarios: scenario $s failed" >&2

@@ -208,6 +208,22 @@ int RunBenchArgs(const std::vector<std::string>& args, const BenchEnv& env) {
       Json paper = Json::Array();
       for (const std::string& line : scenario.paper) paper.Push(line);
       config.Set("paper", paper);
+      // The scenario's arguments as run, so a table written from this file
+      // (scripts/bench-tables.py) names the command that made it.
+      auto joined = [](const std::vector<std::string>& words) {
+        std::string text;
+        for (const std::string& w : words) text += (text.empty() ? "" : " ") + w;
+        return text;
+      };
+      config.Set("scenario_args", joined(scenario.args));
+      Json run_args = Json::Array();
+      for (const ScenarioRun& r : scenario.runs) {
+        Json one = Json::Object();
+        one.Set("label", r.label);
+        one.Set("args", joined(r.args));
+        run_args.Push(one);
+      }
+      config.Set("scenario_runs", run_args);
       Json rs = Json::Array();
       for (const BenchConfig& c : runs) rs.Push(c.ToJson());
       config.Set("runs", rs);
