@@ -50,6 +50,7 @@ LABELS = {
     "fences_per_op": ("fences/op", "{:.2f}"),
     "pm_bytes_written_per_op": ("PM bytes written/op", "{:.1f}"),
     "pm_lines_read_per_op": ("PM lines read/op", "{:.3g}"),
+    "media_reads_per_op": ("media lines read/op", "{:.3g}"),
     "media_write_amp": ("media write amp", "{:.2f}"),
     "load_factor": ("load factor", "{:.3f}"),
     "recovery_ms": ("recovery ms", "{:.1f}"),
