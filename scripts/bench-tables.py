@@ -49,8 +49,8 @@ LABELS = {
     "flushes_per_op": ("flushes/op", "{:.2f}"),
     "fences_per_op": ("fences/op", "{:.2f}"),
     "pm_bytes_written_per_op": ("PM bytes written/op", "{:.1f}"),
-    "pm_lines_read_per_op": ("PM lines read/op", "{:.3g}"),
-    "media_reads_per_op": ("media lines read/op", "{:.3g}"),
+    "pm_lines_read_per_op": ("PM lines read/op", "small"),
+    "media_reads_per_op": ("media lines read/op", "small"),
     "media_write_amp": ("media write amp", "{:.2f}"),
     "load_factor": ("load factor", "{:.3f}"),
     "recovery_ms": ("recovery ms", "{:.1f}"),
@@ -86,8 +86,17 @@ def lookup(row, path):
     return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
+class Small:
+    """Two decimals, or three significant digits below 0.01 (a rate near zero)."""
+
+    @staticmethod
+    def format(v):
+        return "{:.3g}".format(v) if 0 < abs(v) < 0.01 else "{:.2f}".format(v)
+
+
 def label(metric):
-    return LABELS.get(metric, (metric, "{:.3g}"))
+    name, fmt = LABELS.get(metric, (metric, "{:.3g}"))
+    return name, Small if fmt == "small" else fmt
 
 
 def figure(row, metric):
