@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The layers of src/ and the one direction their includes may point (ctest `layers`):
-#   util -> pm -> common -> engines -> bench -> tools
+#   util -> pm -> common -> engines -> bench -> serve -> tools
 # A file may include its own layer and any layer to its left, and the public API
 # (include/pmhash/); never a layer to its right. Tests (*_test.cc) may include anything.
 # Prints every backward include and exits 1 if there is one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-layers=(util pm common engines bench tools)
+layers=(util pm common engines bench serve tools)
 rank() {
   local i
   for i in "${!layers[@]}"; do

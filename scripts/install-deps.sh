@@ -14,6 +14,7 @@ packages=(
   libxxhash-dev                       # xxh3 hashing
   libcli11-dev                        # command-line parsing
   python3 python3-matplotlib          # bench/plot.py, run as /usr/bin/python3
+  redis-tools                         # redis-cli, redis-benchmark: the serve tests' clients
   "$@"
 )
 

@@ -4,9 +4,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "pmhash/index.h"
 
 namespace pmhash::tools {
 
@@ -16,6 +19,10 @@ inline constexpr int kExitUsage = 2;    // the command line is wrong
 
 // Prints "pmhash: <message>" (joined into one line) on stderr; returns code.
 int Fail(int code, std::string_view message);
+
+// Opens (or, with options.create_if_missing, creates) the pool for a command: kExitOk,
+// or the exit code after printing why not (a missing pool names --create).
+int OpenPool(const Options& options, std::unique_ptr<Index>* index);
 
 // Options shared by the data commands (put, get, del, count, dump).
 struct CommonOptions {
@@ -47,6 +54,24 @@ int CmdPoolInfo(const std::string& path);
 // the allocator against the blocks the engine reaches (Engine::VerifyBlocks), closes.
 int CmdPoolCheck(const std::string& path, const std::string& engine,
                  const std::vector<std::string>& opts);
+
+// `pmhash serve PATH [--port N] [--bind ADDR] [--threads N] [--requirepass P]
+// [--allow-flushall] [--max-request SIZE] [--idle-timeout S] [--max-clients N] [common]`:
+// the pool behind a RESP2 server (docs/serve.md) until SIGTERM, SIGINT or SHUTDOWN, then a
+// clean close. Prints one "ready on ADDR:PORT" line when it accepts connections.
+struct ServeArgs {
+  std::string path;
+  std::string bind = "127.0.0.1";
+  unsigned port = 6379;
+  unsigned threads = 1;
+  std::string requirepass;
+  bool allow_flushall = false;
+  std::string max_request = "64M";
+  unsigned idle_timeout = 300;
+  unsigned max_clients = 10000;
+  CommonOptions common;
+};
+int CmdServe(const ServeArgs& args);
 
 enum class DataOp { kPut, kGet, kDel, kCount, kDump };
 

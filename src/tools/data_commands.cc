@@ -67,6 +67,16 @@ std::string WithoutSpace(std::string_view s) {
 
 }  // namespace
 
+int OpenPool(const Options& options, std::unique_ptr<Index>* index) {
+  struct stat st;
+  if (!options.create_if_missing && ::stat(options.path.c_str(), &st) != 0 && errno == ENOENT) {
+    return Fail(kExitFailure, "pool " + options.path +
+                                  " does not exist (use --create --engine NAME to create it)");
+  }
+  const Status s = Open(options, index);
+  return s.ok() ? kExitOk : Fail(kExitFailure, s.message());
+}
+
 int CmdData(const DataArgs& args) {
   Options options;
   std::string error;
@@ -105,15 +115,9 @@ int CmdData(const DataArgs& args) {
                                   " is not an even number of hex digits");
     }
   }
-  struct stat st;
-  if (!options.create_if_missing && ::stat(args.path.c_str(), &st) != 0 && errno == ENOENT) {
-    return Fail(kExitFailure, "pool " + args.path +
-                                  " does not exist (use --create --engine NAME to create it)");
-  }
-
   std::unique_ptr<Index> index;
-  Status s = Open(options, &index);
-  if (!s.ok()) return Fail(kExitFailure, s.message());
+  if (const int code = OpenPool(options, &index); code != kExitOk) return code;
+  Status s;
 
   switch (args.op) {
     case DataOp::kPut:

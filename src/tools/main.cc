@@ -117,6 +117,30 @@ int Main(int argc, char** argv) {
            "include/pmhash/index.h)",
            DataOp::kDump);
 
+  ServeArgs serve;
+  CLI::App* serve_cmd = app.add_subcommand(
+      "serve",
+      "Serve the pool over the Redis protocol (RESP2: GET, SET, DEL, EXISTS, MGET, MSET, "
+      "SCAN, DBSIZE, INFO, ...; docs/serve.md) until SIGTERM, SIGINT or SHUTDOWN; every "
+      "write is durable before its reply");
+  serve_cmd->add_option("PATH", serve.path, "Pool file")->required();
+  serve_cmd->add_option("--port", serve.port, "TCP port (default 6379; 0: any free port)");
+  serve_cmd->add_option("--bind", serve.bind,
+                        "Address to listen on (default 127.0.0.1: this machine only)");
+  serve_cmd->add_option("--threads", serve.threads, "Event-loop threads (default 1)");
+  serve_cmd->add_option("--requirepass", serve.requirepass,
+                        "Clients must AUTH with this password first");
+  serve_cmd->add_flag("--allow-flushall", serve.allow_flushall,
+                      "Let FLUSHALL delete every key (refused otherwise)");
+  serve_cmd->add_option("--max-request", serve.max_request,
+                        "Largest request (command and arguments), K/M/G suffix (default "
+                        "64M); a larger one closes the connection");
+  serve_cmd->add_option("--idle-timeout", serve.idle_timeout,
+                        "Close a connection idle this many seconds (default 300; 0: never)");
+  serve_cmd->add_option("--max-clients", serve.max_clients,
+                        "Connections at once (default 10000); more are refused");
+  AddCommonOptions(serve_cmd, &serve.common);
+
   app.add_subcommand(
       "bench",
       "Run benchmarks: `pmhash bench --help` for the driver; `pmhash bench compare OLD.json "
@@ -155,6 +179,7 @@ int Main(int argc, char** argv) {
   if (create->parsed()) return CmdPoolCreate(path, engine, size, hash_seed, opts);
   if (info->parsed()) return CmdPoolInfo(path);
   if (check->parsed()) return CmdPoolCheck(path, engine, opts);
+  if (serve_cmd->parsed()) return CmdServe(serve);
   return CmdData(data);
 }
 

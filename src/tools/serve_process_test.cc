@@ -1,0 +1,235 @@
+// `pmhash serve` as a user runs it: the tool (PMHASH_TOOL, set by ctest) in a child
+// process, driven by the real redis-cli and redis-benchmark (Debian's redis-tools, which
+// scripts/install-deps.sh installs) and by a raw client that records every acknowledged
+// write before the server is killed with SIGKILL.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/engine_tests.h"
+#include "support/resp_client.h"
+
+namespace pmhash::serve {
+namespace {
+
+using namespace std::chrono_literals;
+using test::Client;
+using test::Request;
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Starts argv[0] with its stdout and stderr into `out`; the pid.
+pid_t Spawn(std::vector<std::string> argv, const std::string& out) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    const int in = ::open("/dev/null", O_RDONLY);
+    if (o < 0 || in < 0 || dup2(o, 1) < 0 || dup2(o, 2) < 0 || dup2(in, 0) < 0) _exit(126);
+    std::vector<char*> args;
+    for (std::string& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    alarm(300);  // a hang fails the test instead of hanging it (survives exec)
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+// The exit code (128 + signal if killed), or -1 if it is still running after `timeout`.
+int WaitExit(pid_t pid, std::chrono::milliseconds timeout) {
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    int status = 0;
+    const pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (std::chrono::steady_clock::now() > end) return -1;
+    std::this_thread::sleep_for(10ms);
+  }
+}
+
+// Runs a program to its end; its stdout and stderr.
+std::string RunToEnd(std::vector<std::string> argv, const pmhash::testing::TempDir& dir, int* code) {
+  const std::string out = dir.File("run.out");
+  const pid_t pid = Spawn(std::move(argv), out);
+  *code = WaitExit(pid, 120000ms);
+  return ReadAll(out);
+}
+
+class ServeProcess : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* tool = std::getenv("PMHASH_TOOL");
+    if (tool == nullptr) GTEST_SKIP() << "*** PMHASH_TOOL is not set: the serve process tests DID NOT RUN ***";
+    tool_ = tool;
+    // redis-tools is a dependency (scripts/install-deps.sh): missing, the test fails.
+    ASSERT_EQ(::access("/usr/bin/redis-cli", X_OK), 0) << "redis-cli missing: run scripts/install-deps.sh";
+    ASSERT_EQ(::access("/usr/bin/redis-benchmark", X_OK), 0);
+    pool_ = dir_.File("serve.pool");
+  }
+  void TearDown() override {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      WaitExit(pid_, 10000ms);
+    }
+  }
+
+  // Starts the server on a free port and waits for its "ready on" line.
+  void StartServer(std::vector<std::string> extra = {}) {
+    std::vector<std::string> argv = {tool_, "serve", pool_, "--port", "0", "--create",
+                                     "--engine", "wophi", "--size", "64M"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    out_ = dir_.File("serve" + std::to_string(++starts_) + ".out");
+    pid_ = Spawn(argv, out_);
+    const auto end = std::chrono::steady_clock::now() + 30s;
+    while (std::chrono::steady_clock::now() < end) {
+      const std::string text = ReadAll(out_);
+      const size_t at = text.find("ready on 127.0.0.1:");
+      if (at != std::string::npos && text.find('\n', at) != std::string::npos) {
+        port_ = static_cast<uint16_t>(std::stoi(text.substr(at + 19)));
+        return;
+      }
+      ASSERT_EQ(WaitExit(pid_, 0ms), -1) << "pmhash serve exited: " << text;
+      std::this_thread::sleep_for(20ms);
+    }
+    FAIL() << "pmhash serve did not get ready: " << ReadAll(out_);
+  }
+
+  std::string Cli(std::vector<std::string> args) {
+    std::vector<std::string> argv = {"/usr/bin/redis-cli", "-p", std::to_string(port_)};
+    argv.insert(argv.end(), args.begin(), args.end());
+    int code = 0;
+    std::string out = RunToEnd(argv, dir_, &code);
+    EXPECT_EQ(code, 0) << out;
+    return out;
+  }
+
+  pmhash::testing::TempDir dir_{"serve"};
+  std::string tool_, pool_, out_;
+  pid_t pid_ = -1;
+  uint16_t port_ = 0;
+  int starts_ = 0;
+};
+
+TEST_F(ServeProcess, RedisCliCommandsAndACleanShutdown) {
+  StartServer();
+  EXPECT_EQ(Cli({"PING"}), "PONG\n");
+  EXPECT_EQ(Cli({"SET", "greeting", "hello world"}), "OK\n");
+  EXPECT_EQ(Cli({"GET", "greeting"}), "hello world\n");
+  EXPECT_EQ(Cli({"SET", "greeting", "again", "NX"}), "\n");  // nil: not set
+  EXPECT_EQ(Cli({"MSET", "a", "1", "b", "2", "c", "3"}), "OK\n");
+  EXPECT_EQ(Cli({"MGET", "a", "nope", "c"}), "1\n\n3\n");
+  EXPECT_EQ(Cli({"DEL", "b", "nope"}), "1\n");
+  EXPECT_EQ(Cli({"EXISTS", "a", "b"}), "1\n");
+  EXPECT_EQ(Cli({"DBSIZE"}), "3\n");
+  EXPECT_NE(Cli({"SET", "k", "v", "EX", "5"}).find("ERR"), std::string::npos);
+  EXPECT_NE(Cli({"INFO", "keyspace"}).find("db0:keys=3"), std::string::npos);
+  // redis-cli --scan pages through SCAN (10 keys a page) to the cursor 0.
+  std::vector<std::string> mset = {"MSET"}, want = {"a", "c", "greeting"};
+  for (int i = 0; i < 40; ++i) {
+    mset.push_back("s" + std::to_string(i));
+    mset.push_back("v");
+    want.push_back("s" + std::to_string(i));
+  }
+  EXPECT_EQ(Cli(mset), "OK\n");
+  std::string scan = Cli({"--scan"});
+  std::vector<std::string> keys;
+  for (std::istringstream in(scan); std::getline(in, scan);) keys.push_back(scan);
+  std::sort(keys.begin(), keys.end());
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(keys, want);
+  // redis-benchmark's own workload, pipelined, then the keys it wrote are there.
+  int code = 0;
+  const std::string bench = RunToEnd({"/usr/bin/redis-benchmark", "-p", std::to_string(port_),
+                                      "-t", "set,get,mset", "-n", "2000", "-r", "100", "-P",
+                                      "16", "-c", "4", "-q"},
+                                     dir_, &code);
+  EXPECT_EQ(code, 0) << bench;
+  EXPECT_NE(bench.find("SET:"), std::string::npos) << bench;
+  Cli({"SHUTDOWN"});  // redis-cli reports the closed connection; its exit code varies
+  EXPECT_EQ(WaitExit(pid_, 30000ms), 0) << ReadAll(out_);
+  pid_ = -1;
+  EXPECT_NE(ReadAll(out_).find("closed cleanly (SHUTDOWN)"), std::string::npos);
+  // The pool was closed cleanly and holds the keys.
+  const std::string info = RunToEnd({tool_, "pool", "info", pool_}, dir_, &code);
+  EXPECT_EQ(code, 0) << info;
+  EXPECT_NE(info.find("clean"), std::string::npos) << info;
+  EXPECT_EQ(RunToEnd({tool_, "get", pool_, "greeting"}, dir_, &code), "hello world\n");
+}
+
+TEST_F(ServeProcess, SigtermClosesCleanly) {
+  StartServer();
+  EXPECT_EQ(Cli({"SET", "a", "1"}), "OK\n");
+  ASSERT_EQ(::kill(pid_, SIGTERM), 0);
+  EXPECT_EQ(WaitExit(pid_, 30000ms), 0) << ReadAll(out_);
+  pid_ = -1;
+  EXPECT_NE(ReadAll(out_).find("closed cleanly (signal)"), std::string::npos);
+  int code = 0;
+  EXPECT_EQ(RunToEnd({tool_, "get", pool_, "a"}, dir_, &code), "1\n");
+}
+
+// SIGKILL under redis-benchmark load: every SET the server acknowledged is in the pool
+// after the restart, and the pool checks clean.
+TEST_F(ServeProcess, KillDashNineLosesNoAcknowledgedWrite) {
+  StartServer({"--threads", "2"});
+  const pid_t bench = Spawn({"/usr/bin/redis-benchmark", "-p", std::to_string(port_), "-t",
+                             "set", "-n", "100000000", "-r", "50000", "-c", "8", "-P", "8",
+                             "-q"},
+                            dir_.File("bench.out"));
+  Client c(port_);
+  ASSERT_TRUE(c.connected());
+  std::atomic<int> acked{0};
+  const pid_t server = pid_;
+  std::thread killer([&] {  // mid-stream: a SET is on its way or being written
+    while (acked.load() < 3000) std::this_thread::sleep_for(1ms);
+    ::kill(server, SIGKILL);
+  });
+  for (int i = 0; i < 1000000; ++i) {
+    if (!c.Send(Request({"SET", "ack-" + std::to_string(i), "value-" + std::to_string(i)}))) {
+      break;
+    }
+    if (c.Read(5, 10000ms) != "+OK\r\n") break;
+    acked.store(i + 1);
+  }
+  killer.join();
+  EXPECT_EQ(WaitExit(pid_, 10000ms), 128 + SIGKILL);
+  pid_ = -1;
+  ::kill(bench, SIGKILL);
+  WaitExit(bench, 10000ms);
+  ASSERT_GE(acked, 3000);
+  StartServer();
+  EXPECT_NE(ReadAll(out_).find("recovered in"), std::string::npos) << ReadAll(out_);
+  Client check(port_);
+  std::string batch, want;
+  for (int i = 0; i < acked.load(); ++i) {
+    batch += Request({"GET", "ack-" + std::to_string(i)});
+    const std::string v = "value-" + std::to_string(i);
+    want += "$" + std::to_string(v.size()) + "\r\n" + v + "\r\n";
+  }
+  ASSERT_TRUE(check.Send(batch));
+  EXPECT_EQ(check.Read(want.size(), 30000ms), want);
+  Cli({"SHUTDOWN"});
+  EXPECT_EQ(WaitExit(pid_, 30000ms), 0);
+  pid_ = -1;
+  int code = 0;
+  const std::string pool_check = RunToEnd({tool_, "pool", "check", pool_}, dir_, &code);
+  EXPECT_EQ(code, 0) << pool_check;
+}
+
+}  // namespace
+}  // namespace pmhash::serve
