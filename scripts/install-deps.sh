@@ -15,6 +15,7 @@ packages=(
   libcli11-dev                        # command-line parsing
   python3 python3-matplotlib          # bench/plot.py, run as /usr/bin/python3
   redis-tools                         # redis-cli, redis-benchmark: the serve tests' clients
+  nutcracker                          # twemproxy: the serve test of two shards behind it
   "$@"
 )
 

@@ -2,9 +2,12 @@
 // process, driven by the real redis-cli and redis-benchmark (Debian's redis-tools, which
 // scripts/install-deps.sh installs) and by a raw client that records every acknowledged
 // write before the server is killed with SIGKILL.
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,6 +15,7 @@
 #include <atomic>
 #include <chrono>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -71,6 +75,28 @@ std::string RunToEnd(std::vector<std::string> argv, const pmhash::testing::TempD
   return ReadAll(out);
 }
 
+// A port nothing listens on now (bound to 0, read, closed; a race with other programs is
+// possible but unlikely on a test machine).
+uint16_t FreePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+// The keys of a server, through redis-cli --scan.
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::string line;
+  for (std::istringstream in(text); std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
 class ServeProcess : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -80,38 +106,49 @@ class ServeProcess : public ::testing::Test {
     // redis-tools is a dependency (scripts/install-deps.sh): missing, the test fails.
     ASSERT_EQ(::access("/usr/bin/redis-cli", X_OK), 0) << "redis-cli missing: run scripts/install-deps.sh";
     ASSERT_EQ(::access("/usr/bin/redis-benchmark", X_OK), 0);
+    ASSERT_EQ(::access("/usr/sbin/nutcracker", X_OK), 0) << "nutcracker missing: run scripts/install-deps.sh";
     pool_ = dir_.File("serve.pool");
   }
   void TearDown() override {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      WaitExit(pid_, 10000ms);
+    for (pid_t p : {pid_, other_pid_, proxy_pid_}) {
+      if (p > 0) {
+        ::kill(p, SIGKILL);
+        WaitExit(p, 10000ms);
+      }
     }
   }
 
   // Starts the server on a free port and waits for its "ready on" line.
   void StartServer(std::vector<std::string> extra = {}) {
-    std::vector<std::string> argv = {tool_, "serve", pool_, "--port", "0", "--create",
-                                     "--engine", "wophi", "--size", "64M"};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    out_ = dir_.File("serve" + std::to_string(++starts_) + ".out");
-    pid_ = Spawn(argv, out_);
-    const auto end = std::chrono::steady_clock::now() + 30s;
-    while (std::chrono::steady_clock::now() < end) {
-      const std::string text = ReadAll(out_);
-      const size_t at = text.find("ready on 127.0.0.1:");
-      if (at != std::string::npos && text.find('\n', at) != std::string::npos) {
-        port_ = static_cast<uint16_t>(std::stoi(text.substr(at + 19)));
-        return;
-      }
-      ASSERT_EQ(WaitExit(pid_, 0ms), -1) << "pmhash serve exited: " << text;
-      std::this_thread::sleep_for(20ms);
-    }
-    FAIL() << "pmhash serve did not get ready: " << ReadAll(out_);
+    Launch(pool_, extra, &pid_, &port_, &out_);
   }
 
-  std::string Cli(std::vector<std::string> args) {
-    std::vector<std::string> argv = {"/usr/bin/redis-cli", "-p", std::to_string(port_)};
+  // Starts `pmhash serve pool` with --port 0; its pid, the port of its ready line and
+  // the file of its output.
+  void Launch(const std::string& pool, const std::vector<std::string>& extra, pid_t* pid,
+              uint16_t* port, std::string* out) {
+    std::vector<std::string> argv = {tool_, "serve", pool, "--port", "0", "--create",
+                                     "--engine", "wophi", "--size", "64M"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    *out = dir_.File("serve" + std::to_string(++starts_) + ".out");
+    *pid = Spawn(argv, *out);
+    const auto end = std::chrono::steady_clock::now() + 30s;
+    while (std::chrono::steady_clock::now() < end) {
+      const std::string text = ReadAll(*out);
+      const size_t at = text.find("ready on 127.0.0.1:");
+      if (at != std::string::npos && text.find('\n', at) != std::string::npos) {
+        *port = static_cast<uint16_t>(std::stoi(text.substr(at + 19)));
+        return;
+      }
+      ASSERT_EQ(WaitExit(*pid, 0ms), -1) << "pmhash serve exited: " << text;
+      std::this_thread::sleep_for(20ms);
+    }
+    FAIL() << "pmhash serve did not get ready: " << ReadAll(*out);
+  }
+
+  std::string Cli(std::vector<std::string> args, uint16_t port = 0) {
+    std::vector<std::string> argv = {"/usr/bin/redis-cli", "-p",
+                                     std::to_string(port == 0 ? port_ : port)};
     argv.insert(argv.end(), args.begin(), args.end());
     int code = 0;
     std::string out = RunToEnd(argv, dir_, &code);
@@ -121,7 +158,7 @@ class ServeProcess : public ::testing::Test {
 
   pmhash::testing::TempDir dir_{"serve"};
   std::string tool_, pool_, out_;
-  pid_t pid_ = -1;
+  pid_t pid_ = -1, other_pid_ = -1, proxy_pid_ = -1;
   uint16_t port_ = 0;
   int starts_ = 0;
 };
@@ -147,9 +184,7 @@ TEST_F(ServeProcess, RedisCliCommandsAndACleanShutdown) {
     want.push_back("s" + std::to_string(i));
   }
   EXPECT_EQ(Cli(mset), "OK\n");
-  std::string scan = Cli({"--scan"});
-  std::vector<std::string> keys;
-  for (std::istringstream in(scan); std::getline(in, scan);) keys.push_back(scan);
+  std::vector<std::string> keys = Lines(Cli({"--scan"}));
   std::sort(keys.begin(), keys.end());
   std::sort(want.begin(), want.end());
   EXPECT_EQ(keys, want);
@@ -229,6 +264,64 @@ TEST_F(ServeProcess, KillDashNineLosesNoAcknowledgedWrite) {
   int code = 0;
   const std::string pool_check = RunToEnd({tool_, "pool", "check", pool_}, dir_, &code);
   EXPECT_EQ(code, 0) << pool_check;
+}
+
+// Beyond one machine: two servers behind twemproxy (Debian's nutcracker), as users shard
+// a Redis-protocol store. redis-benchmark and a client write through the proxy; every
+// key the client wrote is on exactly one shard, and reads through the proxy find them.
+TEST_F(ServeProcess, TwoShardsBehindTwemproxy) {
+  StartServer();
+  std::string other_out;
+  uint16_t other_port = 0;
+  Launch(dir_.File("other.pool"), {}, &other_pid_, &other_port, &other_out);
+  const uint16_t proxy_port = FreePort(), stats_port = FreePort();
+  const std::string conf = dir_.File("nutcracker.yml");
+  std::ofstream(conf) << "pmhash:\n"
+                      << "  listen: 127.0.0.1:" << proxy_port << "\n"
+                      << "  hash: fnv1a_64\n  distribution: ketama\n  redis: true\n"
+                      << "  auto_eject_hosts: false\n  servers:\n"
+                      << "   - 127.0.0.1:" << port_ << ":1 shard1\n"
+                      << "   - 127.0.0.1:" << other_port << ":1 shard2\n";
+  proxy_pid_ = Spawn({"/usr/sbin/nutcracker", "-c", conf, "-s", std::to_string(stats_port)},
+                     dir_.File("nutcracker.out"));
+  std::unique_ptr<Client> via;
+  for (int i = 0; i < 300 && (via == nullptr || !via->connected()); ++i) {
+    std::this_thread::sleep_for(20ms);
+    via = std::make_unique<Client>(proxy_port);
+  }
+  ASSERT_TRUE(via->connected()) << ReadAll(dir_.File("nutcracker.out"));
+  constexpr int kKeys = 2000;
+  std::string batch, want;
+  for (int i = 0; i < kKeys; ++i) {
+    batch += Request({"SET", "key-" + std::to_string(i), "v" + std::to_string(i)});
+    want += "+OK\r\n";
+  }
+  ASSERT_TRUE(via->Send(batch));
+  ASSERT_EQ(via->Read(want.size(), 30000ms), want);
+  // MGET through the proxy: split over the shards, answered in order.
+  ASSERT_TRUE(via->Send(Request({"MGET", "key-0", "key-1", "key-1999", "absent"})));
+  const std::string mget = "*4\r\n$2\r\nv0\r\n$2\r\nv1\r\n$5\r\nv1999\r\n$-1\r\n";
+  EXPECT_EQ(via->Read(mget.size(), 10000ms), mget);
+  int code = 0;
+  const std::string bench =
+      RunToEnd({"/usr/bin/redis-benchmark", "-p", std::to_string(proxy_port), "-t", "set,get",
+                "-n", "5000", "-r", "1000", "-c", "4", "-q"},
+               dir_, &code);
+  EXPECT_EQ(code, 0) << bench;
+  std::set<std::string> shard1, shard2;
+  for (const std::string& k : Lines(Cli({"--scan"}, port_))) {
+    if (k.rfind("key-", 0) == 0) shard1.insert(k);
+  }
+  for (const std::string& k : Lines(Cli({"--scan"}, other_port))) {
+    if (k.rfind("key-", 0) == 0) shard2.insert(k);
+  }
+  EXPECT_GT(shard1.size(), kKeys / 4u);  // ketama spreads them: neither shard holds all
+  EXPECT_GT(shard2.size(), kKeys / 4u);
+  EXPECT_EQ(shard1.size() + shard2.size(), static_cast<size_t>(kKeys));
+  for (int i = 0; i < kKeys; ++i) {
+    const std::string k = "key-" + std::to_string(i);
+    EXPECT_EQ(shard1.count(k) + shard2.count(k), 1u) << k;
+  }
 }
 
 }  // namespace
