@@ -5,7 +5,8 @@ JOBS ?= $(shell nproc)
 CMAKE_COMMON = -G Ninja -Wno-dev
 
 .PHONY: all deps build asan tsan run test test-release test-asan test-tsan check-release \
-        check-asan check-tsan stress-test bench paper-figures flip-fuzz clean
+        check-asan check-tsan stress-test bench paper-figures flip-fuzz clean \
+        venv python test-python
 
 all: build
 
@@ -39,6 +40,31 @@ asan: deps build/asan/build.ninja
 
 tsan: deps build/tsan/build.ninja
 	@cmake --build build/tsan -j $(JOBS) $(SANITIZER_TARGETS)
+
+# The Python package (python/, docs/python.md): a virtual environment with its build and
+# test requirements (.venv), the module built in its own tree (build/python: the library
+# position-independent), and its tests with pytest (they also drive `pmhash serve` with
+# redis-py, so the release tool is built first).
+VENV = .venv
+$(VENV)/.ready: python/requirements-dev.txt | deps
+	@/usr/bin/python3 -m venv $(VENV)
+	@$(VENV)/bin/pip install -q --disable-pip-version-check -r python/requirements-dev.txt
+	@touch $@
+venv: $(VENV)/.ready
+
+# The tree the tests import from is compiled at -O1 (make test's budget: the library
+# once more, position-independent); `pip install ./python` builds the module at -O3.
+build/python/build.ninja: | venv
+	@cmake -S . -B build/python $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=Release -DPMHASH_PYTHON=ON \
+	  "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DNDEBUG" -DPython_EXECUTABLE=$(CURDIR)/$(VENV)/bin/python \
+	  >/dev/null
+
+python: venv build/python/build.ninja
+	@cmake --build build/python -j $(JOBS) --target _pmhash
+
+test-python: python build
+	@PYTHONPATH=$(CURDIR)/build/python/python PMHASH_TOOL=$(CURDIR)/build/release/pmhash \
+	  $(VENV)/bin/python -m pytest -q python/tests
 
 # The main job: a short side-by-side benchmark of every registered engine on emulated PM.
 run: build

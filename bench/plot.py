@@ -15,9 +15,14 @@ false-positive rate). Null figures (an engine that cannot report one) are left o
 drawn as zero. A phase that repeats in --phases is a category of its own (phase_index).
 """
 import argparse
-import json
 import math
+import os
 import sys
+
+# The result loader is the Python package's (python/pmhash/bench.py: pure Python, so the
+# source tree serves without the native module built).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from pmhash import bench  # noqa: E402
 
 try:
     import matplotlib
@@ -33,12 +38,10 @@ CDF_PHASES = ["load", "prefill", "search", "negative", "delete", "update", "mixe
 
 
 def load(path):
-    with open(path) as f:
-        doc = json.load(f)
-    for field in ("config", "machine", "results"):
-        if field not in doc:
-            sys.exit(f"plot.py: {path} has no '{field}': not a pmhash bench --json file")
-    return doc
+    try:
+        return bench.load(path)
+    except (OSError, ValueError) as e:
+        sys.exit(f"plot.py: {e}")
 
 
 def engines_in_order(results):

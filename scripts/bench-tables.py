@@ -35,6 +35,8 @@ import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+from pmhash import bench  # noqa: E402  (the result loader: python/pmhash/bench.py)
 BLOCK = re.compile(r"<!-- table: (?P<name>[A-Za-z0-9_.-]+) -->\n(?P<body>.*?)"
                    r"<!-- end table: (?P=name) -->", re.S)
 
@@ -246,7 +248,7 @@ def main():
             problems.append("{}: no result {} (run `make paper-figures`)".format(name, result))
             return match.group(0)
         try:
-            doc, scenario = load(result), load(scenario_path)
+            doc, scenario = bench.load(result), load(scenario_path)
         except (OSError, ValueError) as e:
             problems.append("{}: {}".format(name, e))
             return match.group(0)

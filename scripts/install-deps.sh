@@ -14,6 +14,7 @@ packages=(
   libxxhash-dev                       # xxh3 hashing
   libcli11-dev                        # command-line parsing
   python3 python3-matplotlib          # bench/plot.py, run as /usr/bin/python3
+  python3-venv python3-dev            # .venv (make venv) and the Python module's headers
   redis-tools                         # redis-cli, redis-benchmark: the serve tests' clients
   nutcracker                          # twemproxy: the serve test of two shards behind it
   "$@"

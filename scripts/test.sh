@@ -10,6 +10,8 @@ budget_s=1200
 parts=(
   "release build:build"
   "release tests:check-release"
+  "Python build:python"
+  "Python tests:test-python"
   "ASan build:asan"
   "ASan tests:check-asan"
   "TSan build:tsan"

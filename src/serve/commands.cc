@@ -159,8 +159,7 @@ After CommandHandler::Execute(std::span<const std::string_view> args, Session* s
       AppendSimple(out, "OK");
     }
   } else if (cmd == "hello") {
-    AppendError(out, "NOPROTO unsupported protocol version: pmhash serve speaks RESP2 only "
-                     "(connect without HELLO)");
+    Hello(args, session, out);
   } else if (cmd == "quit") {
     AppendSimple(out, "OK");
     return After::kClose;
@@ -199,6 +198,58 @@ After CommandHandler::Execute(std::span<const std::string_view> args, Session* s
     }
   }
   return After::kContinue;
+}
+
+// HELLO [2 [AUTH user pass] [SETNAME name]]: RESP2 only (3 gets -NOPROTO); the reply is
+// Redis's server map as a flat array, as in RESP2.
+void CommandHandler::Hello(std::span<const std::string_view> args, Session* session,
+                           std::string* out) {
+  size_t i = 1;
+  if (args.size() > 1) {
+    if (args[1] != "2") {
+      AppendError(out, "NOPROTO unsupported protocol version: pmhash serve speaks RESP2 only");
+      return;
+    }
+    i = 2;
+  }
+  bool authenticated = session->authenticated;
+  for (; i < args.size(); ++i) {
+    if (EqualsIgnoreCase(args[i], "auth") && i + 2 < args.size()) {
+      if (options_.requirepass.empty() || args[i + 1] != "default" ||
+          args[i + 2] != options_.requirepass) {
+        AppendError(out, "WRONGPASS invalid username-password pair or user is disabled.");
+        return;
+      }
+      authenticated = true;
+      i += 2;
+    } else if (EqualsIgnoreCase(args[i], "setname") && i + 1 < args.size()) {
+      ++i;  // client names are accepted, not kept
+    } else {
+      AppendError(out, "ERR syntax error in HELLO option '" + Shown(args[i]) + "'");
+      return;
+    }
+  }
+  if (!options_.requirepass.empty() && !authenticated) {
+    AppendError(out, "NOAUTH HELLO must be called with the client already authenticated, "
+                     "otherwise the HELLO AUTH <user> <pass> option can be used");
+    return;
+  }
+  session->authenticated = authenticated;
+  AppendArrayHeader(out, 14);
+  AppendBulk(out, "server");
+  AppendBulk(out, "pmhash");
+  AppendBulk(out, "version");
+  AppendBulk(out, "7.0.0-pmhash");
+  AppendBulk(out, "proto");
+  AppendInteger(out, 2);
+  AppendBulk(out, "id");
+  AppendInteger(out, 0);
+  AppendBulk(out, "mode");
+  AppendBulk(out, "standalone");
+  AppendBulk(out, "role");
+  AppendBulk(out, "master");
+  AppendBulk(out, "modules");
+  AppendArrayHeader(out, 0);
 }
 
 void CommandHandler::Get(std::span<const std::string_view> args, std::string* out) {

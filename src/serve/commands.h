@@ -52,6 +52,7 @@ class CommandHandler {
   std::atomic<uint64_t> rejected_connections{0};
 
  private:
+  void Hello(std::span<const std::string_view> args, Session* session, std::string* out);
   void Get(std::span<const std::string_view> args, std::string* out);
   void Set(std::span<const std::string_view> args, std::string* out);
   void Del(std::span<const std::string_view> args, std::string* out);

@@ -101,6 +101,8 @@ TEST_F(CommandsTest, UnknownCommandsAndWrongArity) {
   EXPECT_EQ(Run({"SELECT", "0"}), "+OK\r\n");
   EXPECT_EQ(Run({"SELECT", "1"}).substr(0, 5), "-ERR ");
   EXPECT_EQ(Run({"HELLO", "3"}).substr(0, 8), "-NOPROTO");
+  EXPECT_EQ(Run({"HELLO", "2"}).substr(0, 27), "*14\r\n$6\r\nserver\r\n$6\r\npmhash");
+  EXPECT_EQ(Run({"HELLO", "2", "BOGUS"}).substr(0, 17), "-ERR syntax error");
 }
 
 TEST_F(CommandsTest, ScanVisitsEveryKeyOnceWithoutChanges) {
@@ -153,9 +155,15 @@ TEST_F(CommandsTest, AuthGuardsEveryCommandButAuthQuitHello) {
   EXPECT_EQ(Run({"SET", "a", "1"}), "-NOAUTH Authentication required.\r\n");
   EXPECT_EQ(Run({"AUTH", "wrong"}).substr(0, 10), "-WRONGPASS");
   EXPECT_EQ(Run({"GET", "a"}), "-NOAUTH Authentication required.\r\n");
+  EXPECT_EQ(Run({"HELLO", "2"}).substr(0, 7), "-NOAUTH");
+  EXPECT_EQ(Run({"HELLO", "2", "AUTH", "default", "nope"}).substr(0, 10), "-WRONGPASS");
   EXPECT_EQ(Run({"AUTH", "secret"}), "+OK\r\n");
   EXPECT_EQ(Run({"SET", "a", "1"}), "+OK\r\n");
   EXPECT_EQ(index_->Count(), 1u);
+  Session fresh;
+  session_ = fresh;
+  EXPECT_EQ(Run({"HELLO", "2", "AUTH", "default", "secret"}).substr(0, 4), "*14\r");
+  EXPECT_EQ(Run({"GET", "a"}), "$1\r\n1\r\n");
 }
 
 TEST_F(CommandsTest, FlushallOnlyWhenAllowed) {
