@@ -6,7 +6,7 @@ CMAKE_COMMON = -G Ninja -Wno-dev
 
 .PHONY: all deps build asan tsan run test test-release test-asan test-tsan check-release \
         check-asan check-tsan stress-test bench paper-figures flip-fuzz clean \
-        venv python test-python
+        venv python test-python ycsb serve-bench
 
 all: build
 
@@ -65,6 +65,13 @@ python: venv build/python/build.ninja
 test-python: python build
 	@PYTHONPATH=$(CURDIR)/build/python/python PMHASH_TOOL=$(CURDIR)/build/release/pmhash \
 	  $(VENV)/bin/python -m pytest -q python/tests
+
+# YCSB's core workloads against pmhash serve (scripts/ycsb.sh; ENGINES, RECORDS, OPS,
+# THREADS as it says), and redis-benchmark against redis-server (scripts/serve-bench.sh).
+ycsb: build
+	@scripts/ycsb.sh
+serve-bench: build
+	@scripts/serve-bench.sh
 
 # The main job: a short side-by-side benchmark of every registered engine on emulated PM.
 run: build

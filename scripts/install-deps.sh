@@ -17,6 +17,7 @@ packages=(
   python3-venv python3-dev            # .venv (make venv) and the Python module's headers
   redis-tools                         # redis-cli, redis-benchmark: the serve tests' clients
   nutcracker                          # twemproxy: the serve test of two shards behind it
+  maven openjdk-17-jdk-headless       # YCSB's core and the project's binding (scripts/ycsb.sh)
   "$@"
 )
 
