@@ -8,7 +8,9 @@
 #   scripts/ycsb.sh                                  # engines wophi,linear; 100k records
 #   ENGINES=spash RECORDS=1000000 OPS=1000000 THREADS=4 scripts/ycsb.sh
 #   RECORDS=1000 OPS=1000 ENGINES=wophi CHECK=1 scripts/ycsb.sh   # make test's run: also
-#                                      # fails unless every operation returned OK
+#                                      # fails unless every operation returned OK, and
+#                                      # replays the workload as a trace (TRACE=1 alone:
+#                                      # the replay without the check)
 # Writes results/ycsb/<engine>-<workload>.txt (YCSB's own output) and prints the table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -76,6 +78,21 @@ for e in "${engine_list[@]}"; do
   wait "$server" || { status=1; echo "ycsb: pmhash serve did not close cleanly" >&2; }
   server=
 done
+
+# The same workload as a trace: YCSB's basic binding prints each operation (load, then
+# the first workload), and `pmhash bench --trace` replays it in process against the
+# first engine, every answer checked against a model (no network).
+if [ "${TRACE:-$check}" = 1 ]; then
+  trace="$out/trace-${workload_list[0]}.txt"
+  for mode in -load -t; do
+    java -cp "$cp" site.ycsb.Client "$mode" -db site.ycsb.BasicDB \
+      -P "bindings/ycsb/workloads/workload${workload_list[0]}" -p recordcount="$records" \
+      -p operationcount="$ops" -p basicdb.verbose=true 2>/dev/null
+  done | grep -E '^(INSERT|UPDATE|READ|DELETE|SCAN) ' >"$trace"
+  "$bin" bench --trace "$trace" --engine "${engine_list[0]}" --pool-size 256 ||
+    { status=1; echo "ycsb: the trace replay failed" >&2; }
+  echo
+fi
 
 echo "| engine | workload | ops/s | mean latency | Return=OK (per operation type) |"
 echo "|---|---|---|---|---|"

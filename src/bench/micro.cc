@@ -14,6 +14,7 @@
 #include <random>
 
 #include "bench/config.h"
+#include "bench/messages.h"
 #include "bench/summary.h"
 #include "pm/persist.h"
 #include "pm/pool.h"
@@ -146,13 +147,6 @@ void WarnIfDebugBuild() {
   std::fprintf(stderr, "pmhash: warning: this is not a release build; timings are not "
                        "representative\n");
 #endif
-}
-
-int Fail(int code, const std::string& message) {
-  std::string one = message;
-  std::replace(one.begin(), one.end(), '\n', ' ');
-  std::fprintf(stderr, "pmhash: %s\n", one.c_str());
-  return code;
 }
 
 }  // namespace

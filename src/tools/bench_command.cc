@@ -1,4 +1,5 @@
-// `pmhash bench`: the persistence micro-benchmark (src/bench/micro.h), `pmhash bench
+// `pmhash bench`: the persistence micro-benchmark (src/bench/micro.h), the trace replay
+// (src/bench/trace.h), `pmhash bench
 // compare` (src/bench/compare.h), or the benchmark driver (src/bench/driver.h), which
 // parses its own arguments.
 #include <cstring>
@@ -9,6 +10,7 @@
 #include "bench/driver.h"
 #include "bench/micro.h"
 #include "bench/runner.h"
+#include "bench/trace.h"
 #include "tools/commands.h"
 
 namespace pmhash::tools {
@@ -21,6 +23,9 @@ int CmdBench(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--micro") == 0 || std::strncmp(argv[i], "--micro=", 8) == 0) {
       return bench::RunMicroBench(argc, argv);
+    }
+    if (std::strcmp(argv[i], "--trace") == 0 || std::strncmp(argv[i], "--trace=", 8) == 0) {
+      return bench::RunTraceReplay(argc, argv);
     }
   }
   // The driver sees argv[0] = "pmhash bench" and the rest untouched.

@@ -1,0 +1,18 @@
+// The bench's command-line entries (micro-benchmarks, trace replay) report an error the
+// way the tool does: one line "pmhash: <message>" on stderr, and an exit code.
+#pragma once
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+
+namespace pmhash::bench {
+
+inline int Fail(int code, const std::string& message) {
+  std::string one = message;
+  std::replace(one.begin(), one.end(), '\n', ' ');
+  std::fprintf(stderr, "pmhash: %s\n", one.c_str());
+  return code;
+}
+
+}  // namespace pmhash::bench
