@@ -488,6 +488,7 @@ void CommandHandler::Info(std::span<const std::string_view> args, std::string* o
     line("flushes", std::to_string(st.persist.flushes));
     line("fences", std::to_string(st.persist.fences));
     line("pm_bytes_stored", std::to_string(st.persist.bytes_stored));
+    line("pm_lines_read", std::to_string(st.persist.lines_read));
     text += "\r\n";
   }
   if (want("keyspace")) {

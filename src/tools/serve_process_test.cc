@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/keygen.h"
 #include "support/engine_tests.h"
 #include "support/resp_client.h"
 
@@ -126,9 +127,9 @@ class ServeProcess : public ::testing::Test {
   // Starts `pmhash serve pool` with --port 0; its pid, the port of its ready line and
   // the file of its output.
   void Launch(const std::string& pool, const std::vector<std::string>& extra, pid_t* pid,
-              uint16_t* port, std::string* out) {
+              uint16_t* port, std::string* out, const std::string& engine = "wophi") {
     std::vector<std::string> argv = {tool_, "serve", pool, "--port", "0", "--create",
-                                     "--engine", "wophi", "--size", "64M"};
+                                     "--engine", engine, "--size", "64M"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     *out = dir_.File("serve" + std::to_string(++starts_) + ".out");
     *pid = Spawn(argv, *out);
@@ -322,6 +323,52 @@ TEST_F(ServeProcess, TwoShardsBehindTwemproxy) {
     const std::string k = "key-" + std::to_string(i);
     EXPECT_EQ(shard1.count(k) + shard2.count(k), 1u) << k;
   }
+}
+
+// Keys from the network: a client that crafts keys whose seed-0 hashes share their top
+// 12 bits (bench --dist crafted) floods a pool of seed 0, but not a pool of its own random
+// seed (pmhash pool create's default). The work each request does shows it, as PM lines
+// read per request (INFO's pm_lines_read): a count, not a time, so the test is exact.
+TEST_F(ServeProcess, CraftedKeysFloodOnlyAPoolOfTheSeedTheyWereCraftedFor) {
+  bench::DistSpec crafted;
+  crafted.kind = bench::DistSpec::Kind::kCrafted;
+  crafted.param = 12;
+  const bench::KeySpace keys(16, crafted);
+  constexpr int kKeys = 1500;
+  std::string sets, gets, want_sets;
+  for (int i = 0; i < kKeys; ++i) {
+    sets += Request({"SET", keys.Key(i), "v"});
+    gets += Request({"GET", keys.Key(i)});
+    want_sets += "+OK\r\n";
+  }
+  double lines_per_request[2] = {0, 0};
+  for (int seeded = 0; seeded < 2; ++seeded) {
+    const std::string pool = dir_.File(seeded ? "seeded.pool" : "seed0.pool");
+    int code = 0;
+    const std::string made = RunToEnd({tool_, "pool", "create", pool, "--engine", "linear",
+                                       "--size", "64M", "--hash-seed", seeded ? "random" : "0"},
+                                      dir_, &code);
+    ASSERT_EQ(code, 0) << made;
+    pid_t pid = -1;
+    uint16_t port = 0;
+    std::string out;
+    Launch(pool, {}, &pid, &port, &out, "linear");
+    (seeded ? other_pid_ : pid_) = pid;
+    Client c(port);
+    ASSERT_TRUE(c.Send(sets));
+    ASSERT_EQ(c.Read(want_sets.size(), 120000ms), want_sets);
+    ASSERT_TRUE(c.Send(gets));
+    ASSERT_EQ(c.Read(kKeys * 7, 120000ms).size(), kKeys * 7u);  // "$1\r\nv\r\n" each
+    const std::string info = Cli({"INFO", "persistence"}, port);
+    const size_t at = info.find("pm_lines_read:");
+    ASSERT_NE(at, std::string::npos) << info;
+    lines_per_request[seeded] = std::stod(info.substr(at + 14)) / (2.0 * kKeys);
+  }
+  // Seeded: about one line a request. Seed 0: every key probes past the others of its
+  // crowded run of homes, hundreds of lines a request.
+  std::printf("lines per request: seed 0 %.1f, seeded %.2f\n", lines_per_request[0], lines_per_request[1]);
+  EXPECT_LT(lines_per_request[1], 3.0);
+  EXPECT_GT(lines_per_request[0], 100.0);
 }
 
 }  // namespace
