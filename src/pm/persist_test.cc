@@ -375,11 +375,11 @@ namespace pmhash::pm {
 namespace {
 
 // A page-aligned buffer for the media tests (the device's interleave is in 4 KiB chunks).
-struct Region {
-  explicit Region(size_t bytes) : size(bytes), bytes(static_cast<char*>(std::aligned_alloc(4096, bytes))) {
+struct AlignedBuffer {
+  explicit AlignedBuffer(size_t bytes) : size(bytes), bytes(static_cast<char*>(std::aligned_alloc(4096, bytes))) {
     std::memset(this->bytes, 0, bytes);
   }
-  ~Region() { std::free(bytes); }
+  ~AlignedBuffer() { std::free(bytes); }
   size_t size;
   char* bytes;
 };
@@ -444,7 +444,7 @@ TEST(PersisterMedia, AdrFlushesFeedTheDeviceAndPartialLinesCostReadModifyWrites)
   c.media.dimms = 1;
   c.media.buffer_bytes = 64 * kMediaLine;
   auto p = MakeOrDie(c);
-  Region r(1 << 20);
+  AlignedBuffer r(1 << 20);
   // 65 media lines, one 64-byte line each: the 65th evicts the first, partly written.
   for (size_t i = 0; i <= 64; ++i) p->Flush(r.bytes + i * kMediaLine, 8);
   PersistCounters t = p->Totals();
@@ -465,7 +465,7 @@ TEST(PersisterMedia, ThreadMediaWritesAreTheCallingThreadsAlone) {
   PersistConfig c = Media(PersistMode::kAdr);
   c.media.dimms = 1;
   auto p = MakeOrDie(c);
-  Region r(1 << 20);
+  AlignedBuffer r(1 << 20);
   EXPECT_EQ(p->ThreadMediaWrites(), 0u);
   p->Flush(r.bytes, 8);                    // a new media line: one media write
   p->Flush(r.bytes + kCacheLine, 8);       // the same media line: merged, free
@@ -587,7 +587,7 @@ TEST(PersisterMedia, EadrEvictionsScatterLinesAndWriteBacksKeepThemTogether) {
     PersistConfig c = Media(PersistMode::kEadr);
     c.media.cache_bytes = 1 << 20;
     auto p = MakeOrDie(c);
-    Region r(kRegion);
+    AlignedBuffer r(kRegion);
     for (size_t m : order) {
       p->Zero(r.bytes + m * kMediaLine, kMediaLine);
       if (write_back) p->WriteBack(r.bytes + m * kMediaLine, kMediaLine);
@@ -608,7 +608,7 @@ TEST(PersisterMedia, WriteLatencyIsChargedOnlyForMediaWrites) {
     c.write_latency_ns = 1;
     c.media.cache_bytes = 0;  // eadr: stores reach the device at once
     auto p = MakeOrDie(c);
-    Region r(1 << 16);
+    AlignedBuffer r(1 << 16);
     for (int pass = 0; pass < 3; ++pass) {
       for (size_t at = 0; at < 1024; at += 16) {
         p->Copy(r.bytes + at, "0123456789abcdef", 16);
@@ -626,7 +626,7 @@ TEST(PersisterMedia, WriteLatencyIsChargedOnlyForMediaWrites) {
 
 TEST(PersisterReads, MediaReadsAreCountedOncePerOperation) {
   auto p = MakeOrDie(Media(PersistMode::kAdr));
-  Region r(1 << 16);
+  AlignedBuffer r(1 << 16);
   p->BeginOp();
   p->NoteRead(r.bytes, 64);        // line 0 of media line 0
   p->NoteRead(r.bytes + 192, 64);  // line 3 of media line 0: free
@@ -651,7 +651,7 @@ TEST(PersisterReads, MediaReadsAreCountedOncePerOperation) {
 // operations). One per-thread set reset per BeginOp would count 4 (A's lines forgotten).
 TEST(PersisterReads, InterleavedOperationsDeduplicateSeparately) {
   auto p = MakeOrDie(Media(PersistMode::kAdr));
-  Region r(1 << 16);
+  AlignedBuffer r(1 << 16);
   OpReads a, b;
   p->BeginOp();
   p->BeginOp();
@@ -672,7 +672,7 @@ TEST(PersisterReads, ReadLatencyIsChargedPerMediaReadAndAPrefetchCanHideIt) {
   PersistConfig c = Media(PersistMode::kAdr);
   c.read_latency_ns = 2000;
   auto p = MakeOrDie(c);
-  Region r(1 << 16);
+  AlignedBuffer r(1 << 16);
   p->BeginOp();
   p->NoteRead(r.bytes, 256);  // one media line: one wait
   p->NoteRead(r.bytes, 64);   // again in the same op: free
@@ -722,7 +722,7 @@ TEST(PersisterMedia, SequentialWritesCostTheSameOverOneOrTwoThreads) {
       PersistConfig c = Media(mode);
       c.media.cache_bytes = 0;  // eadr: the device model alone (the cache is tested below)
       auto p = MakeOrDie(c);
-      Region r(kRegion);
+      AlignedBuffer r(kRegion);
       std::barrier sync(threads);
       auto work = [&](int t) {
         for (size_t chunk = 0; chunk < kRegion; chunk += kChunk) {
@@ -758,7 +758,7 @@ TEST(PersisterMedia, EadrCachedWritesCostAboutTheSameOverOneOrTwoThreads) {
     PersistConfig c = Media(PersistMode::kEadr);
     c.media.cache_bytes = 256 << 10;
     auto p = MakeOrDie(c);
-    Region r(kRegion);
+    AlignedBuffer r(kRegion);
     std::barrier sync(threads);
     auto work = [&](int t) {
       for (size_t chunk = 0; chunk < kRegion; chunk += kChunk) {
