@@ -841,7 +841,10 @@ int64_t Dash::RepairSegment(uint64_t offset, uint32_t depth, uint64_t pattern) {
   for (size_t x = 0; x < nb; ++x) {
     // A killed writer's odd version would make every search retry: reset (never persisted
     // on purpose; a crash during recovery resets it again).
-    if (bk[x].version != 0) ps.Store(&bk[x].version, 0u);
+    if (bk[x].version != 0) {
+      ps.Store(&bk[x].version, 0u);
+      ps.Flush(&bk[x].version, sizeof(uint32_t));
+    }
     uint32_t drop = 0;
     for (uint32_t m = Alloc(bk[x].bits); m != 0; m &= m - 1) {
       const auto i = static_cast<size_t>(std::countr_zero(m));
@@ -902,7 +905,10 @@ Status Dash::Recover(bool clean) {
           // PM even after a clean Close (the even store that followed was never flushed).
           DashBucket* bk = BucketsOf(seg);
           for (size_t x = 0; x < buckets_ + stash_; ++x) {
-            if (bk[x].version != 0) persister().Store(&bk[x].version, 0u);
+            if (bk[x].version != 0) {
+              persister().Store(&bk[x].version, 0u);
+              persister().Flush(&bk[x].version, sizeof(uint32_t));
+            }
             keys += std::popcount(Alloc(bk[x].bits));
           }
         } else {
@@ -922,6 +928,7 @@ Status Dash::Recover(bool clean) {
         ++repaired_entries_;
         return Status::OK();
       }));
+  persister().Fence();  // the versions reset
   dir_word_.store(dir | depth, std::memory_order_release);
   return Status::OK();
 }
@@ -1064,10 +1071,14 @@ Status Dash::CheckInvariants() const {
           for (uint32_t m = Alloc(bk[x].bits); m != 0; m &= m - 1) {
             const auto i = static_cast<size_t>(std::countr_zero(m));
             const KvWords& kv = bk[x].slot[i];
-            const uint64_t h = SlotHash(kv);
-            const std::string key(SlotKey(kv));
             const std::string at = where + ", bucket " + std::to_string(x) + " slot " +
                                    std::to_string(i);
+            if (IsRecord(kv.word0) &&
+                !codec().Plausible(SlotForm::kRecord, KvWords{kv.word0 & kDashOffsetMask, kv.word1})) {
+              return Status::Corruption(at + ": a damaged record");
+            }
+            const uint64_t h = SlotHash(kv);
+            const std::string key(SlotKey(kv));
             if (!Serves(h, local, pattern)) return Status::Corruption(at + ": a foreign key");
             if (bk[x].fp[i] != Fp(h)) return Status::Corruption(at + ": a wrong fingerprint");
             const bool member = (bk[x].bits >> (16 + i)) & 1;

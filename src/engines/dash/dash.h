@@ -262,13 +262,17 @@ class Dash : public Engine {
   void RebuildOverflow(DashBucket* bk, bool persisted);
 
   // A bucket's version made odd (a writer in) and even again, through the Persister (a
-  // plain store to PM would bypass the crash simulator), never flushed on their own.
+  // plain store to PM would bypass the crash simulator). The even word is flushed with
+  // no fence of its own: it must not stay pending in a pool Close marks clean, and the
+  // next fence (a later write's, or Close's) completes it. A writer unlocks after its
+  // change is durable, so no search sees a change a crash could still undo.
   void WriteLock(DashBucket* b) const {
     persister().Store(&b->version, __atomic_load_n(&b->version, __ATOMIC_RELAXED) + 1);
     std::atomic_thread_fence(std::memory_order_release);  // before the changes it covers
   }
   void WriteUnlock(DashBucket* b) const {
     persister().Store(&b->version, __atomic_load_n(&b->version, __ATOMIC_RELAXED) + 1);
+    persister().Flush(&b->version, sizeof(uint32_t));
   }
 
   // Recovery of one segment after a crash; returns its keys.
