@@ -145,6 +145,7 @@ void Dash::BringUp(uint64_t offset, uint32_t depth, uint64_t pattern, int64_t ke
 
 Status Dash::Create() {
   table_size_ = pool().size() / SegBytes() + 1;
+  seg_magic_ = ~uint64_t{0} / (buckets_ + stash_) + 1;
   table_.reset(new DashSeg[table_size_]);
   uint64_t n = initial_segments_;
   if (n == 0) {  // auto: initial_capacity at half the slots, else the original's 64
@@ -276,6 +277,13 @@ Status Dash::DoubleDirectory() {
 
 Status Dash::Shutdown() {
   std::unique_lock<std::shared_mutex> g(dir_mu_);
+  // The writers' last (even) version stores were never flushed: none may stay pending in
+  // a pool marked clean.
+  for (const DashSeg* s : live_) {
+    DashBucket* bk = BucketsOf(s->offset.load(std::memory_order_relaxed));
+    for (size_t x = 0; x < buckets_ + stash_; ++x) persister().Flush(&bk[x].version, sizeof(uint32_t));
+  }
+  persister().Fence();
   for (uint64_t d : retired_dirs_) allocator().Free(d);
   retired_dirs_.clear();
   return Status::OK();
@@ -351,9 +359,10 @@ Dash::Loc Dash::Find(const DashBucket* bk, std::string_view key, uint64_t hash) 
 
 Optimistic Dash::FindOptimistic(uint64_t hash, OptimisticRead* read) const {
   const uint64_t off = EntryPayload(hash) & ~kDepthMask;
-  if (off / SegBytes() >= table_size_) return Optimistic::kRetry;
+  if (SegIndex(off) >= table_size_) return Optimistic::kRetry;
   const DashSeg* s = SegAt(off);
   const DashBucket* bk = BucketsOf(off);
+  PrefetchBuckets(bk, hash);
   const size_t b = Home(hash), n = Next(b);
   const DashBucket* B = &bk[b];
   const DashBucket* N = &bk[n];
@@ -454,11 +463,8 @@ __attribute__((noinline)) Status Dash::GetLocked(std::string_view key, uint64_t 
 
 void Dash::Prefetch(uint64_t hash) const {
   const uint64_t off = EntryPayload(hash) & ~kDepthMask;
-  if (off / SegBytes() >= table_size_) return;
-  const DashBucket* bk = BucketsOf(off);
-  const size_t b = Home(hash);
-  persister().Prefetch(&bk[b]);
-  persister().Prefetch(&bk[Next(b)]);
+  if (SegIndex(off) >= table_size_) return;
+  PrefetchBuckets(BucketsOf(off), hash);
 }
 
 // ---- Writes ---------------------------------------------------------------------------------
@@ -643,6 +649,7 @@ Status Dash::DoWrite(std::string_view key, std::string_view value, uint64_t hash
     if (encoded && IsRecord(w.word0)) codec().ReleaseRecord(w.word0 & kDashOffsetMask);
   };
   for (;;) {
+    PrefetchBuckets(BucketsOf(EntryPayload(hash) & ~kDepthMask), hash);
     DashSeg* s = LockSegment(hash);
     DashBucket* bk = BucketsOf(s->offset.load(std::memory_order_relaxed));
     const Loc at = Find(bk, key, hash);
@@ -683,6 +690,7 @@ Status Dash::DoWrite(std::string_view key, std::string_view value, uint64_t hash
 }
 
 Status Dash::DoDelete(std::string_view key, uint64_t hash) {
+  PrefetchBuckets(BucketsOf(EntryPayload(hash) & ~kDepthMask), hash);
   DashSeg* s = LockSegment(hash);
   DashBucket* bk = BucketsOf(s->offset.load(std::memory_order_relaxed));
   const Loc at = Find(bk, key, hash);
@@ -883,6 +891,7 @@ Status Dash::Recover(bool clean) {
   PMHASH_RETURN_IF_ERROR(ValidateDirectory(dir, &depth));
   PMHASH_RETURN_IF_ERROR(CheckTableBlock(dir, DirBytes(uint64_t{1} << depth)));
   table_size_ = pool().size() / SegBytes() + 1;
+  seg_magic_ = ~uint64_t{0} / (buckets_ + stash_) + 1;
   table_.reset(new DashSeg[table_size_]);
   std::unique_lock<std::shared_mutex> g(dir_mu_);
   live_.clear();

@@ -197,7 +197,7 @@ class Dash : public Engine {
  public:
   Dash() = default;
   PMHASH_ENGINE_KIT_OVERRIDES;
-  Status Shutdown() override;  // frees the retired directories
+  Status Shutdown() override;  // flushes the version words, frees the retired directories
   void Prefetch(uint64_t hash) const override;
 
  private:
@@ -214,7 +214,23 @@ class Dash : public Engine {
   size_t Prev(size_t b) const { return (b + buckets_ - 1) & (buckets_ - 1); }
   static uint8_t Fp(uint64_t hash) { return static_cast<uint8_t>(hash >> 8); }
   uint64_t SegBytes() const { return (buckets_ + stash_) * sizeof(DashBucket); }
-  DashSeg* SegAt(uint64_t offset) const { return &table_[offset / SegBytes()]; }
+  // The side-table slot of the segment at `offset` (segments are 256-byte aligned):
+  // offset / SegBytes() as a multiply-high by a reciprocal (a divide was on every search's
+  // path). Exact: (offset >> 8) < 2^40 and the reciprocal's error is below N + S <= 260.
+  uint64_t SegIndex(uint64_t offset) const {
+    return static_cast<uint64_t>((static_cast<unsigned __int128>(offset >> 8) * seg_magic_) >> 64);
+  }
+  DashSeg* SegAt(uint64_t offset) const { return &table_[SegIndex(offset)]; }
+  // Starts loading the key's two buckets (8 lines): the metadata lines and the slot line
+  // a search or write reads next then arrive together.
+  void PrefetchBuckets(const DashBucket* bk, uint64_t hash) const {
+    const char* b = reinterpret_cast<const char*>(&bk[Home(hash)]);
+    const char* n = reinterpret_cast<const char*>(&bk[Next(Home(hash))]);
+    for (size_t l = 0; l < sizeof(DashBucket); l += pm::kCacheLine) {
+      persister().Prefetch(b + l);
+      persister().Prefetch(n + l);
+    }
+  }
   static bool Serves(uint64_t hash, uint32_t depth, uint64_t pattern) {
     return depth == 0 || (hash >> (64 - depth)) == pattern;
   }
@@ -262,17 +278,15 @@ class Dash : public Engine {
   void RebuildOverflow(DashBucket* bk, bool persisted);
 
   // A bucket's version made odd (a writer in) and even again, through the Persister (a
-  // plain store to PM would bypass the crash simulator). The even word is flushed with
-  // no fence of its own: it must not stay pending in a pool Close marks clean, and the
-  // next fence (a later write's, or Close's) completes it. A writer unlocks after its
-  // change is durable, so no search sees a change a crash could still undo.
+  // plain store to PM would bypass the crash simulator), never flushed on their own: a
+  // writer's persists carry the odd word with them (recovery resets it), and Shutdown
+  // flushes every version word so that none is pending in a pool Close marks clean.
   void WriteLock(DashBucket* b) const {
     persister().Store(&b->version, __atomic_load_n(&b->version, __ATOMIC_RELAXED) + 1);
     std::atomic_thread_fence(std::memory_order_release);  // before the changes it covers
   }
   void WriteUnlock(DashBucket* b) const {
     persister().Store(&b->version, __atomic_load_n(&b->version, __ATOMIC_RELAXED) + 1);
-    persister().Flush(&b->version, sizeof(uint32_t));
   }
 
   // Recovery of one segment after a crash; returns its keys.
@@ -290,6 +304,7 @@ class Dash : public Engine {
   std::vector<uint64_t> retired_dirs_;
   std::unique_ptr<DashSeg[]> table_;
   uint64_t table_size_ = 0;
+  uint64_t seg_magic_ = 0;  // ceil(2^64 / (buckets_ + stash_)): SegIndex
   std::vector<DashSeg*> live_;  // dir_mu_
 
   std::atomic<uint64_t> splits_{0}, doublings_{0}, displacements_{0}, stash_inserts_{0},
