@@ -672,7 +672,7 @@ Status Dash::DoWrite(std::string_view key, std::string_view value, uint64_t hash
     }
     bool placed = false;
     Status st = Place(s, w, hash, &placed);
-    if (placed) s->keys.fetch_add(1, std::memory_order_relaxed);
+    if (placed) AddKeys(s, 1);
     s->mu.unlock();
     if (!st.ok() || placed) return st;
     // Full: split the segment (directory lock first, then the segment again).
@@ -701,7 +701,7 @@ Status Dash::DoDelete(std::string_view key, uint64_t hash) {
   const KvWords w = bk[at.bucket].slot[at.slot];
   ClearAt(bk, at.bucket, at.slot);  // the commit
   if (at.bucket >= buckets_) RemoveOverflow(bk, Home(hash), at.bucket - buckets_, Fp(hash));
-  s->keys.fetch_sub(1, std::memory_order_relaxed);
+  AddKeys(s, -1);
   s->mu.unlock();
   if (IsRecord(w.word0)) codec().ReleaseRecord(w.word0 & kDashOffsetMask);
   return Status::OK();
@@ -833,7 +833,7 @@ Status Dash::Split(DashSeg* s, uint64_t hash) {
   RebuildOverflow(bk, /*persisted=*/true);
   ps.Fence();
   for (size_t x = 0; x < nb; ++x) WriteUnlock(&bk[x]);
-  s->keys.fetch_sub(moved_keys, std::memory_order_relaxed);
+  AddKeys(s, -moved_keys);
   BringUp(s1, depth + 1, (pattern << 1) | 1, moved_keys);
   splits_.fetch_add(1, std::memory_order_relaxed);
   return Status::OK();

@@ -257,6 +257,11 @@ class Dash : public Engine {
   DashSeg* LockSegment(uint64_t hash) const;  // exclusive
   DashSeg* LockSegmentShared(uint64_t hash) const;
   void BringUp(uint64_t offset, uint32_t depth, uint64_t pattern, int64_t keys);
+  // The segment's key count, changed under its lock: a plain load and store (Count reads
+  // it with no lock), no locked instruction on the write path.
+  static void AddKeys(DashSeg* s, int64_t n) {
+    s->keys.store(s->keys.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
   Status Split(DashSeg* s, uint64_t hash);
 
   // Search in a segment (its lock held) for key.
