@@ -291,32 +291,25 @@ Status Dash::Shutdown() {
 
 // ---- Segments and searches -------------------------------------------------------------------
 
-DashSeg* Dash::LockSegment(uint64_t hash) const {
+DashSeg* Dash::LockSegmentIn(uint64_t hash, LockMode mode) const {
   for (int attempt = 0;; ++attempt) {
     const uint64_t off = EntryPayload(hash) & ~kDepthMask;
     DashSeg* s = SegAt(off);
-    s->mu.lock();
+    if (mode == LockMode::kExclusive) {
+      s->mu.lock();
+    } else {
+      s->mu.lock_shared();
+    }
     const uint32_t d = s->depth.load(std::memory_order_acquire);
     if (d != ~0u && s->offset.load(std::memory_order_relaxed) == off &&
         Serves(hash, d, s->pattern.load(std::memory_order_relaxed))) {
       return s;
     }
-    s->mu.unlock();
-    SpinBackoff(attempt);
-  }
-}
-
-DashSeg* Dash::LockSegmentShared(uint64_t hash) const {
-  for (int attempt = 0;; ++attempt) {
-    const uint64_t off = EntryPayload(hash) & ~kDepthMask;
-    DashSeg* s = SegAt(off);
-    s->mu.lock_shared();
-    const uint32_t d = s->depth.load(std::memory_order_acquire);
-    if (d != ~0u && s->offset.load(std::memory_order_relaxed) == off &&
-        Serves(hash, d, s->pattern.load(std::memory_order_relaxed))) {
-      return s;
+    if (mode == LockMode::kExclusive) {
+      s->mu.unlock();
+    } else {
+      s->mu.unlock_shared();
     }
-    s->mu.unlock_shared();
     SpinBackoff(attempt);
   }
 }

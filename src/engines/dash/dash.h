@@ -254,8 +254,12 @@ class Dash : public Engine {
   Status DoubleDirectory();
 
   // Segments.
-  DashSeg* LockSegment(uint64_t hash) const;  // exclusive
-  DashSeg* LockSegmentShared(uint64_t hash) const;
+  // The segment serving `hash`, its lock held in `mode` (retries while a split moves it).
+  DashSeg* LockSegmentIn(uint64_t hash, LockMode mode) const;
+  DashSeg* LockSegment(uint64_t hash) const { return LockSegmentIn(hash, LockMode::kExclusive); }
+  DashSeg* LockSegmentShared(uint64_t hash) const {
+    return LockSegmentIn(hash, LockMode::kShared);
+  }
   void BringUp(uint64_t offset, uint32_t depth, uint64_t pattern, int64_t keys);
   // The segment's key count, changed under its lock: a plain load and store (Count reads
   // it with no lock), no locked instruction on the write path.
