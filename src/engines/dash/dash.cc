@@ -840,9 +840,9 @@ int64_t Dash::RepairSegment(uint64_t offset, uint32_t depth, uint64_t pattern) {
   const size_t nb = buckets_ + stash_;
   int64_t keys = 0;
   for (size_t x = 0; x < nb; ++x) {
-    // A killed writer's odd version would make every search retry: reset (never persisted
-    // on purpose; a crash during recovery resets it again).
-    if (bk[x].version != 0) {
+    // A killed writer's odd version would make every search retry: reset to 0 (an even
+    // version is harmless; a crash during recovery resets it again).
+    if (bk[x].version & 1) {
       ps.Store(&bk[x].version, 0u);
       ps.Flush(&bk[x].version, sizeof(uint32_t));
     }
@@ -872,8 +872,7 @@ int64_t Dash::RepairSegment(uint64_t offset, uint32_t depth, uint64_t pattern) {
     }
   }
   for (size_t x = 0; x < nb; ++x) keys += std::popcount(Alloc(bk[x].bits));
-  RebuildOverflow(bk, /*persisted=*/true);
-  ps.Fence();
+  RebuildOverflow(bk, /*persisted=*/true);  // Recover fences once after every segment
   return keys;
 }
 
@@ -903,11 +902,11 @@ Status Dash::Recover(bool clean) {
         const uint64_t pattern = local == 0 ? 0 : first >> (depth - local);
         int64_t keys = 0;
         if (clean) {
-          // Versions too: a line persisted while its bucket was odd keeps the odd word in
-          // PM even after a clean Close (the even store that followed was never flushed).
+          // Odd versions too (Shutdown flushes every version word, so only a damaged pool
+          // holds one after a clean Close; cheap to repair, and no reopen waits on it).
           DashBucket* bk = BucketsOf(seg);
           for (size_t x = 0; x < buckets_ + stash_; ++x) {
-            if (bk[x].version != 0) {
+            if (bk[x].version & 1) {
               persister().Store(&bk[x].version, 0u);
               persister().Flush(&bk[x].version, sizeof(uint32_t));
             }
