@@ -104,6 +104,20 @@ TEST_P(LevelCrashTest, UpdatesOfAFullBucketAreAllOrNothing) {
                          2);  // full, resize off: no insert after recovery
 }
 
+TEST_P(LevelCrashTest, UpdateIntoSlotThreeIsAllOrNothing) {
+  // Two top buckets, six keys: each top bucket holds three (the emptier one is taken), so
+  // an opportunistic update writes its new item into slot 3, the only slot outside the
+  // tokens' line: its flush before the token flip is what keeps it from tearing.
+  ExpectEachAllOrNothing(Small(GetParam(), 2, false), [](Index* x, Model* m) { Fill(x, m, 6); },
+                         {{"record update into slot 3",
+                           [](Index* x) { return x->Update("a 16-byte key...", "a newer value"); }},
+                          {"inline to record update into slot 3",
+                           [](Index* x) { return x->Update(Key8(1), "no longer 8 bytes"); }},
+                          {"record update of key 0 into slot 3",
+                           [](Index* x) { return x->Update(Key8(0), "another long value"); }}},
+                         2, CheckRecovered);
+}
+
 TEST_P(LevelCrashTest, CuckooMoveIsAllOrNothing) {
   ExpectInsertMovingAllOrNothing(Small(GetParam(), 4, false), "cuckoo_moves");
 }
