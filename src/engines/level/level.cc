@@ -409,11 +409,20 @@ LevelHash::Slot LevelHash::Find(std::string_view key, uint64_t hash, const Level
   const uint64_t v2 = mu2.ReadBegin();
   if (v2 % 2 != 0) return Optimistic::kRetry;
   const LevelBucket* order[4] = {top + c.t1, top + c.t2, bottom + c.b1(), bottom + c.b2()};
+  // The four line-0s are independent: start them all before the first compare.
+  for (const LevelBucket* b : order) __builtin_prefetch(b);
   Optimistic answer = Optimistic::kAbsent;
   for (const LevelBucket* b : order) {
-    read->Note(b, sizeof(LevelBucket));
-    answer = MatchSlots<4>(LoadForms(b->token), b->slot, hash, read);
+    // Line 0 (tokens, slots 0-2) always; line 1 (slot 3) only when its token is set.
+    read->Note(b, pm::kCacheLine);
+    const uint32_t tokens = LoadForms(b->token);
+    answer = MatchSlots<3>(tokens & 0xffffff, b->slot, hash, read);
     if (answer != Optimistic::kAbsent) break;
+    if ((tokens >> 24) != 0) {
+      read->Note(&b->slot[3], sizeof(KvWords));
+      answer = MatchSlots<1>(tokens >> 24, &b->slot[3], hash, read);
+      if (answer != Optimistic::kAbsent) break;
+    }
   }
   if (!read->Valid(mu1) || !mu2.ReadValidate(v2) ||
       top_n_.load(std::memory_order_acquire) != n) {
