@@ -409,8 +409,6 @@ LevelHash::Slot LevelHash::Find(std::string_view key, uint64_t hash, const Level
   const uint64_t v2 = mu2.ReadBegin();
   if (v2 % 2 != 0) return Optimistic::kRetry;
   const LevelBucket* order[4] = {top + c.t1, top + c.t2, bottom + c.b1(), bottom + c.b2()};
-  // The four line-0s are independent: start them all before the first compare.
-  for (const LevelBucket* b : order) __builtin_prefetch(b);
   Optimistic answer = Optimistic::kAbsent;
   for (const LevelBucket* b : order) {
     // Line 0 (tokens, slots 0-2) always; line 1 (slot 3) only when its token is set.
