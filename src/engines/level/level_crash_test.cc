@@ -7,12 +7,15 @@
 // and an insert that resizes (new top, rehash of the old bottom).
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "engines/level/level.h"
 #include "support/engine_tests.h"
 #include "support/op_crash.h"
+#include "util/hash.h"
 
 namespace pmhash::engines {
 namespace {
@@ -151,6 +154,47 @@ TEST_P(LevelCrashTest, SecondResizeIsAllOrNothing) {
   --n;  // key n - 1 made the second resize
   ExpectGrowthAllOrNothing(o, [n](Index* x, Model* m) { Fill(x, m, n); }, KeyAt(n), "resizes",
                            6, CheckRecovered);
+}
+
+TEST_P(LevelCrashTest, RehashIntoSlotThreeIsAllOrNothing) {
+  // Keys chosen by hash (the tests' fixed seed) so that the resize rehashes four items into
+  // one new-top bucket, slot 3 included (the slot outside the tokens' line): with 2 top
+  // buckets, A keys have both positions at bucket 0 of the doubled top, B keys both in
+  // {2, 3}, and T positions 0 and 1. Four A fill top 0, four B top 1, four more A the
+  // bottom; T then finds no place, the top doubles, the four A of the bottom all go to new
+  // top bucket 0, and T goes to bucket 1.
+  const Options o = Small(GetParam(), 2, true);
+  auto probe = OpenOrDie(o);
+  ASSERT_NE(probe, nullptr);
+  auto* engine = dynamic_cast<Engine*>(probe.get());
+  std::vector<std::string> a, b;
+  std::string t;
+  for (uint64_t i = 0; i < 100000 && (a.size() < 8 || b.size() < 4 || t.empty()); ++i) {
+    const std::string k = Key8(i);
+    const uint64_t h = engine->KeyHash(k);
+    const uint64_t p1 = Reduce(h, 4), p2 = Reduce(std::rotl(h, 32), 4);
+    if (p1 == 0 && p2 == 0) {
+      if (a.size() < 8) a.push_back(k);
+    } else if (p1 >= 2 && p2 >= 2) {
+      if (b.size() < 4) b.push_back(k);
+    } else if (p1 < 2 && p2 < 2 && p1 != p2 && t.empty()) {
+      t = k;
+    }
+  }
+  ASSERT_EQ(a.size(), 8u);
+  ASSERT_EQ(b.size(), 4u);
+  ASSERT_FALSE(t.empty());
+  probe.reset();
+  const auto setup = [a, b](Index* x, Model* m) {
+    std::vector<std::string> order(a.begin(), a.begin() + 4);
+    order.insert(order.end(), b.begin(), b.end());
+    order.insert(order.end(), a.begin() + 4, a.end());
+    for (const std::string& k : order) {
+      ASSERT_TRUE(x->Insert(k, "value of " + k).ok());
+      (*m)[k] = "value of " + k;
+    }
+  };
+  ExpectGrowthAllOrNothing(o, setup, t, "resizes", 6, CheckRecovered);
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, LevelCrashTest, testing::PersistModes(),
