@@ -111,8 +111,9 @@
 // the read and the lock retries). A move to a bucket outside them try-locks its stripe
 // (no waiting while holding: no deadlock) and skips the move if it is busy. Get reads the
 // four buckets with no lock, validated by both stripes' versions and the top size
-// (OptimisticGet); a record key, or a writer that keeps coming in, sends it to the shared
-// locks. A resize holds resize_mu_ and every stripe. ForEach and Scan pages hold every
+// (OptimisticGet); a record key, or a writer that keeps coming in, sends it to the key's
+// two stripes (taken as a writer takes them, LockKey: rare enough not to need a shared
+// path). A resize holds resize_mu_ and every stripe. ForEach and Scan pages hold every
 // stripe shared while they copy (a move could otherwise carry a key past the copy), and
 // call fn with none held.
 #pragma once
