@@ -17,6 +17,14 @@ void SpinBackoff(int attempt);
 class RwSpinLock {
  public:
   void lock();
+  // Takes the lock exclusively if no one holds it; never waits (a holder of other locks
+  // may try one out of order without risking a deadlock).
+  bool try_lock() {
+    uint32_t s = state_.load(std::memory_order_relaxed);
+    return (s & ~kWaiting) == 0 &&
+           state_.compare_exchange_strong(s, kWriter, std::memory_order_acquire,
+                                          std::memory_order_relaxed);
+  }
   void unlock() { state_.fetch_and(~kWriter, std::memory_order_release); }
   void lock_shared();
   void unlock_shared() { state_.fetch_sub(1, std::memory_order_release); }
@@ -41,6 +49,11 @@ class VersionedRwLock {
   void lock() {
     mu_.lock();
     version_.store(version_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+  bool try_lock() {
+    if (!mu_.try_lock()) return false;
+    version_.store(version_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    return true;
   }
   void unlock() {
     version_.store(version_.load(std::memory_order_relaxed) + 1, std::memory_order_release);

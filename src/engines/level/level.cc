@@ -1,0 +1,898 @@
+// Level hashing (Zuo et al., OSDI'18). Layout, invariants, persist order, locking: level.h.
+#include "engines/level/level.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "util/hash.h"
+
+namespace pmhash::engines {
+namespace {
+
+constexpr uint64_t kBucketBytes = sizeof(LevelBucket);
+constexpr uint64_t kHeaderBytes = sizeof(LevelTableHeader);
+constexpr size_t kCheckedBytes = offsetof(LevelTableHeader, check);
+constexpr RootLayout kRootLayout{kLevelRootMagic, kLevelVersion, sizeof(EngineRoot), 0};
+
+uint64_t TableBytes(uint64_t buckets) { return kHeaderBytes + buckets * kBucketBytes; }
+LevelBucket* BucketsOf(char* block) { return reinterpret_cast<LevelBucket*>(block + kHeaderBytes); }
+
+bool KnownForm(uint8_t t) {
+  return t == static_cast<uint8_t>(SlotForm::kInline) ||
+         t == static_cast<uint8_t>(SlotForm::kRecord);
+}
+
+// The first free slot of `b`, or kLevelAssoc.
+size_t FreeSlot(const LevelBucket* b) {
+  for (size_t i = 0; i < kLevelAssoc; ++i) {
+    if (__atomic_load_n(&b->token[i], __ATOMIC_RELAXED) == 0) return i;
+  }
+  return kLevelAssoc;
+}
+size_t FreeCount(const LevelBucket* b) {
+  size_t n = 0;
+  for (size_t i = 0; i < kLevelAssoc; ++i) n += b->token[i] == 0;
+  return n;
+}
+bool SameItem(const LevelBucket* a, size_t i, const LevelBucket* b, size_t j) {
+  return a->token[i] == b->token[j] && a->slot[i].word0 == b->slot[j].word0 &&
+         a->slot[i].word1 == b->slot[j].word1;
+}
+
+}  // namespace
+
+LevelHash::LevelHash() : counts_(new CountShard[kLevelCountShards]) {
+  // Stripe of top bucket i: (i / 2) mod kLevelStripes; it guards bottom bucket i / 2 too.
+  stripes_.Reset(kLevelStripes, /*area_shift=*/1);
+}
+
+LevelHash::Candidates LevelHash::CandidatesOf(uint64_t hash, uint64_t n) {
+  // Two hash functions from the one 64-bit KeyHash: Reduce reads the high bits, so
+  // position 1 comes (mostly) from the high 32-bit half, position 2 from the low half.
+  return {Reduce(hash, n), Reduce(std::rotl(hash, 32), n)};
+}
+
+// ---- Options and blocks -------------------------------------------------------------
+
+Status LevelHash::Configure(EngineOptions& options, const Options& /*index_options*/) {
+  initial_top_ = options.Uint("top_buckets");
+  min_resize_load_ = options.Double("min_resize_load");
+  if (initial_top_ % 2 != 0) {
+    return Status::InvalidArgument("level: top_buckets must be even (two top buckets share "
+                                   "a bottom bucket)");
+  }
+  return Status::OK();
+}
+
+uint64_t LevelHash::TopFor(uint64_t keys) const {
+  if (initial_top_ != 0) return initial_top_;
+  if (keys == 0) return kLevelDefaultTop;
+  // 6 slots per top bucket (4 of its own, half of a bottom bucket's 8), filled to ~80%.
+  const uint64_t n = (keys * 10 + 47) / 48;
+  return std::max(kLevelMinTop, (n + 1) & ~uint64_t{1});
+}
+
+Status LevelHash::ValidateLevel(uint64_t off, uint64_t* buckets) const {
+  PMHASH_RETURN_IF_ERROR(
+      ValidateTableBlock(off, kLevelTableMagic, pool().size() / kBucketBytes, TableBytes, buckets));
+  const auto* h = pool().At<const LevelTableHeader>(off);
+  return VerifyMetadata(h, kCheckedBytes, h->check, "a level header");
+}
+
+Status LevelHash::ReadLevels(uint64_t top_off, Levels* v, uint64_t* rehash_from) const {
+  uint64_t n = 0, nb = 0;
+  PMHASH_RETURN_IF_ERROR(ValidateLevel(top_off, &n));
+  if (n < kLevelMinTop || n % 2 != 0) {
+    return Status::Corruption("level: the top level has " + std::to_string(n) +
+                              " buckets (not even)");
+  }
+  auto* h = pool().At<LevelTableHeader>(top_off);
+  const uint64_t bottom = h->bottom;
+  if (bottom == top_off || bottom % pm::kCacheLine != 0 || !pool().Contains(bottom, kHeaderBytes)) {
+    return Status::Corruption("level: the top level names a bottom at pool offset " +
+                              std::to_string(bottom));
+  }
+  PMHASH_RETURN_IF_ERROR(ValidateLevel(bottom, &nb));
+  if (nb != n / 2) {
+    return Status::Corruption("level: the bottom level has " + std::to_string(nb) +
+                              " buckets, not half of the top's " + std::to_string(n));
+  }
+  PMHASH_RETURN_IF_ERROR(LoadSealed(&h->rehash_from, "the top level's rehash_from", rehash_from));
+  if (*rehash_from != 0) {
+    uint64_t nr = 0;
+    if (*rehash_from == top_off || *rehash_from == bottom) {
+      return Status::Corruption("level: rehash_from names a live level");
+    }
+    PMHASH_RETURN_IF_ERROR(ValidateLevel(*rehash_from, &nr));
+    if (nr * 4 != n) {
+      return Status::Corruption("level: the level being rehashed has " + std::to_string(nr) +
+                                " buckets, not a quarter of the top's " + std::to_string(n));
+    }
+  }
+  v->top_off = top_off;
+  v->bottom_off = bottom;
+  v->n = n;
+  v->header = h;
+  v->top = BucketsOf(pool().At<char>(top_off));
+  v->bottom = BucketsOf(pool().At<char>(bottom));
+  return Status::OK();
+}
+
+void LevelHash::SetView(const Levels& v) {
+  view_ = v;
+  top_.store(v.top, std::memory_order_release);
+  bottom_.store(v.bottom, std::memory_order_release);
+  top_n_.store(v.n, std::memory_order_release);
+}
+
+Status LevelHash::Create() {
+  const uint64_t n = TopFor(initial_capacity());
+  pm::Persister& ps = persister();
+  uint64_t bottom = 0, top = 0;
+  PMHASH_RETURN_IF_ERROR(NewTableBlock(TableBytes(n / 2), std::to_string(n / 2) + " bottom buckets",
+                                       kLevelTableMagic, n / 2, &bottom));
+  auto* bh = pool().At<LevelTableHeader>(bottom);
+  ps.Store(&bh->check, MetadataCheck(bh, kCheckedBytes));
+  ps.Store(&bh->rehash_from, SealFor(&bh->rehash_from, 0));
+  ps.Flush(bh, TableBytes(n / 2));
+  if (Status s = NewTableBlock(TableBytes(n), std::to_string(n) + " top buckets", kLevelTableMagic,
+                               n, &top);
+      !s.ok()) {
+    allocator().Free(bottom);
+    return s;
+  }
+  auto* th = pool().At<LevelTableHeader>(top);
+  ps.Store(&th->bottom, bottom);
+  ps.Store(&th->check, MetadataCheck(th, kCheckedBytes));
+  ps.Store(&th->rehash_from, SealFor(&th->rehash_from, 0));
+  CreateRoot(kRootLayout, top, TableBytes(n));  // persists the top, fences the bottom too
+  Levels v;
+  uint64_t rehash = 0;
+  PMHASH_RETURN_IF_ERROR(ReadLevels(top, &v, &rehash));
+  SetView(v);
+  base_count_ = 0;
+  return Status::OK();
+}
+
+uint64_t LevelHash::HashOf(SlotForm form, const KvWords& words) const {
+  if (form == SlotForm::kRecord) return words.word1;
+  return KeyHash(std::string_view(reinterpret_cast<const char*>(&words.word0), 8));
+}
+
+Status LevelHash::EnumerateBlocks(const pm::Allocator::LiveBlockVisitor& visit) const {
+  uint64_t top = 0, count = 0, rehash = 0;
+  PMHASH_RETURN_IF_ERROR(ValidateRoot(kRootLayout, kHeaderBytes, &top, &count));
+  Levels v;
+  PMHASH_RETURN_IF_ERROR(ReadLevels(top, &v, &rehash));
+  visit(v.top_off);
+  visit(v.bottom_off);
+  // A record is reached twice while a move or a rehash is in flight (two slots with the
+  // same words): each block is visited once.
+  std::vector<uint64_t> records;
+  const auto take = [&](const LevelBucket* b) {
+    for (size_t i = 0; i < kLevelAssoc; ++i) {
+      if (b->token[i] == static_cast<uint8_t>(SlotForm::kRecord) &&
+          pool().Contains(b->slot[i].word0, 8)) {
+        records.push_back(b->slot[i].word0);
+      }
+    }
+  };
+  ForEachBucket(v, [&](bool, uint64_t, const LevelBucket* b) { take(b); });
+  if (rehash != 0) {
+    visit(rehash);
+    const LevelBucket* old = BucketsOf(pool().At<char>(rehash));
+    for (uint64_t i = 0; i < v.n / 4; ++i) take(&old[i]);
+  }
+  std::sort(records.begin(), records.end());
+  records.erase(std::unique(records.begin(), records.end()), records.end());
+  for (uint64_t r : records) visit(r);
+  return Status::OK();
+}
+
+// ---- Recovery -----------------------------------------------------------------------
+
+LevelHash::Slot LevelHash::RehashTarget(const Levels& v, uint64_t hash) const {
+  // The less loaded of the two new top buckets (the original's rule: two choices keep
+  // the top balanced), else the less loaded of the two bottom ones; ties: position 1.
+  const Candidates c = CandidatesOf(hash, v.n);
+  const auto pick = [](LevelBucket* x, LevelBucket* y) -> Slot {
+    LevelBucket* b = FreeCount(y) > FreeCount(x) ? y : x;
+    const size_t j = FreeSlot(b);
+    return j < kLevelAssoc ? Slot{b, j} : Slot{};
+  };
+  Slot s = pick(&v.top[c.t1], &v.top[c.t2]);
+  if (s.bucket == nullptr) s = pick(&v.bottom[c.b1()], &v.bottom[c.b2()]);
+  return s;
+}
+
+Status LevelHash::FinishRehash(const Levels& v) {
+  pm::Persister& ps = persister();
+  uint64_t from = 0;
+  PMHASH_RETURN_IF_ERROR(LoadSealed(&v.header->rehash_from, "rehash_from", &from));
+  const LevelBucket* old = BucketsOf(pool().At<char>(from));
+  uint64_t placed = 0;
+  for (uint64_t k = 0; k < v.n / 4; ++k) {
+    for (size_t i = 0; i < kLevelAssoc; ++i) {
+      const uint8_t t = old[k].token[i];
+      if (t == 0) continue;
+      const auto form = static_cast<SlotForm>(t);
+      if (!KnownForm(t) || !codec().Plausible(form, old[k].slot[i])) {
+        return Status::Corruption("level: a slot of the level being rehashed is damaged");
+      }
+      const uint64_t h = HashOf(form, old[k].slot[i]);
+      const Candidates c = CandidatesOf(h, v.n);
+      const LevelBucket* cand[4] = {&v.top[c.t1], &v.top[c.t2], &v.bottom[c.b1()],
+                                    &v.bottom[c.b2()]};
+      bool there = false;
+      for (const LevelBucket* b : cand) {
+        for (size_t j = 0; j < kLevelAssoc && !there; ++j) there = SameItem(b, j, &old[k], i);
+      }
+      if (there) continue;  // placed before the crash
+      const Slot dst = RehashTarget(v, h);
+      if (dst.bucket == nullptr) {
+        return Status::Corruption("level: an item of the interrupted resize has no place");
+      }
+      ps.Store(&dst.bucket->slot[dst.index].word1, old[k].slot[i].word1);
+      ps.Store(&dst.bucket->slot[dst.index].word0, old[k].slot[i].word0);
+      ps.Flush(&dst.bucket->slot[dst.index], sizeof(KvWords));
+      ps.Fence();
+      ps.Store(&dst.bucket->token[dst.index], t);
+      ps.Flush(&dst.bucket->token[dst.index], 1);
+      ++placed;
+    }
+  }
+  ps.Publish(&v.header->rehash_from, SealFor(&v.header->rehash_from, 0));
+  allocator().Free(from);
+  recovered_rehash_ = placed;
+  return Status::OK();
+}
+
+Status LevelHash::CheckSlot(const Levels& v, bool is_top, uint64_t idx, const LevelBucket* b,
+                            size_t i, uint64_t* hash) const {
+  const uint8_t t = b->token[i];
+  const auto form = static_cast<SlotForm>(t);
+  const auto where = [&] {
+    return "level: the slot at pool offset " + std::to_string(pool().ToOffset(&b->slot[i]));
+  };
+  if (!KnownForm(t) || !codec().Plausible(form, b->slot[i])) {
+    return Status::Corruption(where() + " is damaged");
+  }
+  *hash = HashOf(form, b->slot[i]);
+  const Candidates c = CandidatesOf(*hash, v.n);
+  if (is_top ? (idx != c.t1 && idx != c.t2) : (idx != c.b1() && idx != c.b2())) {
+    return Status::Corruption(where() + " is not one of its key's four buckets");
+  }
+  return Status::OK();
+}
+
+Status LevelHash::Recover(bool clean) {
+  uint64_t top = 0, count = 0, rehash = 0;
+  PMHASH_RETURN_IF_ERROR(OpenRoot(kRootLayout, kHeaderBytes, &top, &count));
+  Levels v;
+  PMHASH_RETURN_IF_ERROR(ReadLevels(top, &v, &rehash));
+  PMHASH_RETURN_IF_ERROR(CheckTableBlock(v.top_off, TableBytes(v.n)));
+  PMHASH_RETURN_IF_ERROR(CheckTableBlock(v.bottom_off, TableBytes(v.n / 2)));
+  if (rehash != 0) {
+    PMHASH_RETURN_IF_ERROR(CheckTableBlock(rehash, TableBytes(v.n / 4)));
+    PMHASH_RETURN_IF_ERROR(FinishRehash(v));
+    clean = false;
+  }
+  SetView(v);
+  for (size_t i = 0; i < kLevelCountShards; ++i) counts_[i].delta.store(0);
+  if (clean) {
+    if (count > kLevelAssoc * (v.n + v.n / 2)) {
+      return Status::Corruption("level: root count " + std::to_string(count) +
+                                " exceeds the table's slots");
+    }
+    base_count_ = count;
+    return Status::OK();
+  }
+  // After a crash: validate every slot, clear the second copy of an interrupted move (the
+  // one at the higher address: both hold the same words, and the record stays owned by the
+  // other), count.
+  pm::Persister& ps = persister();
+  uint64_t keys = 0, dups = 0;
+  Status bad;
+  ForEachBucket(v, [&](bool is_top, uint64_t idx, LevelBucket* b) {
+    for (size_t i = 0; i < kLevelAssoc && bad.ok(); ++i) {
+      const uint8_t t = b->token[i];
+      if (t == 0) continue;
+      uint64_t h = 0;
+      bad = CheckSlot(v, is_top, idx, b, i, &h);
+      if (!bad.ok()) return;
+      const Candidates c = CandidatesOf(h, v.n);
+      const LevelBucket* cand[4] = {&v.top[c.t1], &v.top[c.t2], &v.bottom[c.b1()],
+                                    &v.bottom[c.b2()]};
+      bool lower_copy = false;
+      for (const LevelBucket* o : cand) {
+        if (o >= b) continue;  // only a copy at a lower address wins
+        for (size_t j = 0; j < kLevelAssoc && !lower_copy; ++j) lower_copy = SameItem(o, j, b, i);
+      }
+      if (lower_copy) {
+        ps.Store(&b->token[i], uint8_t{0});
+        ps.Persist(&b->token[i], 1);
+        ++dups;
+        continue;
+      }
+      ++keys;
+    }
+  });
+  PMHASH_RETURN_IF_ERROR(bad);
+  recovered_duplicates_ = dups;
+  base_count_ = keys;
+  PersistRootCount(keys);
+  return Status::OK();
+}
+
+// ---- Locks --------------------------------------------------------------------------
+
+void LevelHash::LockKey(uint64_t hash, Levels* v, Stripe** a, Stripe** b) const {
+  for (;;) {
+    const uint64_t n = top_n_.load(std::memory_order_acquire);
+    const Candidates c = CandidatesOf(hash, n);
+    Stripe* s1 = &StripeOfTop(c.t1);
+    Stripe* s2 = &StripeOfTop(c.t2);
+    if (s2 < s1) std::swap(s1, s2);
+    s1->mu.lock();
+    if (s2 != s1) s2->mu.lock();
+    if (top_n_.load(std::memory_order_acquire) == n) {
+      *v = view_;
+      *a = s1;
+      *b = s2;
+      return;
+    }
+    if (s2 != s1) s2->mu.unlock();
+    s1->mu.unlock();
+  }
+}
+
+// Releases LockKey's stripes.
+class KeyLocks {
+ public:
+  template <typename S>
+  KeyLocks(S* a, S* b) : a_(&a->mu), b_(a == b ? nullptr : &b->mu) {}
+  ~KeyLocks() {
+    if (b_ != nullptr) b_->unlock();
+    a_->unlock();
+  }
+  KeyLocks(const KeyLocks&) = delete;
+  KeyLocks& operator=(const KeyLocks&) = delete;
+
+ private:
+  VersionedRwLock* a_;
+  VersionedRwLock* b_;
+};
+
+void LevelHash::LockAllShared() const {
+  for (size_t i = 0; i < stripes_.size(); ++i) stripes_[i].mu.lock_shared();
+}
+void LevelHash::UnlockAllShared() const {
+  for (size_t i = stripes_.size(); i > 0; --i) stripes_[i - 1].mu.unlock_shared();
+}
+
+// ---- Search -------------------------------------------------------------------------
+
+LevelHash::Slot LevelHash::Find(std::string_view key, uint64_t hash, const Levels& v) const {
+  const Candidates c = CandidatesOf(hash, v.n);
+  LevelBucket* order[4] = {&v.top[c.t1], &v.top[c.t2], &v.bottom[c.b1()], &v.bottom[c.b2()]};
+  const SlotCodec::KeyMatcher match(codec(), key, hash);
+  for (int k = 0; k < 4; ++k) {
+    if ((k == 1 && c.t2 == c.t1) || (k == 3 && c.b2() == c.b1())) continue;
+    LevelBucket* b = order[k];
+    persister().NoteRead(b, pm::kCacheLine);
+    for (size_t i = 0; i < kLevelAssoc; ++i) {
+      const uint8_t t = b->token[i];
+      if (t == 0) continue;
+      if (i == 3) persister().NoteRead(&b->slot[3], sizeof(KvWords));
+      if (match(static_cast<SlotForm>(t), b->slot[i])) return {b, i};
+    }
+  }
+  return {};
+}
+
+[[gnu::always_inline]] inline Optimistic LevelHash::FindOptimistic(uint64_t hash,
+                                                                  OptimisticRead* read) const {
+  const OptimisticReadScope unchecked_by_tsan;  // validated below instead
+  const uint64_t n = top_n_.load(std::memory_order_acquire);
+  const LevelBucket* top = top_.load(std::memory_order_acquire);
+  const LevelBucket* bottom = bottom_.load(std::memory_order_acquire);
+  const Candidates c = CandidatesOf(hash, n);
+  const VersionedRwLock& mu1 = StripeOfTop(c.t1).mu;
+  const VersionedRwLock& mu2 = StripeOfTop(c.t2).mu;
+  if (!read->Begin(mu1)) return Optimistic::kRetry;
+  const uint64_t v2 = mu2.ReadBegin();
+  if (v2 % 2 != 0) return Optimistic::kRetry;
+  const LevelBucket* order[4] = {top + c.t1, top + c.t2, bottom + c.b1(), bottom + c.b2()};
+  Optimistic answer = Optimistic::kAbsent;
+  for (const LevelBucket* b : order) {
+    // Line 0 (tokens, slots 0-2) always; line 1 (slot 3) only when its token is set.
+    read->Note(b, pm::kCacheLine);
+    const uint32_t tokens = LoadForms(b->token);
+    answer = MatchSlots<3>(tokens & 0xffffff, b->slot, hash, read);
+    if (answer != Optimistic::kAbsent) break;
+    if ((tokens >> 24) != 0) {
+      read->Note(&b->slot[3], sizeof(KvWords));
+      answer = MatchSlots<1>(tokens >> 24, &b->slot[3], hash, read);
+      if (answer != Optimistic::kAbsent) break;
+    }
+  }
+  if (!read->Valid(mu1) || !mu2.ReadValidate(v2) ||
+      top_n_.load(std::memory_order_acquire) != n) {
+    return Optimistic::kRetry;
+  }
+  return answer;
+}
+
+void LevelHash::Prefetch(uint64_t hash) const {
+  const uint64_t n = top_n_.load(std::memory_order_acquire);
+  const Candidates c = CandidatesOf(hash, n);
+  const LevelBucket* top = top_.load(std::memory_order_acquire);
+  persister().Prefetch(top + c.t1);
+  persister().Prefetch(top + c.t2);
+}
+
+Status LevelHash::DoGet(std::string_view key, uint64_t hash, std::string* value) {
+  return OptimisticGet(
+      persister(), reads_unnoted(), key, value,
+      [this, hash](OptimisticRead* read) __attribute__((always_inline)) {
+        return FindOptimistic(hash, read);
+      },
+      [&] { return GetFull(key, hash, value); });
+}
+
+__attribute__((noinline)) Status LevelHash::GetFull(std::string_view key, uint64_t hash,
+                                                    std::string* value) {
+  return OptimisticGetFull(
+      persister(), key, value,
+      [this, hash](OptimisticRead* read) __attribute__((always_inline)) {
+        return FindOptimistic(hash, read);
+      },
+      [&] { return GetLocked(key, hash, value); });
+}
+
+__attribute__((noinline)) Status LevelHash::GetLocked(std::string_view key, uint64_t hash,
+                                                      std::string* value) {
+  Levels v;
+  Stripe *a = nullptr, *b = nullptr;
+  LockKey(hash, &v, &a, &b);  // exclusive: rare (records, busy stripes)
+  const KeyLocks held(a, b);
+  const Slot s = Find(key, hash, v);
+  if (s.bucket == nullptr) return Status::NotFound();
+  AssignValue(value, codec().Value(static_cast<SlotForm>(s.bucket->token[s.index]),
+                                   s.bucket->slot[s.index]));
+  return Status::OK();
+}
+
+// ---- Writes -------------------------------------------------------------------------
+
+void LevelHash::WriteSlot(LevelBucket* bucket, size_t i, SlotForm form, const KvWords& words) {
+  pm::Persister& ps = persister();
+  // Data first, durable, then the token: the slot's commit point.
+  ps.Store(&bucket->slot[i].word1, words.word1);
+  ps.Store(&bucket->slot[i].word0, words.word0);
+  ps.Flush(&bucket->slot[i], sizeof(KvWords));
+  ps.Publish(&bucket->token[i], static_cast<uint8_t>(form));
+}
+
+bool LevelHash::MoveOut(const Levels& v, LevelBucket* from, bool from_top, bool to_top,
+                        Stripe* a, Stripe* b, size_t* freed) {
+  const uint64_t fi = static_cast<uint64_t>(from - (from_top ? v.top : v.bottom));
+  for (size_t i = 0; i < kLevelAssoc; ++i) {
+    const uint8_t t = from->token[i];
+    if (t == 0) continue;
+    const auto form = static_cast<SlotForm>(t);
+    const KvWords words = from->slot[i];
+    const Candidates c = CandidatesOf(HashOf(form, words), v.n);
+    uint64_t dests[2];
+    int nd = 0;
+    if (to_top && !from_top) {  // bottom-to-top: either top position
+      dests[nd++] = c.t1;
+      if (c.t2 != c.t1) dests[nd++] = c.t2;
+    } else if (from_top) {  // cuckoo move within the top
+      const uint64_t alt = c.t1 == fi ? c.t2 : c.t1;
+      if (alt != fi) dests[nd++] = alt;
+    } else {  // cuckoo move within the bottom
+      const uint64_t alt = c.b1() == fi ? c.b2() : c.b1();
+      if (alt != fi) dests[nd++] = alt;
+    }
+    for (int d = 0; d < nd; ++d) {
+      const bool dest_top = to_top;
+      LevelBucket* dst = dest_top ? &v.top[dests[d]] : &v.bottom[dests[d]];
+      Stripe& s = StripeOfTop(dest_top ? dests[d] : 2 * dests[d]);
+      const bool mine = &s == a || &s == b;
+      if (!mine && !s.mu.try_lock()) continue;  // busy: never wait while holding
+      const size_t j = FreeSlot(dst);
+      if (j < kLevelAssoc) {
+        // The copy committed, then the original cleared: between them the item is twice
+        // (recovery keeps one), never nowhere.
+        WriteSlot(dst, j, form, words);
+        persister().Store(&from->token[i], uint8_t{0});
+        persister().Persist(&from->token[i], 1);
+      }
+      if (!mine) s.mu.unlock();
+      if (j < kLevelAssoc) {
+        *freed = i;
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+bool LevelHash::Place(const Levels& v, uint64_t hash, Stripe* a, Stripe* b, SlotForm form,
+                      const KvWords& words) {
+  const Candidates c = CandidatesOf(hash, v.n);
+  // 1. A free slot of the top candidates, the emptier first; then of the bottom ones.
+  const auto pick = [&](LevelBucket* x, LevelBucket* y) -> bool {
+    const size_t fx = FreeCount(x), fy = FreeCount(y);
+    LevelBucket* dst = fy > fx ? y : x;
+    if (FreeCount(dst) == 0) return false;
+    WriteSlot(dst, FreeSlot(dst), form, words);
+    return true;
+  };
+  LevelBucket* t1 = &v.top[c.t1];
+  LevelBucket* t2 = &v.top[c.t2];
+  LevelBucket* b1 = &v.bottom[c.b1()];
+  LevelBucket* b2 = &v.bottom[c.b2()];
+  if (pick(t1, t2) || pick(b1, b2)) return true;
+  size_t freed = 0;
+  // 2. One cuckoo move in the top, then in the bottom.
+  for (LevelBucket* x : {t1, t2}) {
+    if (MoveOut(v, x, true, true, a, b, &freed)) {
+      cuckoo_moves_.fetch_add(1, std::memory_order_relaxed);
+      WriteSlot(x, freed, form, words);
+      return true;
+    }
+  }
+  for (LevelBucket* x : {b1, b2}) {
+    if (MoveOut(v, x, false, false, a, b, &freed)) {
+      cuckoo_moves_.fetch_add(1, std::memory_order_relaxed);
+      WriteSlot(x, freed, form, words);
+      return true;
+    }
+  }
+  // 3. Bottom-to-top: an item of a bottom candidate moves up to one of its top buckets.
+  for (LevelBucket* x : {b1, b2}) {
+    if (MoveOut(v, x, false, true, a, b, &freed)) {
+      b2t_moves_.fetch_add(1, std::memory_order_relaxed);
+      WriteSlot(x, freed, form, words);
+      return true;
+    }
+  }
+  return false;
+}
+
+Status LevelHash::DoWrite(std::string_view key, std::string_view value, uint64_t hash,
+                          WriteMode mode) {
+  for (int round = 0;; ++round) {
+    uint64_t n = 0;
+    {
+      Levels v;
+      Stripe *a = nullptr, *b = nullptr;
+      LockKey(hash, &v, &a, &b);
+      const KeyLocks held(a, b);
+      n = v.n;
+      const Slot s = Find(key, hash, v);
+      if (s.bucket != nullptr) {
+        if (mode == WriteMode::kInsert) return Status::AlreadyExists();
+        return UpdateAt(s, key, value, hash);
+      }
+      if (mode == WriteMode::kUpdate) return Status::NotFound();
+      SlotForm form = SlotForm::kEmpty;
+      KvWords words;
+      PMHASH_RETURN_IF_ERROR(codec().Encode(key, value, hash, &form, &words));
+      if (Place(v, hash, a, b, form, words)) {
+        counts_[stripes_.IndexOf(*a) & (kLevelCountShards - 1)].delta.fetch_add(
+            1, std::memory_order_relaxed);
+        return Status::OK();
+      }
+      codec().Release(form, words);  // never linked
+    }
+    // No place among the four buckets, even after a move. The table grows when it is
+    // full enough that this is the paper's "insertion failure"; a key that finds no
+    // place in a fresh table, or in one mostly empty, collides with too many keys of
+    // its hash (the degenerate-hash run): refused.
+    const double slots = static_cast<double>(kLevelAssoc * (n + n / 2));
+    if (!resize_enabled() || round > 0 ||
+        static_cast<double>(Count()) < min_resize_load_ * slots) {
+      return Status::TableFull("level: the four candidate buckets of the key are full" +
+                               std::string(resize_enabled() ? " and growing does not help" : ""));
+    }
+    PMHASH_RETURN_IF_ERROR(Grow(n));
+  }
+}
+
+Status LevelHash::UpdateAt(const Slot& s, std::string_view key, std::string_view value,
+                           uint64_t hash) {
+  LevelBucket* b = s.bucket;
+  const size_t i = s.index;
+  const auto old_form = static_cast<SlotForm>(b->token[i]);
+  // An inline value replacing an inline value: one 8-byte store is already failure-atomic.
+  if (old_form == SlotForm::kInline && SlotCodec::FitsInline(key, value)) {
+    return UpdateSlot(&b->token[i], &b->slot[i], key, value, hash);
+  }
+  const size_t j = FreeSlot(b);
+  if (j == kLevelAssoc) return UpdateSlot(&b->token[i], &b->slot[i], key, value, hash);
+  // The paper's opportunistic log-free update: the new item in a free slot of the same
+  // bucket, then both tokens flipped with one atomic store.
+  SlotForm form = SlotForm::kEmpty;
+  KvWords words;
+  PMHASH_RETURN_IF_ERROR(codec().Encode(key, value, hash, &form, &words));
+  pm::Persister& ps = persister();
+  ps.Store(&b->slot[j].word1, words.word1);
+  ps.Store(&b->slot[j].word0, words.word0);
+  ps.Flush(&b->slot[j], sizeof(KvWords));
+  uint8_t tokens[kLevelAssoc];
+  std::memcpy(tokens, b->token, sizeof(tokens));
+  const KvWords old = b->slot[i];
+  tokens[i] = 0;
+  tokens[j] = static_cast<uint8_t>(form);
+  uint32_t word = 0;
+  std::memcpy(&word, tokens, sizeof(word));
+  ps.Publish(reinterpret_cast<uint32_t*>(b->token), word);
+  codec().Release(old_form, old);  // durably unreachable since the flip
+  opportunistic_updates_.fetch_add(1, std::memory_order_relaxed);
+  return Status::OK();
+}
+
+Status LevelHash::DoDelete(std::string_view key, uint64_t hash) {
+  Levels v;
+  Stripe *a = nullptr, *b = nullptr;
+  LockKey(hash, &v, &a, &b);
+  const KeyLocks held(a, b);
+  const Slot s = Find(key, hash, v);
+  if (s.bucket == nullptr) return Status::NotFound();
+  uint8_t* token = &s.bucket->token[s.index];
+  const auto form = static_cast<SlotForm>(*token);
+  const KvWords old = s.bucket->slot[s.index];
+  persister().Store(token, uint8_t{0});
+  persister().Persist(token, 1);
+  codec().Release(form, old);
+  counts_[stripes_.IndexOf(*a) & (kLevelCountShards - 1)].delta.fetch_sub(
+      1, std::memory_order_relaxed);
+  return Status::OK();
+}
+
+uint64_t LevelHash::Count() const {
+  int64_t c = static_cast<int64_t>(base_count_);
+  for (size_t i = 0; i < kLevelCountShards; ++i) {
+    c += counts_[i].delta.load(std::memory_order_relaxed);
+  }
+  return c < 0 ? 0 : static_cast<uint64_t>(c);
+}
+
+// ---- Resize -------------------------------------------------------------------------
+
+Status LevelHash::Grow(uint64_t observed_n) {
+  if (IterationScope::Active(this)) {
+    return Status::TableFull("level: full, and a resize cannot run inside ForEach");
+  }
+  std::unique_lock<std::shared_mutex> resize_lock(resize_mu_);
+  const Stripes<Stripe>::AllHeld all(stripes_);
+  if (top_n_.load(std::memory_order_relaxed) != observed_n) return Status::OK();
+  const Levels v = view_;
+  const uint64_t n2 = v.n * 2;
+  if (TableBytes(n2) > pool().size()) {
+    return Status::PoolFull("level: the top level cannot double beyond the pool");
+  }
+  // The plan, in DRAM: where each item of the old bottom goes, by the rule the execution
+  // and a recovery's replay follow (RehashTarget). Refused before anything is written if
+  // an item has no place.
+  std::vector<uint8_t> top_used(n2, 0), bottom_used(v.n, 0);
+  for (uint64_t k = 0; k < v.n; ++k) {
+    bottom_used[k] = static_cast<uint8_t>(kLevelAssoc - FreeCount(&v.top[k]));
+  }
+  std::vector<uint64_t> hashes;
+  for (uint64_t k = 0; k < v.n / 2; ++k) {
+    const LevelBucket* ob = &v.bottom[k];
+    for (size_t i = 0; i < kLevelAssoc; ++i) {
+      if (ob->token[i] == 0) continue;
+      const uint64_t h = HashOf(static_cast<SlotForm>(ob->token[i]), ob->slot[i]);
+      const Candidates c = CandidatesOf(h, n2);
+      // RehashTarget's rule on counts: the less used of each pair, top pair first.
+      const auto take = [](uint8_t* x, uint8_t* y) {
+        uint8_t* u = *y < *x ? y : x;
+        if (*u >= kLevelAssoc) return false;
+        ++*u;
+        return true;
+      };
+      const bool ok = take(&top_used[c.t1], &top_used[c.t2]) ||
+                      take(&bottom_used[c.b1()], &bottom_used[c.b2()]);
+      if (!ok) {
+        refused_resizes_.fetch_add(1, std::memory_order_relaxed);
+        return Status::TableFull("level: an item of the bottom level would find no place in "
+                                 "the doubled table (too many keys of one hash)");
+      }
+      hashes.push_back(h);
+    }
+  }
+  pm::Persister& ps = persister();
+  uint64_t off = 0;
+  PMHASH_RETURN_IF_ERROR(NewTableBlock(TableBytes(n2), std::to_string(n2) + " top buckets",
+                                       kLevelTableMagic, n2, &off));
+  auto* h = pool().At<LevelTableHeader>(off);
+  ps.Store(&h->bottom, v.top_off);
+  ps.Store(&h->check, MetadataCheck(h, kCheckedBytes));
+  ps.Store(&h->rehash_from, SealFor(&h->rehash_from, v.bottom_off));
+  ps.Flush(h, TableBytes(n2));
+  // The commit point: the new top (and the old top as the bottom) exists and is durable.
+  PublishRootTable(off);
+  Levels nv;
+  nv.top_off = off;
+  nv.bottom_off = v.top_off;
+  nv.n = n2;
+  nv.header = h;
+  nv.top = BucketsOf(pool().At<char>(off));
+  nv.bottom = v.top;
+  size_t item = 0;
+  for (uint64_t k = 0; k < v.n / 2; ++k) {
+    const LevelBucket* ob = &v.bottom[k];
+    for (size_t i = 0; i < kLevelAssoc; ++i) {
+      if (ob->token[i] == 0) continue;
+      const Slot dst = RehashTarget(nv, hashes[item++]);
+      // dst exists: the plan placed every item by the same rule.
+      ps.Store(&dst.bucket->slot[dst.index].word1, ob->slot[i].word1);
+      ps.Store(&dst.bucket->slot[dst.index].word0, ob->slot[i].word0);
+      ps.Flush(&dst.bucket->slot[dst.index], sizeof(KvWords));
+      ps.Fence();  // also orders the previous item's token: placed items are a prefix
+      ps.Store(&dst.bucket->token[dst.index], ob->token[i]);
+      ps.Flush(&dst.bucket->token[dst.index], 1);
+    }
+  }
+  ps.Publish(&h->rehash_from, SealFor(&h->rehash_from, 0));
+  allocator().Free(v.bottom_off);  // durably unreachable since rehash_from = 0
+  SetView(nv);
+  resizes_.fetch_add(1, std::memory_order_relaxed);
+  return Status::OK();
+}
+
+// ---- Iteration ----------------------------------------------------------------------
+
+Status LevelHash::ForEach(const Visitor& fn) const {
+  const IterationScope iterating(this, resize_mu_);
+  Entries batch;
+  LockAllShared();
+  ForEachBucket(view_, [&](bool, uint64_t, const LevelBucket* b) {
+    for (size_t i = 0; i < kLevelAssoc; ++i) {
+      const auto f = static_cast<SlotForm>(b->token[i]);
+      if (f != SlotForm::kEmpty) batch.emplace_back(codec().Key(f, b->slot[i]), codec().Value(f, b->slot[i]));
+    }
+  });
+  UnlockAllShared();
+  for (const auto& [key, value] : batch) {
+    if (!fn(key, value)) break;
+  }
+  return Status::OK();
+}
+
+Status LevelHash::DoScan(ScanPage* page) const {
+  const IterationScope iterating(this, resize_mu_);
+  const Levels& v = view_;
+  // A home is position 1 of the top; a key may sit in any of four buckets, so a page reads
+  // the whole table (one run) under every stripe shared, and keeps its homes.
+  const auto collect = [&](uint64_t, uint64_t, std::vector<ScanEntry>* out) {
+    LockAllShared();
+    ForEachBucket(v, [&](bool, uint64_t, const LevelBucket* b) {
+      for (size_t i = 0; i < kLevelAssoc; ++i) {
+        const auto f = static_cast<SlotForm>(b->token[i]);
+        if (f == SlotForm::kEmpty) continue;
+        AddScanEntry(out, HashOf(f, b->slot[i]), codec().Key(f, b->slot[i]),
+                     codec().Value(f, b->slot[i]));
+      }
+    });
+    UnlockAllShared();
+  };
+  page->CollectHomes(v.n, v.n, collect);
+  return Status::OK();
+}
+
+// ---- Stats and checks ---------------------------------------------------------------
+
+void LevelHash::FillStats(IndexStats* stats) const {
+  const uint64_t n = top_n_.load(std::memory_order_acquire);
+  stats->count = Count();
+  stats->key_slots = kLevelAssoc * (n + n / 2);
+  stats->dram_bytes = sizeof(*this) + kLevelStripes * sizeof(Stripe) +
+                      kLevelCountShards * sizeof(CountShard);
+  auto& c = stats->engine_counters;
+  c["top_buckets"] = n;
+  c["resizes"] = resizes_.load(std::memory_order_relaxed);
+  c["cuckoo_moves"] = cuckoo_moves_.load(std::memory_order_relaxed);
+  c["b2t_moves"] = b2t_moves_.load(std::memory_order_relaxed);
+  c["opportunistic_updates"] = opportunistic_updates_.load(std::memory_order_relaxed);
+  c["refused_resizes"] = refused_resizes_.load(std::memory_order_relaxed);
+  c["undo_txs"] = undo_txs();
+  c["recovery_duplicates"] = recovered_duplicates_;
+  c["recovery_rehashed"] = recovered_rehash_;
+}
+
+Status LevelHash::CheckInvariants() const {
+  std::unique_lock<std::shared_mutex> resize_lock(resize_mu_);
+  uint64_t top = 0, stored = 0, rehash = 0;
+  PMHASH_RETURN_IF_ERROR(ValidateRoot(kRootLayout, kHeaderBytes, &top, &stored));
+  Levels v;
+  PMHASH_RETURN_IF_ERROR(ReadLevels(top, &v, &rehash));
+  if (v.top_off != view_.top_off || v.bottom_off != view_.bottom_off || v.n != view_.n) {
+    return Status::Corruption("level: the root names other levels than the live ones");
+  }
+  if (rehash != 0) return Status::Corruption("level: a rehash is recorded as in flight");
+  std::unordered_set<std::string> keys;
+  uint64_t count = 0;
+  Status bad;
+  ForEachBucket(v, [&](bool is_top, uint64_t idx, const LevelBucket* b) {
+    for (size_t i = 0; i < kLevelAssoc && bad.ok(); ++i) {
+      const uint8_t t = b->token[i];
+      if (t == 0) continue;
+      const auto form = static_cast<SlotForm>(t);
+      uint64_t h = 0;
+      bad = CheckSlot(v, is_top, idx, b, i, &h);
+      if (!bad.ok()) return;
+      const std::string at = "the slot at pool offset " + std::to_string(pool().ToOffset(&b->slot[i]));
+      const std::string key(codec().Key(form, b->slot[i]));
+      if (h != KeyHash(key)) {
+        bad = Status::Corruption("level: " + at + " has a wrong hash word");
+        return;
+      }
+      if (!keys.insert(key).second) {
+        bad = Status::Corruption("level: a key is stored twice (again in " + at + ")");
+        return;
+      }
+      ++count;
+    }
+  });
+  PMHASH_RETURN_IF_ERROR(bad);
+  if (count != Count()) {
+    return Status::Corruption("level: Count() is " + std::to_string(Count()) + " but " +
+                              std::to_string(count) + " slots are occupied");
+  }
+  return Status::OK();
+}
+
+void LevelHash::DescribeEngineLayout(const pm::RegionVisitor& mark) const {
+  const Levels& v = view_;
+  mark(v.top_off, kHeaderBytes, pm::Region::kEngineMetadata, true);
+  // The bottom's header: what ValidateLevel checks (its rehash_from is not read).
+  mark(v.bottom_off, offsetof(LevelTableHeader, rehash_from), pm::Region::kEngineMetadata, true);
+  ForEachBucket(v, [&](bool, uint64_t, const LevelBucket* b) {
+    const uint64_t off = pool().ToOffset(b);
+    mark(off, sizeof(b->token), pm::Region::kSlots, false);
+    mark(off + offsetof(LevelBucket, slot), sizeof(b->slot), pm::Region::kSlots, false);
+    for (size_t i = 0; i < kLevelAssoc; ++i) {
+      codec().DescribeRecord(static_cast<SlotForm>(b->token[i]), b->slot[i], mark);
+    }
+  });
+}
+
+void RegisterEngines_level(EngineRegistry& registry) {
+  EngineInfo info;
+  info.options = {
+      OptionSpec::Uint("top_buckets", std::nullopt, kLevelMinTop, uint64_t{1} << 34,
+                       "top-level buckets of the first table, even (auto: initial_capacity "
+                       "/ 4.8, else 1024); the bottom level has half"),
+      OptionSpec::Double("min_resize_load", 0.25, 0.0, 1.0,
+                         "an insert that finds no place grows the table only when at least "
+                         "this fraction of the slots is used (else: TableFull, the key "
+                         "collides with too many keys of its hash)")};
+  info.capabilities = {.resize_switch = true,
+                       .resize_when = "an insert finds its four buckets full after one move",
+                       .refuses_when_full = true,
+                       .refuses_full_collisions = true,
+                       .pipelined_multiget = true};
+  // Two top buckets: a few keys fill the table, so moves and resizes come early.
+  info.test = {.crash_options = {{"top_buckets", "2"}},
+               .thread_crash_options = {{"top_buckets", "64"}},
+               .growth_counters = {"resizes"}};
+  info.description = {"level",
+                      "two levels of 4-slot buckets, two hash positions, one-move cuckoo "
+                      "displacement, in-place resize; log-free token commit",
+                      "Level hashing (Zuo et al., OSDI'18)", /*crash_consistent=*/true};
+  registry.Add<LevelHash>(std::move(info));
+}
+
+}  // namespace pmhash::engines

@@ -1,0 +1,142 @@
+// Unit tests of `level` beyond the generic suites: options, growth by the paper's
+// in-place resize, the moves, reopen (clean and after a crash image), refusals, threads.
+#include "engines/level/level.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "support/engine_tests.h"
+
+namespace pmhash::engines {
+namespace {
+
+using namespace testing;  // NOLINT(build/namespaces): pmhash::testing
+
+Options LevelOptions(std::map<std::string, std::string> engine_options = {}) {
+  return OptionsFor("level", std::move(engine_options), 64ull << 20);
+}
+
+TEST(LevelTest, BadOptionsAreInvalidArgument) {
+  std::unique_ptr<Index> index;
+  Status s = Open(LevelOptions({{"top_buckets", "7"}}), &index);
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_NE(s.message().find("even"), std::string::npos) << s.message();
+  s = Open(LevelOptions({{"top_buckets", "0"}}), &index);
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  s = Open(LevelOptions({{"min_resize_load", "2"}}), &index);
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+}
+
+TEST(LevelTest, GrowsInPlaceAndKeepsEveryKey) {
+  auto index = OpenOrDie(LevelOptions({{"top_buckets", "4"}}));
+  ASSERT_NE(index, nullptr);
+  Model model;
+  for (uint64_t i = 0; i < 20000; ++i) {
+    const std::string k = i % 7 == 0 ? "long key " + std::to_string(i) : Key8(i);
+    const std::string v = i % 5 == 0 ? "long value " + std::to_string(i) : Key8(i + 1);
+    ASSERT_TRUE(index->Insert(k, v).ok()) << i;
+    model[k] = v;
+  }
+  // Each resize doubles the top (4 -> 4 * 2^r) and keeps the 1:2 shape.
+  const uint64_t resizes = Counter(index.get(), "resizes");
+  EXPECT_GE(resizes, 8u);
+  EXPECT_EQ(Counter(index.get(), "top_buckets"), uint64_t{4} << resizes);
+  EXPECT_GT(Counter(index.get(), "cuckoo_moves"), 0u);
+  // The paper's point: a high load factor before each resize (6 slots per top bucket).
+  const double load = static_cast<double>(model.size()) /
+                      static_cast<double>(6 * Counter(index.get(), "top_buckets"));
+  EXPECT_GT(load, 0.3);
+  ExpectMatches(index.get(), model);
+  for (uint64_t i = 0; i < 20000; i += 2) {
+    const std::string k = i % 7 == 0 ? "long key " + std::to_string(i) : Key8(i);
+    ASSERT_TRUE(index->Delete(k).ok());
+    model.erase(k);
+  }
+  ExpectMatches(index.get(), model);
+}
+
+TEST(LevelTest, LoadFactorAtTheFirstResizeIsHigh) {
+  // The paper reports ~90% before a resize; with one cuckoo move a table of 1024 top buckets holds well over 80% of its 6144 slots when it first grows.
+  auto index = OpenOrDie(LevelOptions({{"top_buckets", "1024"}}));
+  ASSERT_NE(index, nullptr);
+  uint64_t i = 0;
+  for (; Counter(index.get(), "resizes") == 0; ++i) ASSERT_TRUE(index->Insert(Key8(i), Key8(i)).ok());
+  const double load = static_cast<double>(i - 1) / (6.0 * 1024);
+  EXPECT_GT(load, 0.8) << "keys before the first resize: " << i - 1;
+  EXPECT_GT(Counter(index.get(), "cuckoo_moves"), 0u);
+}
+
+TEST(LevelTest, RefusesWhenFullWithResizeOff) {
+  auto index = OpenOrDie(LevelOptions({{"top_buckets", "2"}, {"resize", "off"}}));
+  ASSERT_NE(index, nullptr);
+  Model model;
+  Status s;
+  uint64_t i = 0;
+  for (; i < 100; ++i) {
+    s = index->Insert(Key8(i), Key8(i));
+    if (!s.ok()) break;
+    model[Key8(i)] = Key8(i);
+  }
+  EXPECT_TRUE(s.IsTableFull()) << s.ToString();
+  EXPECT_LE(model.size(), 12u);  // 2 top + 1 bottom bucket of 4 slots
+  EXPECT_EQ(Counter(index.get(), "resizes"), 0u);
+  ExpectMatches(index.get(), model);
+}
+
+TEST(LevelTest, OpportunisticUpdateFlipsTokens) {
+  auto index = OpenOrDie(LevelOptions());
+  ASSERT_NE(index, nullptr);
+  ASSERT_TRUE(index->Insert("a key of 16 bytes", "first value").ok());
+  ASSERT_TRUE(index->Update("a key of 16 bytes", "second, longer value").ok());
+  ASSERT_TRUE(index->Insert(Key8(1), Key8(2)).ok());
+  ASSERT_TRUE(index->Update(Key8(1), "now a record").ok());
+  ASSERT_TRUE(index->Update(Key8(1), Key8(3)).ok());  // record -> inline: a flip too
+  EXPECT_EQ(Counter(index.get(), "opportunistic_updates"), 3u);
+  ASSERT_TRUE(index->Update(Key8(1), Key8(4)).ok());  // inline -> inline: in place
+  EXPECT_EQ(Counter(index.get(), "opportunistic_updates"), 3u);
+  EXPECT_EQ(Counter(index.get(), "undo_txs"), 0u);
+  ExpectMatches(index.get(), {{"a key of 16 bytes", "second, longer value"}, {Key8(1), Key8(4)}});
+}
+
+TEST(LevelTest, ReopensCleanAndAfterAbandon) {
+  TempDir dir("level");
+  Options o = LevelOptions({{"top_buckets", "8"}});
+  o.path = dir.File("pool");
+  o.pool_size = 16ull << 20;
+  Model model;
+  {
+    auto index = OpenOrDie(o);
+    ASSERT_NE(index, nullptr);
+    for (uint64_t i = 0; i < 3000; ++i) {
+      ASSERT_TRUE(index->Insert(Key8(i), "value " + std::to_string(i)).ok());
+      model[Key8(i)] = "value " + std::to_string(i);
+    }
+    ASSERT_TRUE(index->Close().ok());
+  }
+  {
+    auto index = OpenOrDie(o);
+    ASSERT_NE(index, nullptr);
+    ExpectMatches(index.get(), model);
+    for (uint64_t i = 3000; i < 6000; ++i) {
+      ASSERT_TRUE(index->Insert(Key8(i), Key8(i)).ok());
+      model[Key8(i)] = Key8(i);
+    }
+    dynamic_cast<Engine*>(index.get())->Abandon();
+  }
+  auto index = OpenOrDie(o);
+  ASSERT_NE(index, nullptr);
+  ExpectMatches(index.get(), model);
+}
+
+TEST(LevelTest, ThreadsAgreeWithTheirModels) {
+  auto index = OpenOrDie(LevelOptions({{"top_buckets", "16"}}));
+  ASSERT_NE(index, nullptr);
+  ExpectThreadsAgreeWithTheirModels(index.get(), 4, 3000, 5);
+  EXPECT_GT(Counter(index.get(), "resizes"), 0u);
+}
+
+}  // namespace
+}  // namespace pmhash::engines
