@@ -26,9 +26,11 @@ template <typename T>
 T LoadAcq(const T* p) {
   return __atomic_load_n(p, __ATOMIC_ACQUIRE);
 }
+// The seqlock's second read: x86 does not reorder loads with loads (TSO), so a compiler
+// barrier keeps the bucket's reads before it (as the kit's VersionedRwLock::ReadValidate).
 bool Validate(const DashBucket* b, uint32_t v) {
-  std::atomic_thread_fence(std::memory_order_acquire);
-  return __atomic_load_n(&b->version, __ATOMIC_RELAXED) == v;
+  std::atomic_signal_fence(std::memory_order_acq_rel);
+  return __atomic_load_n(&b->version, __ATOMIC_ACQUIRE) == v;
 }
 
 // The overflow metadata of a normal bucket (bytes 22..28), as one unit.

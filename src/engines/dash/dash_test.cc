@@ -22,7 +22,7 @@ Options DashOptions(std::map<std::string, std::string> engine_options = {}) {
 
 // One segment of 4 normal buckets and 1 stash bucket: a home's window (its bucket and the
 // next) is 28 slots, the stash 14 more.
-std::map<std::string, std::string> Small(uint64_t segments = 1) {
+std::map<std::string, std::string> SmallDash(uint64_t segments = 1) {
   return {{"buckets", "4"}, {"stash_buckets", "1"}, {"segments", std::to_string(segments)}};
 }
 
@@ -38,7 +38,7 @@ std::vector<std::string> HomeKeys(uint64_t home, size_t n, uint64_t from = 0) {
   return keys;
 }
 
-void InsertAll(Index* x, Model* m, const std::vector<std::string>& keys) {
+void InsertAllDash(Index* x, Model* m, const std::vector<std::string>& keys) {
   for (const std::string& k : keys) {
     ASSERT_TRUE(x->Insert(k, k).ok()) << k;
     (*m)[k] = k;
@@ -67,20 +67,20 @@ TEST(DashTest, TheOriginalsGeometryByDefault) {
 // A home's keys fill its bucket and the next (balanced); then an entry of the next bucket
 // whose home it is moves on (displacement); then the stash; then the segment splits.
 TEST(DashTest, BalancedInsertDisplacementStashAndSplit) {
-  auto index = OpenOrDie(DashOptions(Small()));
+  auto index = OpenOrDie(DashOptions(SmallDash()));
   Model model;
-  InsertAll(index.get(), &model, HomeKeys(1, 1, 7000000));  // into bucket 1, its home
+  InsertAllDash(index.get(), &model, HomeKeys(1, 1, 7000000));  // into bucket 1, its home
   const std::vector<std::string> keys = HomeKeys(0, 60);
   // Buckets 0 and 1 take 27 keys of home 0 beside the home-1 key.
-  InsertAll(index.get(), &model, {keys.begin(), keys.begin() + 27});
+  InsertAllDash(index.get(), &model, {keys.begin(), keys.begin() + 27});
   EXPECT_EQ(Counter(index.get(), "displacements"), 0u);
   EXPECT_EQ(Counter(index.get(), "stash_inserts"), 0u);
   // The 28th: both full, the home-1 key moves on to bucket 2.
-  InsertAll(index.get(), &model, {keys[27]});
+  InsertAllDash(index.get(), &model, {keys[27]});
   EXPECT_EQ(Counter(index.get(), "displacements"), 1u);
   ExpectMatches(index.get(), model);
   // Then 14 into the stash (4 + 4 overflow fingerprints, the rest counted).
-  InsertAll(index.get(), &model, {keys.begin() + 28, keys.begin() + 42});
+  InsertAllDash(index.get(), &model, {keys.begin() + 28, keys.begin() + 42});
   EXPECT_EQ(Counter(index.get(), "stash_inserts"), 14u);
   EXPECT_EQ(Counter(index.get(), "splits"), 0u);
   ExpectMatches(index.get(), model);
@@ -90,26 +90,26 @@ TEST(DashTest, BalancedInsertDisplacementStashAndSplit) {
     model.erase(keys[i]);
   }
   ExpectMatches(index.get(), model);
-  InsertAll(index.get(), &model, {keys[29], keys[35], keys[41]});
+  InsertAllDash(index.get(), &model, {keys[29], keys[35], keys[41]});
   ExpectMatches(index.get(), model);
   // The next one splits (the directory doubles from depth 0).
-  InsertAll(index.get(), &model, {keys[42]});
+  InsertAllDash(index.get(), &model, {keys[42]});
   EXPECT_EQ(Counter(index.get(), "splits"), 1u);
   EXPECT_EQ(Counter(index.get(), "doublings"), 1u);
   EXPECT_EQ(Counter(index.get(), "segments"), 2u);
   ExpectMatches(index.get(), model);
-  InsertAll(index.get(), &model, {keys.begin() + 43, keys.end()});
+  InsertAllDash(index.get(), &model, {keys.begin() + 43, keys.end()});
   EXPECT_TRUE(index->Insert(keys[3], "dup").IsAlreadyExists());
   ExpectMatches(index.get(), model);
 }
 
 TEST(DashTest, ResizeOffRefusesAFullWindowAndStash) {
-  std::map<std::string, std::string> o = Small();
+  std::map<std::string, std::string> o = SmallDash();
   o["resize"] = "off";
   auto index = OpenOrDie(DashOptions(o));
   const std::vector<std::string> keys = HomeKeys(2, 43);
   Model model;
-  InsertAll(index.get(), &model, {keys.begin(), keys.begin() + 42});
+  InsertAllDash(index.get(), &model, {keys.begin(), keys.begin() + 42});
   const Status s = index->Insert(keys[42], "no room");
   EXPECT_TRUE(s.IsTableFull()) << s.ToString();
   EXPECT_EQ(index->Count(), 42u);
@@ -117,7 +117,7 @@ TEST(DashTest, ResizeOffRefusesAFullWindowAndStash) {
 }
 
 TEST(DashTest, KeysThatWouldReadAsRecordWordsAreStoredOutOfLine) {
-  auto index = OpenOrDie(DashOptions(Small()));
+  auto index = OpenOrDie(DashOptions(SmallDash()));
   std::string tagged = Key8(0x1234);
   tagged[6] = tagged[7] = '\xff';
   const uint64_t pm_before = index->Stats().pm_bytes;
@@ -137,7 +137,7 @@ TEST(DashTest, KeysThatWouldReadAsRecordWordsAreStoredOutOfLine) {
 // model, with many splits, through clean reopens and crashes (Abandon).
 TEST(DashTest, RandomOpsAgreeWithAModelAcrossReopens) {
   TempDir dir("dash");
-  Options o = DashOptions(Small());
+  Options o = DashOptions(SmallDash());
   o.path = dir.File("pool");
   std::mt19937_64 rng(42);
   Model model;
@@ -185,7 +185,7 @@ TEST(DashTest, RandomOpsAgreeWithAModelAcrossReopens) {
 }
 
 TEST(DashTest, ThreadsAgreeWithTheirModels) {
-  auto index = OpenOrDie(DashOptions(Small(4)));
+  auto index = OpenOrDie(DashOptions(SmallDash(4)));
   ExpectThreadsAgreeWithTheirModels(index.get(), 4, 3000, 5);
   EXPECT_GT(Counter(index.get(), "splits"), 0u);
 }
