@@ -371,5 +371,34 @@ TEST_F(ServeProcess, CraftedKeysFloodOnlyAPoolOfTheSeedTheyWereCraftedFor) {
   EXPECT_GT(lines_per_request[0], 100.0);
 }
 
+// Bad command lines and pools: one line of error and an exit code, never a server.
+TEST_F(ServeProcess, BadArgumentsAreClearErrors) {
+  struct Case {
+    std::vector<std::string> args;
+    int code;
+    std::string says;
+  };
+  const std::string missing = dir_.File("missing.pool");
+  const std::vector<Case> cases = {
+      {{"serve", missing}, 1, "does not exist (use --create"},
+      {{"serve", pool_, "--create", "--engine", "wophi", "--bind", "not-an-address"}, 1,
+       "not an IPv4 or IPv6 address"},
+      {{"serve", pool_, "--create", "--engine", "wophi", "--threads", "0"}, 2, "--threads"},
+      {{"serve", pool_, "--create", "--engine", "wophi", "--max-request", "10"}, 2,
+       "--max-request"},
+      {{"serve", pool_, "--create", "--engine", "no-such-engine"}, 1, "no-such-engine"},
+      {{"bench", "--trace", missing}, 1, "cannot read"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> argv = {tool_};
+    argv.insert(argv.end(), c.args.begin(), c.args.end());
+    int code = 0;
+    const std::string out = RunToEnd(argv, dir_, &code);
+    EXPECT_EQ(code, c.code) << out;
+    EXPECT_NE(out.find(c.says), std::string::npos) << out;
+    EXPECT_EQ(out.find("ready on"), std::string::npos) << out;
+  }
+}
+
 }  // namespace
 }  // namespace pmhash::serve
