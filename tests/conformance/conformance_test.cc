@@ -688,9 +688,12 @@ TEST_P(Conformance, SearchesDuringWritesAndGrowthSeeNoTornValueAndMissNoKey) {
   for (int w = 0; w < kWriters; ++w) {
     writers.emplace_back([&, w] {
       std::mt19937_64 rng(w + 10);
-      std::vector<bool> added(writes, false);
+      // Past `writes`, a writer goes on (up to 4x) until a reader has met a key being
+      // added (checked below): on a loaded machine the readers may not run at all before.
+      const uint32_t most = MayRefuse() ? writes : 4 * writes;
+      std::vector<bool> added(most, false);
       while (reads.load() < 200) std::this_thread::yield();  // the readers are at it
-      for (uint32_t n = 1; n < writes; ++n) {
+      for (uint32_t n = 1; n < writes || (n < most && churn_found.load() == 0); ++n) {
         const uint64_t s = stable[rng() % stable.size()];
         if (!index->Put(key(s), value_of(s, n)).ok()) ++failures;
         const uint64_t c = churn_key(w, n);
@@ -704,6 +707,7 @@ TEST_P(Conformance, SearchesDuringWritesAndGrowthSeeNoTornValueAndMissNoKey) {
           ++failures;
         }
         progress[w].store(n, std::memory_order_relaxed);
+        if (n >= writes) std::this_thread::yield();  // the readers' turn
       }
     });
   }

@@ -632,13 +632,15 @@ Status SmartHt::DoWrite(std::string_view key, std::string_view value, uint64_t h
     if (mode == WriteMode::kUpdate) return Status::NotFound();
     new_bucket = p.free_bucket == nullptr;
     PMHASH_RETURN_IF_ERROR(InsertAt(p, head, key, value, hash));
+    // Counted under the stripe lock: a growth (which holds every stripe) recounts the
+    // chained buckets, and one counted after it would be counted twice.
+    if (new_bucket) chain_buckets_.fetch_add(1, std::memory_order_relaxed);
   }
   ReaderSlot& mine = MySlot();
   Bump(mine, mine.delta, int64_t{1});
   if (new_bucket) {
     // Growth checks ride on bucket allocations (a third of inserts at most), so the hot
     // path reads no shared counter.
-    chain_buckets_.fetch_add(1, std::memory_order_relaxed);
     if (Count() > filter_expected_.load(std::memory_order_relaxed)) {
       MaybeStartRebuild();
     }
