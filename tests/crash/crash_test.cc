@@ -65,7 +65,7 @@ std::string GrowthMissing(const EngineSpec& spec, const std::map<std::string, ui
 // crashed themselves.
 TEST_P(CrashSuite, ScriptsSurviveCrashesAtEveryFence) {
   const EngineSpec spec = Spec();
-  const double soak = SoakFactor();
+  const double soak = SoakFactor() * spec.test.crash_script_scale;
   for (uint64_t seed : TestSeeds({42})) {
     SCOPED_TRACE(SeedNote(seed));
     uint64_t images = 0, close_images = 0, crashed_recoveries = 0, recovery_points = 0,
@@ -75,7 +75,7 @@ TEST_P(CrashSuite, ScriptsSurviveCrashesAtEveryFence) {
     for (size_t i = 0; i < scripts.size(); ++i) {
       RunConfig config;
       config.seed = seed * 1000 + i;
-      config.random_images = static_cast<int>(2 * soak);
+      config.random_images = static_cast<int>(2 * SoakFactor());
       RunResult r = RunScript(spec, scripts[i], config);
       images += r.images;
       close_images += r.close_images;
@@ -131,7 +131,8 @@ TEST_P(CrashSuite, ScriptsSurviveCrashesInEadrMode) {
     RunConfig config;
     config.mode = PersistMode::kEadr;
     config.seed = seed;
-    for (const Script& script : StandardScripts(seed, 0.4 * SoakFactor())) {
+    for (const Script& script :
+         StandardScripts(seed, 0.4 * SoakFactor() * spec.test.crash_script_scale)) {
       RunResult r = RunScript(spec, script, config);
       EXPECT_EQ(r.failure, "");
     }

@@ -364,7 +364,8 @@ class Run {
     if (event == pm::CrashSim::Event::kOpEnd) ++result_.op_end_points;
     // A pool closed cleanly opens without recovery, whatever the crash kept.
     const bool expect_clean = stage_ == Stage::kClosed;
-    if (event == pm::CrashSim::Event::kManual) {
+    if (event == pm::CrashSim::Event::kManual &&
+        (stage_ != Stage::kScript || ++acknowledged_ % BypassCheckEvery() == 0)) {
       CheckBypass(sim, where);
       if (!result_.failure.empty()) return;
     }
@@ -520,6 +521,10 @@ class Run {
   Model model_after_;                 // model_ with the op applied (when durable_after_)
   std::unique_ptr<pm::Pool> working_;  // the pool the script runs on
   Stage stage_ = Stage::kCreate;
+  uint64_t acknowledged_ = 0;  // the script's ops acknowledged so far (bypass sampling)
+  uint64_t BypassCheckEvery() const {
+    return SoakFactor() > 1 ? 1 : static_cast<uint64_t>(std::max(1, config_.bypass_check_every));
+  }
   int close_round_ = 0;
   size_t op_index_ = 0;
   RunResult result_;

@@ -33,6 +33,11 @@ struct RunConfig {
   bool crash_at_op_ends = false;     // crash points at every operation's end too
                                      // (CrashSim::CrashAtOpEnds; eadr also folds there)
   bool crash_close = true;           // ... in Close and the clean reopen after the script
+  // Look for stores that bypassed the Persister (CrashSim::FindBypass, a compare of the
+  // whole pool) after every n-th acknowledged op, and always after Close, the reopen and
+  // the script's last op. A bypass stays in the pool until a logged store covers it, so
+  // sampling delays its report by a few ops; PMHASH_CRASH_SOAK > 1 checks after each op.
+  int bypass_check_every = 8;
   uint64_t pool_size = 0;            // 0: the engine's TestProfile::crash_pool_size
 };
 
