@@ -175,10 +175,12 @@ class PathHash : public Engine {
   explicit PathHash(Logging logging) : logging_(logging) {}
 
   // The Index contract (include/pmhash/index.h), and: an Insert whose two paths are full
-  // doubles the table, or returns TableFull with resize=off, or when every key on its
-  // paths has its 64-bit hash (no doubling separates them), or when a doubling's
-  // re-placement of the old top level fails; PoolFull when the pool cannot hold the
-  // doubled table. ForEach holds the index's read lock while calling fn: fn must not
+  // doubles the table, or returns TableFull with resize=off, when every key on its paths
+  // has its 64-bit hash, when fewer than 1/32 of the cells are in use (keys that share
+  // their leaves: a doubling would add two cells to their paths and 2N to the table),
+  // after 4 doublings for one insert, or when a doubling's re-placement of the old top
+  // level fails (nothing changed then); PoolFull when the pool cannot hold the doubled
+  // table. ForEach holds the index's read lock while calling fn: fn must not
   // call mutating methods of the same index. CheckInvariants checks invariants 1-3.
   PMHASH_ENGINE_KIT_OVERRIDES;
   void Prefetch(uint64_t hash) const override;
