@@ -115,12 +115,12 @@ check-asan:
 # conformance tests that took half of the TSan run's conformance time at b172446 (the
 # Scan sweeps and the size limits: 280 of 654 s). Engines with a background thread
 # (wophi, smartht, spash) keep all of theirs here.
-TSAN_NO_THREAD_ENGINES := group linear cceh bht dash level test_tiny
+TSAN_NO_THREAD_ENGINES := group linear cceh bht dash level path test_tiny
 TSAN_SINGLE_THREADED := AllocationFailure.EveryAllocationPointOfTheScriptsFailsCleanly \
   Conformance.ScanPassesEveryKeyWhenNothingChanges \
   Conformance.ScanKeepsItsGuaranteeWithWritersAndResizesBetweenPages \
   Conformance.KeysAndValuesAtTheirLimits
-TSAN_GTEST_FILTER := -$(subst $(eval) ,:,$(strip $(foreach t,$(TSAN_SINGLE_THREADED),$(foreach e,$(TSAN_NO_THREAD_ENGINES),*$(t)/$(e)*)))):PoolState.EveryDamagedHeaderByteIsCorruption:*LinearCrashTest.*:*GroupCrashTest.*:*CcehCrashTest.*:*BhtCrashTest.*:*DashCrashTest.*:*LevelCrashTest.*:ServeProcess.*
+TSAN_GTEST_FILTER := -$(subst $(eval) ,:,$(strip $(foreach t,$(TSAN_SINGLE_THREADED),$(foreach e,$(TSAN_NO_THREAD_ENGINES),*$(t)/$(e)*)))):PoolState.EveryDamagedHeaderByteIsCorruption:*LinearCrashTest.*:*GroupCrashTest.*:*CcehCrashTest.*:*BhtCrashTest.*:*DashCrashTest.*:*LevelCrashTest.*:*PathCrashTest.*:ServeProcess.*
 export TSAN_GTEST_FILTER
 
 check-tsan:
