@@ -57,15 +57,20 @@ bool SameItem(const PfhtBucket* a, size_t i, const PfhtBucket* b, size_t j) {
          a->slot[i].word1 == b->slot[j].word1;
 }
 
-// The first stash slot whose tag equals `tag`, from `from` on; tags.size() if none.
-size_t NextTag(const std::vector<uint8_t>& tags, size_t from, uint8_t tag) {
+// The first stash slot below `end` whose tag equals `tag`, from `from` on; `end` if none.
+size_t NextTag(const std::vector<uint8_t>& tags, size_t from, size_t end, uint8_t tag) {
   const TagMatcher& m = TagMatcher::Best();
-  for (size_t k = from & ~size_t{63}; k < tags.size(); k += 64) {
-    uint64_t mask = m.Match(&tags[k], std::min<size_t>(64, tags.size() - k), tag);
+  for (size_t k = from & ~size_t{63}; k < end; k += 64) {
+    uint64_t mask = m.Match(&tags[k], std::min<size_t>(64, end - k), tag);
     if (k < from) mask &= ~uint64_t{0} << (from - k);
     if (mask != 0) return k + static_cast<size_t>(std::countr_zero(mask));
   }
-  return tags.size();
+  return end;
+}
+// One past the last used stash slot (0: none).
+size_t StashEnd(const std::vector<uint8_t>& tags, size_t end) {
+  while (end > 0 && tags[end - 1] == 0) --end;
+  return end;
 }
 
 }  // namespace
@@ -128,6 +133,7 @@ void PfhtHash::RebuildStashTags() {
     stash_tags_[k] = StashTag(HashOf(static_cast<SlotForm>(tok), b->slot[k % kPfhtAssoc]));
     ++stash_used_;
   }
+  stash_end_ = StashEnd(stash_tags_, stash_tags_.size());
 }
 
 Status PfhtHash::Create() {
@@ -269,12 +275,12 @@ PfhtHash::Slot PfhtHash::Find(std::string_view key, uint64_t hash) const {
       if (match(static_cast<SlotForm>(tok), b->slot[i])) return {b, i};
     }
   }
-  if (stash_used_ == 0) return {};
-  // The stash, in order (the original scans it); the DRAM tags skip the slots of other
-  // hashes, so only candidates are read in PM.
+  // The stash, in order up to its last used slot (the original scans it; inserts take
+  // the first free slot, so the used slots stay at its front); the DRAM tags skip the
+  // slots of other hashes, so only candidates are read in PM.
   const uint8_t tag = StashTag(hash);
-  for (size_t k = NextTag(stash_tags_, 0, tag); k < stash_tags_.size();
-       k = NextTag(stash_tags_, k + 1, tag)) {
+  for (size_t k = NextTag(stash_tags_, 0, stash_end_, tag); k < stash_end_;
+       k = NextTag(stash_tags_, k + 1, stash_end_, tag)) {
     PfhtBucket* b = &t.stash[k / kPfhtAssoc];
     const size_t i = k % kPfhtAssoc;
     persister().NoteRead(&b->slot[i], sizeof(KvWords));
@@ -383,7 +389,7 @@ Status PfhtHash::Place(const Table& t, std::vector<uint8_t>* tags, uint64_t hash
     }
   }
   // 3. The stash: its first free slot.
-  const size_t k = NextTag(*tags, 0, 0);
+  const size_t k = NextTag(*tags, 0, tags->size(), 0);
   if (k == tags->size()) return Status::OK();
   PfhtBucket* sb = &t.stash[k / kPfhtAssoc];
   PMHASH_RETURN_IF_ERROR(begin({sb}));
@@ -392,6 +398,7 @@ Status PfhtHash::Place(const Table& t, std::vector<uint8_t>* tags, uint64_t hash
   (*tags)[k] = StashTag(hash);
   if (live) {
     ++stash_used_;
+    stash_end_ = std::max(stash_end_, k + 1);
     stash_inserts_.fetch_add(1, std::memory_order_relaxed);
   }
   *placed = true;
@@ -461,6 +468,7 @@ Status PfhtHash::DoDelete(std::string_view key, uint64_t hash) {
   if (s.bucket >= view_.stash) {
     stash_tags_[static_cast<size_t>(s.bucket - view_.stash) * kPfhtAssoc + s.index] = 0;
     --stash_used_;
+    stash_end_ = StashEnd(stash_tags_, stash_end_);
   }
   codec().Release(form, old);  // durably unreachable
   count_.fetch_sub(1, std::memory_order_relaxed);
@@ -523,6 +531,7 @@ Status PfhtHash::Grow(uint64_t observed_n) {
   SetView(nt);
   stash_tags_ = std::move(tags);
   stash_used_ = stashed;
+  stash_end_ = StashEnd(stash_tags_, stash_tags_.size());
   resizes_.fetch_add(1, std::memory_order_relaxed);
   return Status::OK();
 }
@@ -628,6 +637,10 @@ Status PfhtHash::CheckInvariants() const {
     ++count;
   });
   PMHASH_RETURN_IF_ERROR(bad);
+  if (stash_end_ != StashEnd(stash_tags_, stash_tags_.size())) {
+    return Status::Corruption("pfht: the stash's end is " + std::to_string(stash_end_) +
+                              ", not one past its last used slot");
+  }
   if (count != Count() || in_stash != stash_used_) {
     return Status::Corruption("pfht: Count() is " + std::to_string(Count()) + " and " +
                               std::to_string(stash_used_) + " stash slots are counted, but " +

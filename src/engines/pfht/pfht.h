@@ -54,7 +54,8 @@
 //  1. A key with hash h is in bucket p1(h) or p2(h), or in the stash; at most once.
 //  2. A slot whose token is 0 means nothing. A record slot owns its record.
 //  3. Count() equals the number of slots whose token is not 0 (buckets and stash).
-//  4. DRAM: stash_tags_[k] is 0 iff stash slot k is empty, else StashTag(h) of its key.
+//  4. DRAM: stash_tags_[k] is 0 iff stash slot k is empty, else StashTag(h) of its key;
+//     stash_end_ is one past the last used stash slot.
 //
 // ---- Persist order: pfht (no log) -------------------------------------------------------
 //
@@ -232,6 +233,7 @@ class PfhtHash : public Engine {
   Table view_;
   std::vector<uint8_t> stash_tags_;  // DRAM, one per stash slot (invariant 4)
   uint64_t stash_used_ = 0;
+  size_t stash_end_ = 0;  // one past the last used stash slot: searches stop there
   std::atomic<uint64_t> count_{0};
 
   std::atomic<uint64_t> resizes_{0};
