@@ -31,7 +31,8 @@ constexpr RootLayout kRootLayout{kPfhtRootMagic, kPfhtVersion, sizeof(EngineRoot
 constexpr uint64_t kAlwaysGrowBelow = 64;
 
 uint64_t StashBuckets(uint64_t n) {
-  return std::max<uint64_t>(1, static_cast<uint64_t>(std::ceil(kPfhtStashShare * static_cast<double>(n))));
+  const double slots = std::ceil(kPfhtStashShare * static_cast<double>(n));
+  return std::max<uint64_t>(1, static_cast<uint64_t>(slots));
 }
 uint64_t TableBytes(uint64_t n, uint64_t s) { return kHeaderBytes + (n + s) * kBucketBytes; }
 uint64_t TableBytesOf(uint64_t n) { return TableBytes(n, StashBuckets(n)); }  // with its stash
@@ -136,19 +137,26 @@ void PfhtHash::RebuildStashTags() {
   stash_end_ = StashEnd(stash_tags_, stash_tags_.size());
 }
 
-Status PfhtHash::Create() {
-  const uint64_t n = BucketsFor(initial_capacity());
+Status PfhtHash::NewTable(uint64_t n, Table* t) {
   const uint64_t s = StashBucketsFor(n);
   uint64_t off = 0;
   PMHASH_RETURN_IF_ERROR(NewTableBlock(TableBytes(n, s), std::to_string(n) + " buckets",
                                        kPfhtTableMagic, n, &off));
-  pm::Persister& ps = persister();
   auto* h = pool().At<PfhtTableHeader>(off);
-  ps.Store(&h->stash_buckets, s);
-  ps.Store(&h->check, MetadataCheck(h, kCheckedBytes));
-  CreateRoot(kRootLayout, off, TableBytes(n, s));
+  persister().Store(&h->stash_buckets, s);
+  persister().Store(&h->check, MetadataCheck(h, kCheckedBytes));
+  t->off = off;
+  t->n = n;
+  t->s = s;
+  t->b = reinterpret_cast<PfhtBucket*>(pool().At<char>(off) + kHeaderBytes);
+  t->stash = t->b + n;
+  return Status::OK();
+}
+
+Status PfhtHash::Create() {
   Table t;
-  PMHASH_RETURN_IF_ERROR(ReadTable(off, &t));
+  PMHASH_RETURN_IF_ERROR(NewTable(BucketsFor(initial_capacity()), &t));
+  CreateRoot(kRootLayout, t.off, TableBytes(t.n, t.s));
   SetView(t);
   RebuildStashTags();
   count_.store(0);
@@ -233,7 +241,9 @@ Status PfhtHash::Recover(bool clean) {
       const PfhtBucket* other = &t.b[p1] == b ? &t.b[p2] : &t.b[p1];
       bool lower_copy = false;
       if (other < b) {
-        for (size_t j = 0; j < kPfhtAssoc && !lower_copy; ++j) lower_copy = SameItem(other, j, b, i);
+        for (size_t j = 0; j < kPfhtAssoc && !lower_copy; ++j) {
+          lower_copy = SameItem(other, j, b, i);
+        }
       }
       if (lower_copy) {
         if (logged()) {
@@ -492,19 +502,11 @@ Status PfhtHash::Grow(uint64_t observed_n) {
   if (TableBytes(n2, s2) > pool().size()) {
     return Status::PoolFull("pfht: the table cannot double beyond the pool");
   }
-  uint64_t off = 0;
-  PMHASH_RETURN_IF_ERROR(NewTableBlock(TableBytes(n2, s2), std::to_string(n2) + " buckets",
-                                       kPfhtTableMagic, n2, &off));
+  Table nt;
+  PMHASH_RETURN_IF_ERROR(NewTable(n2, &nt));
+  const uint64_t off = nt.off;
   pm::Persister& ps = persister();
   auto* h = pool().At<PfhtTableHeader>(off);
-  ps.Store(&h->stash_buckets, s2);
-  ps.Store(&h->check, MetadataCheck(h, kCheckedBytes));
-  Table nt;
-  nt.off = off;
-  nt.n = n2;
-  nt.s = s2;
-  nt.b = reinterpret_cast<PfhtBucket*>(pool().At<char>(off) + kHeaderBytes);
-  nt.stash = nt.b + n2;
   std::vector<uint8_t> tags(kPfhtAssoc * s2, 0);
   uint64_t stashed = 0;
   bool fits = true;
@@ -611,7 +613,9 @@ Status PfhtHash::CheckInvariants() const {
     if (!bad.ok()) return;
     const size_t k = stash ? static_cast<size_t>(b - t.stash) * kPfhtAssoc + i : 0;
     if (b->token[i] == 0) {
-      if (stash && stash_tags_[k] != 0) bad = Status::Corruption("pfht: a free stash slot has a tag");
+      if (stash && stash_tags_[k] != 0) {
+        bad = Status::Corruption("pfht: a free stash slot has a tag");
+      }
       return;
     }
     const auto form = static_cast<SlotForm>(b->token[i]);

@@ -213,6 +213,9 @@ class PfhtHash : public Engine {
 
   Status CheckSlot(const Table& t, const PfhtBucket* b, bool in_stash, size_t i,
                    uint64_t* hash) const;
+  // Allocates and zeroes a table of n buckets and its stash, header stored, unflushed
+  // (unreachable until the root links it).
+  Status NewTable(uint64_t n, Table* t);
   Status ReadTable(uint64_t off, Table* t) const;
   void SetView(const Table& t);
   void RebuildStashTags();

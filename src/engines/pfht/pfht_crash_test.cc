@@ -32,53 +32,13 @@ Options Small(const Param& p, uint64_t buckets, bool resize) {
   return o;
 }
 
-// Key i of the sequences below; every third value is a record.
-std::string KeyAt(uint64_t i) { return i == 3 ? "a 16-byte key..." : Key8(i); }
-std::string ValueAt(uint64_t i) { return i % 3 == 0 ? "value " + std::to_string(i) : Key8(i * 11); }
-
-void Fill(Index* index, Model* model, uint64_t n) {
-  for (uint64_t i = 0; i < n; ++i) {
-    const Status s = index->Insert(KeyAt(i), ValueAt(i));
-    if (s.IsTableFull()) continue;
-    ASSERT_TRUE(s.ok()) << s.ToString();
-    if (model != nullptr) (*model)[KeyAt(i)] = ValueAt(i);
-  }
-}
-
-// The number of keys inserted (Fill's sequence) before the insert that moves `counter`
-// (deterministic under the tests' fixed hash seed); 0 with a failed expectation if none.
-uint64_t KeysBefore(const Options& o, const std::string& counter) {
-  auto index = OpenOrDie(o);
-  if (index == nullptr) return 0;
-  for (uint64_t i = 0; i < 400; ++i) {
-    const uint64_t before = Counter(index.get(), counter);
-    const Status s = index->Insert(KeyAt(i), ValueAt(i));
-    if (!s.ok() && !s.IsTableFull()) break;
-    if (Counter(index.get(), counter) != before) return i;
-  }
-  ADD_FAILURE() << "none of the first 400 inserts moved " << counter;
-  return 0;
-}
-
-void ExpectInsertMovingAllOrNothing(const Options& o, const std::string& counter, int points) {
-  const uint64_t n = KeysBefore(o, counter);
-  ASSERT_GT(n, 0u);
-  const OpCrashOutcome r = CrashDuringOp(
-      o, [n](Index* x, Model* m) { Fill(x, m, n); },
-      [n, counter](Index* x) {
-        const uint64_t before = Counter(x, counter);
-        const Status s = x->Insert(KeyAt(n), ValueAt(n));
-        EXPECT_EQ(Counter(x, counter), before + 1) << "the insert did not move " << counter;
-        return s;
-      },
-      CheckRecovered);
-  ExpectAllOrNothing(r, points);
-}
+// The key sequence: support/op_crash.h (CrashKeyAt, CrashValueAt, FillCrashKeys).
 
 class PfhtCrashTest : public ::testing::TestWithParam<Param> {};
 
 TEST_P(PfhtCrashTest, InsertsDeletesAndUpdatesAreAllOrNothing) {
-  ExpectEachAllOrNothing(Small(GetParam(), 8, false), [](Index* x, Model* m) { Fill(x, m, 6); },
+  ExpectEachAllOrNothing(Small(GetParam(), 8, false),
+                         [](Index* x, Model* m) { FillCrashKeys(x, m, 6); },
                          SlotEncodingOps({.absent_inline = Key8(1000),
                                           .absent_record = "long key 1000",
                                           .inline_key = Key8(1),
@@ -96,20 +56,20 @@ TEST_P(PfhtCrashTest, StashInsertAndDeleteAreAllOrNothing) {
   const Options o = Small(GetParam(), 4, false);
   ExpectInsertMovingAllOrNothing(o, "stash_inserts", 2);
   // A delete from the stash: the first stashed key.
-  const uint64_t n = KeysBefore(o, "stash_inserts");
+  const uint64_t n = KeysBeforeCounterMoves(o, "stash_inserts", 400);
   ASSERT_GT(n, 0u);
   const OpCrashOutcome r = CrashDuringOp(
-      o, [n](Index* x, Model* m) { Fill(x, m, n + 1); },
-      [n](Index* x) { return x->Delete(KeyAt(n)); }, CheckRecovered);
+      o, [n](Index* x, Model* m) { FillCrashKeys(x, m, n + 1); },
+      [n](Index* x) { return x->Delete(CrashKeyAt(n)); }, CheckRecovered);
   ExpectAllOrNothing(r, 1);
 }
 
 TEST_P(PfhtCrashTest, ResizeIsAllOrNothing) {
   const Options o = Small(GetParam(), 2, true);
-  const uint64_t n = KeysBefore(o, "resizes");
+  const uint64_t n = KeysBeforeCounterMoves(o, "resizes", 400);
   ASSERT_GT(n, 0u);
-  ExpectGrowthAllOrNothing(o, [n](Index* x, Model* m) { Fill(x, m, n); }, KeyAt(n), "resizes",
-                           3, CheckRecovered);
+  ExpectGrowthAllOrNothing(o, [n](Index* x, Model* m) { FillCrashKeys(x, m, n); },
+                           CrashKeyAt(n), "resizes", 3, CheckRecovered);
 }
 
 std::string Name(const ::testing::TestParamInfo<Param>& info) {
