@@ -98,7 +98,7 @@ check-release:
 # crash images: release runs them) and the serve process tests (the server's code runs
 # under ASan in the in-process ServerTest) are skipped, to keep make test within its
 # budget (docs/testing.md, "Time budget").
-ASAN_GTEST_FILTER := -*DashCrashTest.*:*LevelCrashTest.*:ServeProcess.*
+ASAN_GTEST_FILTER := -*DashCrashTest.*:*LevelCrashTest.*:*PfhtCrashTest.*:ServeProcess.*
 export ASAN_GTEST_FILTER
 
 check-asan:
@@ -109,11 +109,11 @@ check-asan:
 # already cover are skipped (TSan finds races; these start no thread): the allocation-
 # failure sweep of the engines without a background thread, every damaged header byte,
 # and the crash-simulator tests of those engines (LinearCrashTest covers linear-log too;
-# dash and level, which start no thread either, are skipped alike).
+# dash, level and pfht, which start no thread either, are skipped alike).
 # The first two were 90 s of the TSan run's 315 s of CPU; the crash tests 27.5 s of one
 # shard's 81 s (docs/testing.md, "Time budget"). Engines with a background thread (wophi,
 # smartht) keep all of theirs here.
-TSAN_GTEST_FILTER := -*AllocationFailure*/group:*AllocationFailure*/linear:*AllocationFailure*/cceh:*AllocationFailure*/bht:*AllocationFailure*/linear_log:*AllocationFailure*/dash:*AllocationFailure*/level:*AllocationFailure*/test_tiny:PoolState.EveryDamagedHeaderByteIsCorruption:*LinearCrashTest.*:*GroupCrashTest.*:*CcehCrashTest.*:*BhtCrashTest.*:*DashCrashTest.*:*LevelCrashTest.*:ServeProcess.*
+TSAN_GTEST_FILTER := -*AllocationFailure*/group:*AllocationFailure*/linear:*AllocationFailure*/cceh:*AllocationFailure*/bht:*AllocationFailure*/linear_log:*AllocationFailure*/dash:*AllocationFailure*/level:*AllocationFailure*/pfht:*AllocationFailure*/pfht_log:*AllocationFailure*/test_tiny:PoolState.EveryDamagedHeaderByteIsCorruption:*LinearCrashTest.*:*GroupCrashTest.*:*CcehCrashTest.*:*BhtCrashTest.*:*DashCrashTest.*:*LevelCrashTest.*:*PfhtCrashTest.*:ServeProcess.*
 export TSAN_GTEST_FILTER
 
 check-tsan:
