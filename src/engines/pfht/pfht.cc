@@ -312,11 +312,11 @@ Status PfhtHash::DoGet(std::string_view key, uint64_t hash, std::string* value) 
 // ---- Writes -------------------------------------------------------------------------
 
 void PfhtHash::WriteSlot(PfhtBucket* bucket, size_t i, SlotForm form, const KvWords& words,
-                         bool unlogged_commit) {
+                         SlotCommit how) {
   pm::Persister& ps = persister();
   ps.Store(&bucket->slot[i].word1, words.word1);
   ps.Store(&bucket->slot[i].word0, words.word0);
-  if (!unlogged_commit) {
+  if (how == SlotCommit::kStoreOnly) {
     ps.Store(&bucket->token[i], static_cast<uint8_t>(form));
     return;
   }
@@ -326,11 +326,12 @@ void PfhtHash::WriteSlot(PfhtBucket* bucket, size_t i, SlotForm form, const KvWo
 }
 
 Status PfhtHash::Place(const Table& t, std::vector<uint8_t>* tags, uint64_t hash, SlotForm form,
-                       const KvWords& words, bool live, bool* placed) {
+                       const KvWords& words, PlaceInto into, bool* placed) {
   *placed = false;
   pm::Persister& ps = persister();
+  const bool live = into == PlaceInto::kLiveTable;
   const bool log = live && logged();
-  const bool commit = live && !logged();
+  const SlotCommit commit = live && !logged() ? SlotCommit::kToken : SlotCommit::kStoreOnly;
   std::unique_ptr<pm::UndoLog::Tx> tx;
   // pfht-log: the buckets the operation changes are saved before it changes them, and
   // flushed, fenced and the log retired after.
@@ -390,7 +391,7 @@ Status PfhtHash::Place(const Table& t, std::vector<uint8_t>* tags, uint64_t hash
       // twice (recovery keeps one), never nowhere.
       WriteSlot(dst, j, rform, rwords, commit);
       ps.Store(&x->token[i], uint8_t{0});
-      if (commit) ps.Persist(&x->token[i], 1);
+      if (commit == SlotCommit::kToken) ps.Persist(&x->token[i], 1);
       WriteSlot(x, i, form, words, commit);
       finish({dst, x});
       if (live) displacements_.fetch_add(1, std::memory_order_relaxed);
@@ -433,7 +434,7 @@ Status PfhtHash::DoWrite(std::string_view key, std::string_view value, uint64_t 
       KvWords words;
       PMHASH_RETURN_IF_ERROR(codec().Encode(key, value, hash, &form, &words));
       bool placed = false;
-      if (Status st = Place(view_, &stash_tags_, hash, form, words, true, &placed); !st.ok()) {
+      if (Status st = Place(view_, &stash_tags_, hash, form, words, PlaceInto::kLiveTable, &placed); !st.ok()) {
         codec().Release(form, words);
         return st;
       }
@@ -516,7 +517,8 @@ Status PfhtHash::Grow(uint64_t observed_n) {
     if (!fits || b->token[i] == 0) return;
     const auto form = static_cast<SlotForm>(b->token[i]);
     bool placed = false;
-    const Status s = Place(nt, &tags, HashOf(form, b->slot[i]), form, b->slot[i], false, &placed);
+    const Status s = Place(nt, &tags, HashOf(form, b->slot[i]), form, b->slot[i],
+                           PlaceInto::kNewTable, &placed);
     fits = s.ok() && placed;
   });
   if (!fits) {

@@ -192,6 +192,12 @@ class PfhtHash : public Engine {
     int n = 0;
   };
 
+  // Where Place writes: the live table (pfht commits each slot by its token, pfht-log logs
+  // the buckets it changes) or a resize's unpublished table (plain stores).
+  enum class PlaceInto : uint8_t { kLiveTable, kNewTable };
+  // How WriteSlot commits: data, flush, fence, token persisted; or stores only.
+  enum class SlotCommit : uint8_t { kToken, kStoreOnly };
+
   static void PositionsOf(uint64_t hash, uint64_t n, uint64_t* p1, uint64_t* p2);
   static uint8_t StashTag(uint64_t hash) { return static_cast<uint8_t>((hash >> 56) | 1); }
   static uint64_t StashBucketsFor(uint64_t n);
@@ -199,16 +205,16 @@ class PfhtHash : public Engine {
   uint64_t HashOf(SlotForm form, const KvWords& words) const;
 
   Slot Find(std::string_view key, uint64_t hash) const;
-  // The insert rule over table `t` (live, or a resize's new one with `tags` its stash
-  // tags): free slot of either bucket, one displacement, the stash. With `log` (pfht-log,
-  // live table) the changed buckets are saved first. False when there is no place; then
-  // nothing changed.
+  // The insert rule over table `t` (`into`: the live one, or a resize's new one; `tags`
+  // its stash tags): free slot of either bucket, one displacement, the stash. pfht-log,
+  // live table: the changed buckets are logged first. *placed false when there is no
+  // place; then nothing changed.
   Status Place(const Table& t, std::vector<uint8_t>* tags, uint64_t hash, SlotForm form,
-               const KvWords& words, bool live, bool* placed);
-  // pfht: words, flush, fence, token persisted. pfht-log (live): stored only (the caller
-  // flushes the touched buckets before Commit). Resize: stored only (flushed whole).
+               const KvWords& words, PlaceInto into, bool* placed);
+  // kToken (pfht, live): words, flush, fence, token persisted. kStoreOnly: pfht-log (Place
+  // flushes the logged buckets before Commit) and a resize (the table is flushed whole).
   void WriteSlot(PfhtBucket* bucket, size_t i, SlotForm form, const KvWords& words,
-                 bool unlogged_commit);
+                 SlotCommit how);
   Status Grow(uint64_t observed_n);
 
   Status CheckSlot(const Table& t, const PfhtBucket* b, bool in_stash, size_t i,
