@@ -506,8 +506,6 @@ Status PfhtHash::Grow(uint64_t observed_n) {
   Table nt;
   PMHASH_RETURN_IF_ERROR(NewTable(n2, &nt));
   const uint64_t off = nt.off;
-  pm::Persister& ps = persister();
-  auto* h = pool().At<PfhtTableHeader>(off);
   std::vector<uint8_t> tags(kPfhtAssoc * s2, 0);
   uint64_t stashed = 0;
   bool fits = true;
@@ -528,7 +526,7 @@ Status PfhtHash::Grow(uint64_t observed_n) {
                              "many keys of one hash)");
   }
   for (uint8_t tag : tags) stashed += tag != 0;
-  ps.Flush(h, TableBytes(n2, s2));
+  persister().Flush(pool().At<char>(off), TableBytes(n2, s2));
   // The commit point: the new table exists and is durable (PublishRootTable fences first).
   PublishRootTable(off);
   allocator().Free(old.off);  // durably unreachable
