@@ -110,7 +110,7 @@ Status PfhtHash::ReadTable(uint64_t off, Table* t) const {
   const auto* h = pool().At<const PfhtTableHeader>(off);
   PMHASH_RETURN_IF_ERROR(VerifyMetadata(h, kCheckedBytes, h->check, "the table header"));
   if (n < kPfhtMinBuckets || h->stash_buckets != StashBucketsFor(n)) {
-    return Status::Corruption("pfht: the table has " + std::to_string(n) + " buckets and " +
+    return Status::Corruption(name() + ": the table has " + std::to_string(n) + " buckets and " +
                               std::to_string(h->stash_buckets) + " stash buckets");
   }
   t->off = off;
@@ -190,7 +190,7 @@ Status PfhtHash::CheckSlot(const Table& t, const PfhtBucket* b, bool in_stash, s
   const uint8_t tok = b->token[i];
   const auto form = static_cast<SlotForm>(tok);
   const auto where = [&] {
-    return "pfht: the slot at pool offset " + std::to_string(pool().ToOffset(&b->slot[i]));
+    return name() + ": the slot at pool offset " + std::to_string(pool().ToOffset(&b->slot[i]));
   };
   if (!KnownForm(tok) || !codec().Plausible(form, b->slot[i])) {
     return Status::Corruption(where() + " is damaged");
@@ -216,7 +216,7 @@ Status PfhtHash::Recover(bool clean) {
   SetView(t);
   if (clean) {
     if (count > kPfhtAssoc * (t.n + t.s)) {
-      return Status::Corruption("pfht: root count " + std::to_string(count) +
+      return Status::Corruption(name() + ": root count " + std::to_string(count) +
                                 " exceeds the table's slots");
     }
     count_.store(count);
@@ -247,7 +247,7 @@ Status PfhtHash::Recover(bool clean) {
       }
       if (lower_copy) {
         if (logged()) {
-          bad = Status::Corruption("pfht-log: a key is in both its buckets (the log should "
+          bad = Status::Corruption(name() + ": a key is in both its buckets (the log should "
                                    "have rolled the displacement back)");
           return;
         }
@@ -434,7 +434,9 @@ Status PfhtHash::DoWrite(std::string_view key, std::string_view value, uint64_t 
       KvWords words;
       PMHASH_RETURN_IF_ERROR(codec().Encode(key, value, hash, &form, &words));
       bool placed = false;
-      if (Status st = Place(view_, &stash_tags_, hash, form, words, PlaceInto::kLiveTable, &placed); !st.ok()) {
+      const Status st =
+          Place(view_, &stash_tags_, hash, form, words, PlaceInto::kLiveTable, &placed);
+      if (!st.ok()) {
         codec().Release(form, words);
         return st;
       }
@@ -450,7 +452,7 @@ Status PfhtHash::DoWrite(std::string_view key, std::string_view value, uint64_t 
     if (!resize_enabled() || round >= 3 ||
         (n >= kAlwaysGrowBelow &&
          static_cast<double>(Count()) < min_resize_load_ * static_cast<double>(slots))) {
-      return Status::TableFull("pfht: both buckets of the key and the stash are full" +
+      return Status::TableFull(name() + ": both buckets of the key and the stash are full" +
                                std::string(resize_enabled() ? " and growing does not help" : ""));
     }
     PMHASH_RETURN_IF_ERROR(Grow(n));
@@ -492,7 +494,7 @@ uint64_t PfhtHash::Count() const { return count_.load(std::memory_order_relaxed)
 
 Status PfhtHash::Grow(uint64_t observed_n) {
   if (IterationScope::Active(this)) {
-    return Status::TableFull("pfht: full, and a resize cannot run inside ForEach");
+    return Status::TableFull(name() + ": full, and a resize cannot run inside ForEach");
   }
   std::unique_lock<std::shared_mutex> resize_lock(resize_mu_);
   std::unique_lock<std::shared_mutex> lock(mu_);
@@ -501,7 +503,7 @@ Status PfhtHash::Grow(uint64_t observed_n) {
   const uint64_t n2 = old.n * 2;
   const uint64_t s2 = StashBucketsFor(n2);
   if (TableBytes(n2, s2) > pool().size()) {
-    return Status::PoolFull("pfht: the table cannot double beyond the pool");
+    return Status::PoolFull(name() + ": the table cannot double beyond the pool");
   }
   Table nt;
   PMHASH_RETURN_IF_ERROR(NewTable(n2, &nt));
@@ -522,7 +524,7 @@ Status PfhtHash::Grow(uint64_t observed_n) {
   if (!fits) {
     allocator().Free(off);
     refused_resizes_.fetch_add(1, std::memory_order_relaxed);
-    return Status::TableFull("pfht: an item would find no place in the doubled table (too "
+    return Status::TableFull(name() + ": an item would find no place in the doubled table (too "
                              "many keys of one hash)");
   }
   for (uint8_t tag : tags) stashed += tag != 0;
@@ -604,7 +606,7 @@ Status PfhtHash::CheckInvariants() const {
   Table t;
   PMHASH_RETURN_IF_ERROR(ReadTable(off, &t));
   if (t.off != view_.off || t.n != view_.n) {
-    return Status::Corruption("pfht: the root names another table than the live one");
+    return Status::Corruption(name() + ": the root names another table than the live one");
   }
   std::unordered_set<std::string> keys;
   uint64_t count = 0, in_stash = 0;
@@ -614,7 +616,7 @@ Status PfhtHash::CheckInvariants() const {
     const size_t k = stash ? static_cast<size_t>(b - t.stash) * kPfhtAssoc + i : 0;
     if (b->token[i] == 0) {
       if (stash && stash_tags_[k] != 0) {
-        bad = Status::Corruption("pfht: a free stash slot has a tag");
+        bad = Status::Corruption(name() + ": a free stash slot has a tag");
       }
       return;
     }
@@ -626,15 +628,15 @@ Status PfhtHash::CheckInvariants() const {
         "the slot at pool offset " + std::to_string(pool().ToOffset(&b->slot[i]));
     const std::string key(codec().Key(form, b->slot[i]));
     if (h != KeyHash(key)) {
-      bad = Status::Corruption("pfht: " + at + " has a wrong hash word");
+      bad = Status::Corruption(name() + ": " + at + " has a wrong hash word");
       return;
     }
     if (stash && stash_tags_[k] != StashTag(h)) {
-      bad = Status::Corruption("pfht: " + at + " (stash) has a wrong DRAM tag");
+      bad = Status::Corruption(name() + ": " + at + " (stash) has a wrong DRAM tag");
       return;
     }
     if (!keys.insert(key).second) {
-      bad = Status::Corruption("pfht: a key is stored twice (again in " + at + ")");
+      bad = Status::Corruption(name() + ": a key is stored twice (again in " + at + ")");
       return;
     }
     in_stash += stash;
@@ -642,11 +644,11 @@ Status PfhtHash::CheckInvariants() const {
   });
   PMHASH_RETURN_IF_ERROR(bad);
   if (stash_end_ != StashEnd(stash_tags_, stash_tags_.size())) {
-    return Status::Corruption("pfht: the stash's end is " + std::to_string(stash_end_) +
+    return Status::Corruption(name() + ": the stash's end is " + std::to_string(stash_end_) +
                               ", not one past its last used slot");
   }
   if (count != Count() || in_stash != stash_used_) {
-    return Status::Corruption("pfht: Count() is " + std::to_string(Count()) + " and " +
+    return Status::Corruption(name() + ": Count() is " + std::to_string(Count()) + " and " +
                               std::to_string(stash_used_) + " stash slots are counted, but " +
                               std::to_string(count) + " slots (" + std::to_string(in_stash) +
                               " in the stash) are occupied");
