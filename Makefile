@@ -98,7 +98,7 @@ check-release:
 # crash images: release runs them) and the serve process tests (the server's code runs
 # under ASan in the in-process ServerTest) are skipped, to keep make test within its
 # budget (docs/testing.md, "Time budget").
-ASAN_GTEST_FILTER := -*DashCrashTest.*:*LevelCrashTest.*:ServeProcess.*
+ASAN_GTEST_FILTER := -*DashCrashTest.*:*LevelCrashTest.*:*PfhtCrashTest.*:ServeProcess.*
 export ASAN_GTEST_FILTER
 
 check-asan:
@@ -109,18 +109,18 @@ check-asan:
 # already cover are skipped (TSan finds races; these start no thread): the allocation-
 # failure sweep of the engines without a background thread, every damaged header byte,
 # and the crash-simulator tests of those engines (LinearCrashTest covers linear-log too;
-# dash and level, which start no thread either, are skipped alike).
+# dash, level, path and pfht, which start no thread either, are skipped alike).
 # The first two were 90 s of the TSan run's 315 s of CPU; the crash tests 27.5 s of one
 # shard's 81 s (docs/testing.md, "Time budget"). So are the three single-threaded
 # conformance tests that took half of the TSan run's conformance time at b172446 (the
 # Scan sweeps and the size limits: 280 of 654 s). Engines with a background thread
 # (wophi, smartht, spash) keep all of theirs here.
-TSAN_NO_THREAD_ENGINES := group linear cceh bht dash level path test_tiny
+TSAN_NO_THREAD_ENGINES := group linear cceh bht dash level path pfht test_tiny
 TSAN_SINGLE_THREADED := AllocationFailure.EveryAllocationPointOfTheScriptsFailsCleanly \
   Conformance.ScanPassesEveryKeyWhenNothingChanges \
   Conformance.ScanKeepsItsGuaranteeWithWritersAndResizesBetweenPages \
   Conformance.KeysAndValuesAtTheirLimits
-TSAN_GTEST_FILTER := -$(subst $(eval) ,:,$(strip $(foreach t,$(TSAN_SINGLE_THREADED),$(foreach e,$(TSAN_NO_THREAD_ENGINES),*$(t)/$(e)*)))):PoolState.EveryDamagedHeaderByteIsCorruption:*LinearCrashTest.*:*GroupCrashTest.*:*CcehCrashTest.*:*BhtCrashTest.*:*DashCrashTest.*:*LevelCrashTest.*:*PathCrashTest.*:ServeProcess.*
+TSAN_GTEST_FILTER := -$(subst $(eval) ,:,$(strip $(foreach t,$(TSAN_SINGLE_THREADED),$(foreach e,$(TSAN_NO_THREAD_ENGINES),*$(t)/$(e)*)))):PoolState.EveryDamagedHeaderByteIsCorruption:*LinearCrashTest.*:*GroupCrashTest.*:*CcehCrashTest.*:*BhtCrashTest.*:*DashCrashTest.*:*LevelCrashTest.*:*PathCrashTest.*:*PfhtCrashTest.*:ServeProcess.*
 export TSAN_GTEST_FILTER
 
 check-tsan:

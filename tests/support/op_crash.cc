@@ -215,4 +215,48 @@ std::string PersistModeTestName(const ::testing::TestParamInfo<PersistMode>& inf
   return PersistModeName(info.param);
 }
 
+std::string CrashKeyAt(uint64_t i) { return i == 3 ? "a 16-byte key..." : Key8(i); }
+std::string CrashValueAt(uint64_t i) {
+  return i % 3 == 0 ? "value " + std::to_string(i) : Key8(i * 11);
+}
+
+void FillCrashKeys(Index* index, Model* model, uint64_t n) {
+  for (uint64_t i = 0; i < n; ++i) {
+    const Status s = index->Insert(CrashKeyAt(i), CrashValueAt(i));
+    if (s.IsTableFull()) continue;
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    if (model != nullptr) (*model)[CrashKeyAt(i)] = CrashValueAt(i);
+  }
+}
+
+uint64_t KeysBeforeCounterMoves(const Options& options, const std::string& counter,
+                                uint64_t limit) {
+  auto index = OpenOrDie(options);
+  if (index == nullptr) return 0;
+  for (uint64_t i = 0; i < limit; ++i) {
+    const uint64_t before = Counter(index.get(), counter);
+    const Status s = index->Insert(CrashKeyAt(i), CrashValueAt(i));
+    if (!s.ok() && !s.IsTableFull()) break;
+    if (Counter(index.get(), counter) != before) return i;
+  }
+  ADD_FAILURE() << "none of the first " << limit << " inserts moved " << counter;
+  return 0;
+}
+
+void ExpectInsertMovingAllOrNothing(const Options& options, const std::string& counter,
+                                    int min_crash_points) {
+  const uint64_t n = KeysBeforeCounterMoves(options, counter, 3000);
+  ASSERT_GT(n, 0u);
+  const OpCrashOutcome r = CrashDuringOp(
+      options, [n](Index* x, Model* m) { FillCrashKeys(x, m, n); },
+      [n, counter](Index* x) {
+        const uint64_t before = Counter(x, counter);
+        const Status s = x->Insert(CrashKeyAt(n), CrashValueAt(n));
+        EXPECT_EQ(Counter(x, counter), before + 1) << "the insert did not move " << counter;
+        return s;
+      },
+      InsertsAfterRecovery);
+  ExpectAllOrNothing(r, min_crash_points);
+}
+
 }  // namespace pmhash::testing

@@ -78,6 +78,23 @@ void ExpectGrowthAllOrNothing(const Options& options, const OpCrashSetup& setup,
                               const std::string& key, const std::string& growth_counter,
                               int min_crash_points, const OpCrashCheck& check = nullptr);
 
+// The key sequence of the cuckoo-style engines' crash tests (level, pfht): key i is
+// Key8(i), except key 3, a 16-byte key (record form); every third value is a record.
+std::string CrashKeyAt(uint64_t i);
+std::string CrashValueAt(uint64_t i);
+// Inserts CrashKeyAt(0..n-1) into *model as well; a refused one (TableFull, a full table
+// with resize off) changes nothing and stays out of the model.
+void FillCrashKeys(Index* index, Model* model, uint64_t n);
+// The number of keys FillCrashKeys inserts before the insert that moves the engine
+// counter `counter` (deterministic under the tests' fixed hash seed), found on a pool of
+// its own; 0 with a failed expectation if none of the first `limit` does.
+uint64_t KeysBeforeCounterMoves(const Options& options, const std::string& counter,
+                                uint64_t limit);
+// Crashes (CrashDuringOp) into the insert of key n after keys 0..n-1 (n by
+// KeysBeforeCounterMoves, limit 3000), which must move `counter` by one; judged by
+// ExpectAllOrNothing(min_crash_points), each image checked by InsertsAfterRecovery.
+void ExpectInsertMovingAllOrNothing(const Options& options, const std::string& counter,
+                                    int min_crash_points);
 // The seven operations of the shared slot encoding (common/slot.h) that every engine's
 // crash test crashes into: an inline and a record insert of absent keys, an inline and a
 // record delete, an inline value update, a record update, and an inline -> record

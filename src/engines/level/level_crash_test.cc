@@ -32,53 +32,7 @@ Options Small(PersistMode mode, uint64_t top, bool resize) {
   return o;
 }
 
-// Key i of the sequences below; every third value is a record.
-std::string KeyAt(uint64_t i) { return i == 3 ? "a 16-byte key..." : Key8(i); }
-std::string ValueAt(uint64_t i) { return i % 3 == 0 ? "value " + std::to_string(i) : Key8(i * 11); }
-
-// Inserts keys 0..n-1 (a refused one, TableFull with resize off, changes nothing and stays
-// out of the model).
-void Fill(Index* index, Model* model, uint64_t n) {
-  for (uint64_t i = 0; i < n; ++i) {
-    const Status s = index->Insert(KeyAt(i), ValueAt(i));
-    if (s.IsTableFull()) continue;
-    ASSERT_TRUE(s.ok()) << s.ToString();
-    if (model != nullptr) (*model)[KeyAt(i)] = ValueAt(i);
-  }
-}
-
-// The number of keys inserted (by Fill's sequence) before the insert of key i that moves
-// `counter` (the placement is deterministic under the tests' fixed hash seed), found on a
-// pool of its own; 0 with a failed expectation if none of the first 400 does.
-uint64_t KeysBefore(const Options& o, const std::string& counter) {
-  auto index = OpenOrDie(o);
-  if (index == nullptr) return 0;
-  for (uint64_t i = 0; i < 3000; ++i) {
-    const uint64_t before = Counter(index.get(), counter);
-    const Status s = index->Insert(KeyAt(i), ValueAt(i));
-    if (!s.ok() && !s.IsTableFull()) break;
-    if (Counter(index.get(), counter) != before) return i;
-  }
-  ADD_FAILURE() << "none of the first 3000 inserts moved " << counter;
-  return 0;
-}
-
-// Crashes into the insert of key `n` after keys 0..n-1, which must move `counter` once.
-void ExpectInsertMovingAllOrNothing(const Options& o, const std::string& counter) {
-  const uint64_t n = KeysBefore(o, counter);
-  ASSERT_GT(n, 0u);
-  const OpCrashOutcome r = CrashDuringOp(
-      o, [n](Index* x, Model* m) { Fill(x, m, n); },
-      [n, counter](Index* x) {
-        const uint64_t before = Counter(x, counter);
-        const Status s = x->Insert(KeyAt(n), ValueAt(n));
-        EXPECT_EQ(Counter(x, counter), before + 1) << "the insert did not move " << counter;
-        return s;
-      },
-      CheckRecovered);
-  // The move (copy's data, fence, token; original's token) and the new item's slot.
-  ExpectAllOrNothing(r, 4);
-}
+// The key sequence: support/op_crash.h (CrashKeyAt, CrashValueAt, FillCrashKeys).
 
 class LevelCrashTest : public ::testing::TestWithParam<PersistMode> {};
 
@@ -86,7 +40,8 @@ TEST_P(LevelCrashTest, InsertsDeletesAndUpdatesAreAllOrNothing) {
   // Eight top buckets, six keys: every bucket has free slots, so the record update and
   // the inline -> record update take the opportunistic path (a free slot of the bucket,
   // both tokens flipped with one store).
-  ExpectEachAllOrNothing(Small(GetParam(), 8, false), [](Index* x, Model* m) { Fill(x, m, 6); },
+  ExpectEachAllOrNothing(Small(GetParam(), 8, false),
+                         [](Index* x, Model* m) { FillCrashKeys(x, m, 6); },
                          SlotEncodingOps({.absent_inline = Key8(1000),
                                           .absent_record = "long key 1000",
                                           .inline_key = Key8(1),
@@ -99,7 +54,7 @@ TEST_P(LevelCrashTest, UpdatesOfAFullBucketAreAllOrNothing) {
   // Two top buckets and one bottom bucket, filled: a record update finds no free slot in
   // its bucket and falls back to the kit's UpdateSlot (new record, pointer published).
   const Options o = Small(GetParam(), 2, false);
-  ExpectEachAllOrNothing(o, [](Index* x, Model* m) { Fill(x, m, 40); },
+  ExpectEachAllOrNothing(o, [](Index* x, Model* m) { FillCrashKeys(x, m, 40); },
                          {{"record update (full bucket)",
                            [](Index* x) { return x->Update("a 16-byte key...", "a newer value"); }},
                           {"inline to record update (full bucket)",
@@ -111,7 +66,8 @@ TEST_P(LevelCrashTest, UpdateIntoSlotThreeIsAllOrNothing) {
   // Two top buckets, six keys: each top bucket holds three (the emptier one is taken), so
   // an opportunistic update writes its new item into slot 3, the only slot outside the
   // tokens' line: its flush before the token flip is what keeps it from tearing.
-  ExpectEachAllOrNothing(Small(GetParam(), 2, false), [](Index* x, Model* m) { Fill(x, m, 6); },
+  ExpectEachAllOrNothing(Small(GetParam(), 2, false),
+                         [](Index* x, Model* m) { FillCrashKeys(x, m, 6); },
                          {{"record update into slot 3",
                            [](Index* x) { return x->Update("a 16-byte key...", "a newer value"); }},
                           {"inline to record update into slot 3",
@@ -122,23 +78,24 @@ TEST_P(LevelCrashTest, UpdateIntoSlotThreeIsAllOrNothing) {
 }
 
 TEST_P(LevelCrashTest, CuckooMoveIsAllOrNothing) {
-  ExpectInsertMovingAllOrNothing(Small(GetParam(), 4, false), "cuckoo_moves");
+  // The move (copy's data, fence, token; original's token) and the new item's slot.
+  ExpectInsertMovingAllOrNothing(Small(GetParam(), 4, false), "cuckoo_moves", 4);
 }
 
 TEST_P(LevelCrashTest, BottomToTopMoveIsAllOrNothing) {
   // Rare: a bottom item whose top bucket has room while the key's own four do not (after
   // a resize, when the new top is sparse and the bottom full).
-  ExpectInsertMovingAllOrNothing(Small(GetParam(), 2, true), "b2t_moves");
+  ExpectInsertMovingAllOrNothing(Small(GetParam(), 2, true), "b2t_moves", 4);
 }
 
 TEST_P(LevelCrashTest, ResizeIsAllOrNothing) {
   // Two top buckets: the insert that finds no place doubles the top and rehashes the old
   // bottom (a new top published, items placed, rehash_from cleared, old bottom freed).
   const Options o = Small(GetParam(), 2, true);
-  const uint64_t n = KeysBefore(o, "resizes");
+  const uint64_t n = KeysBeforeCounterMoves(o, "resizes", 3000);
   ASSERT_GT(n, 0u);
-  ExpectGrowthAllOrNothing(o, [n](Index* x, Model* m) { Fill(x, m, n); }, KeyAt(n), "resizes",
-                           6, CheckRecovered);
+  ExpectGrowthAllOrNothing(o, [n](Index* x, Model* m) { FillCrashKeys(x, m, n); },
+                           CrashKeyAt(n), "resizes", 6, CheckRecovered);
 }
 
 TEST_P(LevelCrashTest, SecondResizeIsAllOrNothing) {
@@ -148,12 +105,12 @@ TEST_P(LevelCrashTest, SecondResizeIsAllOrNothing) {
   ASSERT_NE(index, nullptr);
   uint64_t n = 0;
   for (; n < 400 && Counter(index.get(), "resizes") < 2; ++n) {
-    ASSERT_TRUE(index->Insert(KeyAt(n), ValueAt(n)).ok());
+    ASSERT_TRUE(index->Insert(CrashKeyAt(n), CrashValueAt(n)).ok());
   }
   ASSERT_EQ(Counter(index.get(), "resizes"), 2u);
   --n;  // key n - 1 made the second resize
-  ExpectGrowthAllOrNothing(o, [n](Index* x, Model* m) { Fill(x, m, n); }, KeyAt(n), "resizes",
-                           6, CheckRecovered);
+  ExpectGrowthAllOrNothing(o, [n](Index* x, Model* m) { FillCrashKeys(x, m, n); },
+                           CrashKeyAt(n), "resizes", 6, CheckRecovered);
 }
 
 TEST_P(LevelCrashTest, RehashIntoSlotThreeIsAllOrNothing) {
