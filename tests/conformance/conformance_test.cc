@@ -940,7 +940,7 @@ TEST_P(Conformance, ScanKeepsItsGuaranteeBesideConcurrentWriters) {
   std::vector<std::thread> writers;
   for (int w = 0; w < 2; ++w) {
     writers.emplace_back([&, w] {
-      for (uint64_t n = 0; n < Bulk(3000); ++n) {
+      for (uint64_t n = 0; n < Bulk(1000); ++n) {
         const std::string k = ScanKey(10'000'000 * (w + 1) + n);
         const Status st = index->Insert(k, "churn");
         if (Refused(st)) {
