@@ -23,6 +23,7 @@ ops=${OPS:-100000}
 threads=${THREADS:-1}
 workloads=${WORKLOADS:-a,b,c,d,f}
 rounds=${ROUNDS:-1}
+[[ $rounds =~ ^[1-9][0-9]{0,2}$ ]] || { echo "ycsb: ROUNDS must be a whole number from 1 to 999, not '$rounds'" >&2; exit 2; }
 check=${CHECK:-0}
 out=${OUT:-results/ycsb}
 bin=${PMHASH_TOOL:-build/release/pmhash}
