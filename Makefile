@@ -30,21 +30,24 @@ build/tsan/build.ninja: | deps
 build: deps build/release/build.ninja
 	@cmake --build build/release -j $(JOBS)
 
-# The sanitizer trees build what their tests run (unit_tests, conformance_tests and the
-# tool the CLI tests start), not the bench-only and crash-only binaries; `cmake --build
-# build/asan` builds the rest.
-SANITIZER_TARGETS = --target unit_tests conformance_tests
+# The sanitizer trees build what their tests run, not the crash suite: ASan the library's,
+# the server's and the tool's unit tests (the tool too, which the CLI tests start) and the
+# conformance suite; TSan, which looks for races, the library's and the server's (the
+# bench and the tool are single-threaded drivers of the engines the conformance suite
+# runs in threads) and the conformance suite. `cmake --build build/<tree>` builds the rest.
+ASAN_TARGETS = --target unit_tests serve_tests tool_tests conformance_tests
+TSAN_TARGETS = --target unit_tests serve_tests conformance_tests
 
 asan: deps build/asan/build.ninja
-	@cmake --build build/asan -j $(JOBS) $(SANITIZER_TARGETS)
+	@cmake --build build/asan -j $(JOBS) $(ASAN_TARGETS)
 
 tsan: deps build/tsan/build.ninja
-	@cmake --build build/tsan -j $(JOBS) $(SANITIZER_TARGETS)
+	@cmake --build build/tsan -j $(JOBS) $(TSAN_TARGETS)
 
 # The Python package (python/, docs/python.md): a virtual environment with its build and
-# test requirements (.venv), the module built in its own tree (build/python: the library
-# position-independent), and its tests with pytest (they also drive `pmhash serve` with
-# redis-py, so the release tool is built first).
+# test requirements (.venv), the module built in the release tree (PMHASH_PYTHON turned on
+# there: it links the library already built), and its tests with pytest (they also drive
+# `pmhash serve` with redis-py, so the release tool is built first).
 VENV = .venv
 $(VENV)/.ready: python/requirements-dev.txt | deps
 	@/usr/bin/python3 -m venv $(VENV)
@@ -52,18 +55,13 @@ $(VENV)/.ready: python/requirements-dev.txt | deps
 	@touch $@
 venv: $(VENV)/.ready
 
-# The tree the tests import from is compiled at -O1 (make test's budget: the library
-# once more, position-independent); `pip install ./python` builds the module at -O3.
-build/python/build.ninja: | venv
-	@cmake -S . -B build/python $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=Release -DPMHASH_PYTHON=ON \
-	  "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DNDEBUG" -DPython_EXECUTABLE=$(CURDIR)/$(VENV)/bin/python \
-	  >/dev/null
+python: venv build
+	@cmake -S . -B build/release -DPMHASH_PYTHON=ON \
+	  -DPython_EXECUTABLE=$(CURDIR)/$(VENV)/bin/python >/dev/null
+	@cmake --build build/release -j $(JOBS) --target _pmhash
 
-python: venv build/python/build.ninja
-	@cmake --build build/python -j $(JOBS) --target _pmhash
-
-test-python: python build
-	@PYTHONPATH=$(CURDIR)/build/python/python PMHASH_TOOL=$(CURDIR)/build/release/pmhash \
+test-python: python
+	@PYTHONPATH=$(CURDIR)/build/release/python PMHASH_TOOL=$(CURDIR)/build/release/pmhash \
 	  $(VENV)/bin/python -m pytest -q python/tests
 
 # YCSB's core workloads against pmhash serve (scripts/ycsb.sh; ENGINES, RECORDS, OPS,
@@ -103,7 +101,7 @@ export ASAN_GTEST_FILTER
 
 check-asan:
 	@cd build/asan && GTEST_FILTER='$(ASAN_GTEST_FILTER)' ASAN_OPTIONS=detect_leaks=1 \
-	  UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS) -L 'unit|conformance'
+	  UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS) -L 'unit|tool|conformance'
 
 # Under ThreadSanitizer, the exhaustive single-threaded tests that the release and ASan runs
 # already cover are skipped (TSan finds races; these start no thread): the allocation-

@@ -48,7 +48,7 @@ failed=0
 start_hog
 condition=loaded
 suite build/release "" "$repeat"
-suite build/asan 'unit|conformance' "$repeat"
+suite build/asan 'unit|tool|conformance' "$repeat"
 suite build/tsan 'unit|conformance' "$repeat" env GTEST_FILTER="${TSAN_GTEST_FILTER:-*}"
 stop_hog
 condition=one-core

@@ -13,6 +13,7 @@
 #include "bench/workers.h"
 #include "pm/persist.h"
 #include "pm/pool.h"
+#include "pm/stats.h"
 
 namespace pmhash::bench {
 
@@ -184,7 +185,7 @@ Status MeasureLoops(const BenchConfig& config, const BenchEnv& env, int threads,
         },
         nullptr);
     r->seconds[static_cast<size_t>(kind)] = run.seconds;
-    r->persist[static_cast<size_t>(kind)] = Minus(persister->Totals(), before);
+    r->persist[static_cast<size_t>(kind)] = pm::CountersMinus(persister->Totals(), before);
     if (!run.pin_error.empty() && env.warn) env.warn("--pin: " + run.pin_error);
     r->pinned_cpus = run.pinned;
     if (env.progress) env.progress(what, 1, 1);
@@ -222,7 +223,7 @@ Status MeasureApi(const BenchConfig& config, const BenchEnv& env, int threads,
   engine->persister().DrainMedia();  // every thread's batch of noted reads counted
   const size_t k = static_cast<size_t>(FloorKind::kApi);
   r->seconds[k] = m.seconds;
-  r->persist[k] = Minus(engine->Stats().persist, before);
+  r->persist[k] = pm::CountersMinus(engine->Stats().persist, before);
   r->api_checksum = m.checksum;
   r->checksum += m.checksum;
   return engine->Close();

@@ -1,27 +1,8 @@
 #include "bench/phase_stats.h"
 
-namespace pmhash::bench {
+#include "pm/stats.h"
 
-PersistCounters Minus(const PersistCounters& a, const PersistCounters& b) {
-  PersistCounters d;
-  d.flushes = a.flushes - b.flushes;
-  d.fences = a.fences - b.fences;
-  d.bytes_stored = a.bytes_stored - b.bytes_stored;
-  d.media_writes = a.media_writes - b.media_writes;
-  d.lines_read = a.lines_read - b.lines_read;
-  d.redundant_flushes = a.redundant_flushes - b.redundant_flushes;
-  d.redundant_fences = a.redundant_fences - b.redundant_fences;
-  d.write_backs = a.write_backs - b.write_backs;
-  d.lines_written = a.lines_written - b.lines_written;
-  d.media_reads = a.media_reads - b.media_reads;
-  d.media_rmw_reads = a.media_rmw_reads - b.media_rmw_reads;
-  d.user_bytes = a.user_bytes - b.user_bytes;
-  d.ops = a.ops - b.ops;
-  d.emulated_write_waits = a.emulated_write_waits - b.emulated_write_waits;
-  d.emulated_read_waits = a.emulated_read_waits - b.emulated_read_waits;
-  d.emulated_reads_hidden = a.emulated_reads_hidden - b.emulated_reads_hidden;
-  return d;
-}
+namespace pmhash::bench {
 
 namespace {
 
@@ -53,7 +34,7 @@ void FillFromMeasured(const Measured& m, PhaseResult* r) {
 
 void FillFromStats(const BenchConfig& config, const IndexStats& before, const IndexStats& after,
                    PhaseResult* r) {
-  r->delta = Minus(after.persist, before.persist);
+  r->delta = pm::CountersMinus(after.persist, before.persist);
   // The media model runs in adr (fed by flushes) and eadr (by stores, through the cache
   // model); none has no media. Reads: an engine that reports them has noted some since
   // it opened (every registered engine does; a test engine may not).

@@ -10,9 +10,6 @@
 
 namespace pmhash::bench {
 
-// a - b, field by field (counters over a span from totals at its ends).
-PersistCounters Minus(const PersistCounters& a, const PersistCounters& b);
-
 void FillFromMeasured(const Measured& m, PhaseResult* r);
 
 // `before` and `after` are the index's Stats() around the phase (after Quiesce). r->phase

@@ -31,6 +31,27 @@ PersistCounters CounterTable::Sum() const {
   return sum;
 }
 
+PersistCounters CountersMinus(const PersistCounters& a, const PersistCounters& b) {
+  PersistCounters d;
+  d.flushes = a.flushes - b.flushes;
+  d.fences = a.fences - b.fences;
+  d.bytes_stored = a.bytes_stored - b.bytes_stored;
+  d.media_writes = a.media_writes - b.media_writes;
+  d.lines_read = a.lines_read - b.lines_read;
+  d.redundant_flushes = a.redundant_flushes - b.redundant_flushes;
+  d.redundant_fences = a.redundant_fences - b.redundant_fences;
+  d.write_backs = a.write_backs - b.write_backs;
+  d.lines_written = a.lines_written - b.lines_written;
+  d.media_reads = a.media_reads - b.media_reads;
+  d.media_rmw_reads = a.media_rmw_reads - b.media_rmw_reads;
+  d.user_bytes = a.user_bytes - b.user_bytes;
+  d.ops = a.ops - b.ops;
+  d.emulated_write_waits = a.emulated_write_waits - b.emulated_write_waits;
+  d.emulated_read_waits = a.emulated_read_waits - b.emulated_read_waits;
+  d.emulated_reads_hidden = a.emulated_reads_hidden - b.emulated_reads_hidden;
+  return d;
+}
+
 namespace {
 
 // Thread ids are recycled so that a long-lived process that starts many short threads

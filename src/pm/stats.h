@@ -17,6 +17,9 @@
 
 namespace pmhash::pm {
 
+// a - b, field by field (the counters of a span from the totals at its ends).
+PersistCounters CountersMinus(const PersistCounters& a, const PersistCounters& b);
+
 // Requests of PM lines by Persister::Prefetch, so that a later read of the same media
 // line waits only for the emulated read latency still left (read latency emulation).
 struct PrefetchLog {

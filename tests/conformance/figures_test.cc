@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "bench/phase_stats.h"
+#include "pm/stats.h"
 #include "engines/engine.h"
 #include "support/engine_tests.h"
 #include "support/harness.h"
@@ -29,7 +29,7 @@ PersistCounters Measure(engines::Engine* e, Fn&& fn) {
   };
   const PersistCounters before = quiet();
   fn();
-  return bench::Minus(quiet(), before);
+  return pm::CountersMinus(quiet(), before);
 }
 
 std::vector<EngineSpec> RegisteredSpecs() {

@@ -178,7 +178,7 @@ TEST_P(CrashSuite, CrashDuringRecoveryRecovers) {
     config.store_rate = 0;
     config.crash_close = false;  // ScriptsSurviveCrashesAtEveryFence crashes Close
     config.seed = seed;
-    Script script = StandardScripts(seed, 0.15 * SoakFactor())[2];  // mixed
+    Script script = StandardScripts(seed, 0.1 * SoakFactor())[2];  // mixed
     RunResult r = RunScript(spec, script, config);
     EXPECT_EQ(r.failure, "");
     std::printf("%s: %llu recoveries crashed at %llu points\n", spec.name.c_str(),

@@ -887,7 +887,8 @@ void RegisterEngines_level(EngineRegistry& registry) {
   // Two top buckets: a few keys fill the table, so moves and resizes come early.
   info.test = {.crash_options = {{"top_buckets", "2"}},
                .thread_crash_options = {{"top_buckets", "64"}},
-               .growth_counters = {"resizes"}};
+               .growth_counters = {"resizes"},
+               .crash_script_scale = 0.6};  // 21,955 crash images at 1 (make test's budget)
   info.description = {"level",
                       "two levels of 4-slot buckets, two hash positions, one-move cuckoo "
                       "displacement, in-place resize; log-free token commit",

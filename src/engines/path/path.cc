@@ -684,14 +684,15 @@ void RegisterEngines_path(EngineRegistry& registry) {
   // 4 leaves and 3 kept levels (7 cells): the first doublings within a few keys, and the
   // top level's re-placement from the third on.
   info.test = {.crash_options = {{"leaves", "4"}, {"reserved_levels", "3"}},
-               .growth_counters = {"resizes"}};
+               .growth_counters = {"resizes"},
+               .crash_script_scale = 0.75};  // 18,303 crash images at 1 (make test's budget)
   info.description = {"path",
                       "inverted binary tree of cells, two hash paths, position sharing, "
                       "path shortening; token commits, no log",
                       "Path hashing (MSST'17, TPDS'18; baseline of 000 and 004)",
                       /*crash_consistent=*/true};
   registry.Add<PathHash>(info, PathHash::Logging::kNone);
-  info.test.crash_script_scale = 0.5;  // four fences per logged write (TestProfile)
+  info.test.crash_script_scale = 0.35;  // four fences per logged write: 20,270 images at 0.5
   info.description = {"path-log",
                       "path hashing with every write under the undo log (the papers' "
                       "Path-Log / Path-L logging baseline)",

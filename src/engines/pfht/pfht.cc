@@ -690,7 +690,8 @@ void RegisterEngines_pfht(EngineRegistry& registry) {
   // a few dozen keys.
   info.test = {.crash_options = {{"buckets", "2"}},
                .thread_crash_options = {{"buckets", "64"}},
-               .growth_counters = {"resizes"}};
+               .growth_counters = {"resizes"},
+               .crash_script_scale = 0.65};  // 20,031 crash images at 1 (make test's budget)
   info.description = {"pfht",
                       "PFHT: 4-slot cuckoo buckets, at most one displacement, a 3% stash; "
                       "token commit, no log (a crash mid-displacement leaves a duplicate "
@@ -698,7 +699,7 @@ void RegisterEngines_pfht(EngineRegistry& registry) {
                       "PFHT (Debnath et al., INFLOW'15; baseline of 000 and 004)",
                       /*crash_consistent=*/true};
   registry.Add<PfhtHash>(info, PfhtHash::Logging::kNone);
-  info.test.crash_script_scale = 0.5;  // a logged write's fences (TestProfile)
+  info.test.crash_script_scale = 0.35;  // a logged write's fences: 20,248 images at 0.5
   info.description = {"pfht-log",
                       "PFHT with every insert, delete and displacement logged (WOPHI's "
                       "PFHT-Log; the kit's undo log)",
