@@ -132,7 +132,7 @@ TEST_P(CrashSuite, ScriptsSurviveCrashesInEadrMode) {
     config.mode = PersistMode::kEadr;
     config.seed = seed;
     for (const Script& script :
-         StandardScripts(seed, 0.4 * SoakFactor() * spec.test.crash_script_scale)) {
+         StandardScripts(seed, 0.25 * SoakFactor() * spec.test.crash_script_scale)) {
       RunResult r = RunScript(spec, script, config);
       EXPECT_EQ(r.failure, "");
     }
@@ -157,7 +157,7 @@ TEST_P(CrashSuite, ScriptsSurviveCrashesAtOperationEndsInEadrMode) {
   config.random_images = 1;
   config.seed = 17;
   uint64_t op_ends = 0;
-  for (const Script& script : StandardScripts(/*seed=*/45, 0.2 * SoakFactor())) {
+  for (const Script& script : StandardScripts(/*seed=*/45, 0.12 * SoakFactor())) {
     RunResult r = RunScript(spec, script, config);
     EXPECT_EQ(r.failure, "");
     op_ends += r.op_end_points;
