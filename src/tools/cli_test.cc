@@ -861,9 +861,10 @@ TEST(CliEngine, PoolCheckFindsADamagedRecord) {
 // elsewhere, in a cleanly closed pool of every engine. The engine's CheckInvariants, which
 // `check` runs, finds the key outside the place its hash allows (before: OK). The pool's
 // hash seed is fixed: under a random one the damaged key's new hash may allow the very
-// place it sits (pfht and pfht-log: two of a few buckets, about one pool in eight), and
-// a key in a place its hash allows is a pool no check can call damaged. A fixed seed
-// makes every engine's placement, and so this test, the same in every run.
+// place it sits (pfht and pfht-log: one of its two buckets in a small table, or the
+// stash, which any key may take; a clean clone failed here once for pfht-log), and a key
+// in a place its hash allows is a pool no check can call damaged. A fixed seed makes
+// every engine's placement, and so this test, the same in every run.
 TEST(CliEngine, PoolCheckFindsAnInlineKeyOutsideItsHome) {
   REQUIRE_TOOL();
   TempDir dir;
