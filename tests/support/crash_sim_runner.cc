@@ -171,6 +171,8 @@ class Run {
     sim.SetHook({}, 0, 0);
     if (result_.failure.empty()) CheckBypass(sim, "at the end");
     const pm::CrashSim::Counters c = sim.counters();
+    result_.redundant_flushes = c.redundant_flushes;
+    result_.redundant_fences = c.redundant_fences;
     if (result_.failure.empty() && c.outside_stores > 0) {
       char where[32];
       std::snprintf(where, sizeof(where), "%p", sim.first_outside_store());

@@ -49,6 +49,9 @@ struct RunResult {
   uint64_t durable_inflight = 0;        // ops seen in durable state before they returned
   uint64_t op_end_points = 0;           // crash points at operation ends (crash_at_op_ends)
   std::map<std::string, uint64_t> engine_counters;  // IndexStats after the script
+  // Flushes of lines with nothing stored since their last flush, and fences with nothing
+  // flushed before them, from creation to the script's end (issue 4: none of either).
+  uint64_t redundant_flushes = 0, redundant_fences = 0;
   std::string failure;   // "" if every check passed; else what, where, seed
 };
 

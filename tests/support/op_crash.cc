@@ -57,13 +57,16 @@ OpCrashOutcome CrashDuring(const Options& options, const OpCrashSetup& setup,
   const EngineSpec spec = FindSpec(options.engine);
   EXPECT_TRUE(spec.make) << "no engine " << options.engine;
   if (!spec.make) return out;
+  // A spec such as `<engine>@degenerate-hash` makes the engine itself: its pools name that.
+  Options opts = options;
+  if (spec.info != nullptr) opts.engine = spec.info->description.name;
   std::unique_ptr<pm::Pool> pool;
-  Status s = NewDramPool(spec, options.pool_size, &pool);
+  Status s = NewDramPool(spec, opts.pool_size, &pool);
   EXPECT_TRUE(s.ok()) << s.ToString();
   if (!s.ok()) return out;
-  pm::CrashSim sim(pool->base(), pool->size(), options.persist);
+  pm::CrashSim sim(pool->base(), pool->size(), opts.persist);
   std::unique_ptr<Index> index;
-  s = OpenOnPool(spec, std::move(pool), /*fresh=*/true, options, &sim, &index);
+  s = OpenOnPool(spec, std::move(pool), /*fresh=*/true, opts, &sim, &index);
   EXPECT_TRUE(s.ok()) << s.ToString();
   if (!s.ok()) return out;
   Model before;
@@ -81,10 +84,10 @@ OpCrashOutcome CrashDuring(const Options& options, const OpCrashSetup& setup,
         for (auto kind : {pm::CrashSim::ImageKind::kNone, pm::CrashSim::ImageKind::kAll,
                           pm::CrashSim::ImageKind::kRandom, pm::CrashSim::ImageKind::kRandom}) {
           std::unique_ptr<pm::Pool> image;
-          Status st = at.MakePool(kind, rng, options.engine, &image);
+          Status st = at.MakePool(kind, rng, opts.engine, &image);
           std::unique_ptr<Index> recovered;
           if (st.ok()) {
-            st = OpenOnPool(spec, std::move(image), /*fresh=*/false, options, nullptr,
+            st = OpenOnPool(spec, std::move(image), /*fresh=*/false, opts, nullptr,
                             &recovered);
           }
           Model got;

@@ -49,6 +49,7 @@ using OpCrashCheck = std::function<std::string(Index* recovered)>;
 // back) and its invariants still hold after that insert.
 std::string InsertsAfterRecovery(Index* recovered);
 
+// options.engine names any spec FindSpec knows (`<engine>@degenerate-hash` too).
 OpCrashOutcome CrashDuringOp(const Options& options, const OpCrashSetup& setup,
                              const OpCrashOp& op, const OpCrashCheck& check = nullptr,
                              double store_rate = 1.0);

@@ -466,6 +466,15 @@ uint64_t DegenerateHash(std::string_view key) {
   return kDegenerateHashes[HashKey(key, 0) & 3];
 }
 
+std::vector<std::string> KeysOfDegenerateHash(size_t n, int which) {
+  std::vector<std::string> keys;
+  for (uint64_t i = 0; keys.size() < n; ++i) {
+    std::string k = "one hash " + std::to_string(i);
+    if (DegenerateHash(k) == kDegenerateHashes[which]) keys.push_back(std::move(k));
+  }
+  return keys;
+}
+
 EngineSpec WithDegenerateHash(EngineSpec spec) {
   if (!spec.make) return spec;
   spec.test_hash = &DegenerateHash;

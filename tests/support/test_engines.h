@@ -60,6 +60,8 @@ struct EngineSpec {
 inline constexpr uint64_t kDegenerateHashes[4] = {0, 0x5555555500000001ull,
                                                   0x5555555580000041ull, ~uint64_t{0}};
 uint64_t DegenerateHash(std::string_view key);
+// The first n keys "one hash <i>" whose DegenerateHash is kDegenerateHashes[which].
+std::vector<std::string> KeysOfDegenerateHash(size_t n, int which);
 // `spec` with the degenerate hash installed on every engine it makes, named
 // `<name>@degenerate-hash` (FindSpec knows the name). Its pools are made through the
 // test-only path (the hash is not recorded in a pool: every open must install it).

@@ -130,17 +130,20 @@ Status Bht::Recover(bool clean) {
   LogKind kind;
   std::string_view k, v;
   uint64_t slots = 0;
+  // Close flipped every buffer, so after a clean one the head is the tail unless a flip
+  // kept keys it could not place (bht.md, "Keys of one hash"). The buffers are those of
+  // the closed or crashed session (the directory's marks), so the records go back where
+  // they were; nothing is flipped unless a bucket fills, and the head stays.
+  if (clean && !ReadRecord(head, &kind, &k, &v, &slots)) return Status::OK();
+  PMHASH_RETURN_IF_ERROR(Replay(head));
   if (clean) {
-    // Close flipped every buffer and set the head to the tail: nothing may follow it.
-    if (ReadRecord(head, &kind, &k, &v, &slots)) {
-      return Status::Corruption("bht: a log record follows the head (sequence " +
-                                std::to_string(head) + ") after a clean shutdown");
-    }
-    return Status::OK();
+    // Close sealed Count(), kept keys included; the replay counted them again.
+    int64_t buffered = 0;
+    std::lock_guard<std::mutex> g(buffers_mu_);
+    for (const auto& b : buffers_) buffered += b->known_delta;
+    ShiftSegmentKeys(-buffered);
   }
-  // The buffers are those of the crashed session (the directory's marks), so the
-  // records go back where they were; nothing is flipped and the head stays.
-  return Replay(head);
+  return Status::OK();
 }
 
 Status Bht::Replay(uint64_t head) {
@@ -203,11 +206,12 @@ Status Bht::Replay(uint64_t head) {
 
 // ---- Buffers --------------------------------------------------------------------------------
 
-BhtBuffer* Bht::NewBuffer(CcehSeg* seg) {
+BhtBuffer* Bht::NewBuffer(CcehSeg* seg, const std::function<void(BhtBuffer*)>& fill) {
   auto b = std::make_unique<BhtBuffer>();
   b->buckets.reset(new BhtBucket[buckets_]());
   b->seg.store(seg, std::memory_order_relaxed);
   BhtBuffer* raw = b.get();
+  if (fill) fill(raw);
   seg->attachment.store(raw, std::memory_order_release);
   std::lock_guard<std::mutex> g(buffers_mu_);
   buffers_.push_back(std::move(b));
@@ -312,11 +316,17 @@ Status Bht::WriteBuffered(BhtBuffer* b, std::string_view key, std::string_view v
   if (i < 0 && (bk->valid & kAllSlots) == kAllSlots) {
     // The first full bucket: the buffer is full (bht.h). The key was not buffered, so its
     // presence in the merged segment is what it was.
-    PMHASH_RETURN_IF_ERROR(
-        Flip(b, replay_seq == kBhtNoRecord ? FlipReason::kFull : FlipReason::kRecovery));
+    const FlipReason reason = replay_seq == kBhtNoRecord ? FlipReason::kFull : FlipReason::kRecovery;
+    PMHASH_RETURN_IF_ERROR(Flip(b, reason));
     if (!b->seg.load(std::memory_order_relaxed)->Serves(hash)) {
       *next = Next::kRetry;  // the flip split the range: the key's half moved on
       return Status::OK();
+    }
+    if ((bk->valid & kAllSlots) == kAllSlots) {
+      // Still full: of keys the flip could not place (bht.md, "Keys of one hash"). The
+      // write goes into the segment by a flip of its own (TableFull if it cannot either).
+      const FlipWrite w{key, value, hash, tomb};
+      return Flip(b, reason, &w);
     }
   }
   // The log first: a search never sees a value that is not durable.
@@ -427,8 +437,8 @@ Status Bht::DoDelete(std::string_view key, uint64_t hash) {
 
 // ---- Flips ------------------------------------------------------------------------------------
 
-Status Bht::Flip(BhtBuffer* b, FlipReason reason) {
-  if (b->entries == 0) return Status::OK();
+Status Bht::Flip(BhtBuffer* b, FlipReason reason, const FlipWrite* write) {
+  if (b->entries == 0 && write == nullptr) return Status::OK();
   CcehSeg* s = b->seg.load(std::memory_order_relaxed);
   // The segment, immutable while its buffer's lock is held (a buffered segment changes
   // only by its flip), merged with the buffer in DRAM.
@@ -443,52 +453,75 @@ Status Bht::Flip(BhtBuffer* b, FlipReason reason) {
   auto discard_made = [&] {
     for (const KvWords& w : made) Discard(w);
   };
+  // Where each entry the merge adds came from: a buffer slot, or the write (kWrite).
+  constexpr size_t kWrite = ~size_t{0};
+  struct Source {
+    size_t bucket;
+    int slot;
+    uint64_t hash;
+    KvWords words;
+  };
+  std::vector<Source> sources;
+  sources.reserve(b->entries + 1);
   int64_t net = 0;
+  auto merge = [&](std::string_view key, std::string_view value, uint64_t hash, bool tomb,
+                   size_t bucket, int slot) {
+    // The segment's entry for the key, if any.
+    int64_t j = -1;
+    auto it = std::lower_bound(live.begin(), live.begin() + from_segment, hash,
+                               [](const LiveSlot& l, uint64_t h) { return l.hash < h; });
+    for (; it != live.begin() + from_segment && it->hash == hash; ++it) {
+      const size_t k = static_cast<size_t>(it - live.begin());
+      const SlotForm f = CcehForm(it->words.word0);
+      const bool same = f == SlotForm::kInline
+                            ? key.size() == 8 && it->words.word0 == Word(key)
+                            : codec().KeyEquals(f, CcehCodecWords(it->words), key, hash);
+      if (same && !dropped[k]) {
+        j = static_cast<int64_t>(k);
+        break;
+      }
+    }
+    const bool had_record = j >= 0 && CcehForm(live[j].words.word0) == SlotForm::kRecord;
+    if (tomb) {
+      if (j >= 0) {
+        dropped[j] = true;
+        if (had_record) replaced.push_back(live[j].words.word0 & kCcehOffsetMask);
+        --net;
+      }
+      return Status::OK();
+    }
+    KvWords w;
+    bool record = false;
+    PMHASH_RETURN_IF_ERROR(Encode(key, value, hash, &w, &record));
+    if (record) made.push_back(w);
+    if (j >= 0) {
+      if (had_record) replaced.push_back(live[j].words.word0 & kCcehOffsetMask);
+      live[j].words = w;
+    } else {
+      live.push_back({hash, w});
+      ++net;
+    }
+    sources.push_back({bucket, slot, hash, w});
+    return Status::OK();
+  };
   const uint32_t entries = b->entries;
   for (size_t bi = 0; bi < buckets_; ++bi) {
     const BhtBucket& bk = b->buckets[bi];
     for (uint32_t m = bk.valid & kAllSlots; m != 0; m &= m - 1) {
       const int i = std::countr_zero(m);
-      const std::string_view key = Buffered(bk, i).first;
-      const uint64_t hash = BufferedHash(bk, i, key);
-      // The segment's entry for the key, if any.
-      int64_t j = -1;
-      auto it = std::lower_bound(live.begin(), live.begin() + from_segment, hash,
-                                 [](const LiveSlot& l, uint64_t h) { return l.hash < h; });
-      for (; it != live.begin() + from_segment && it->hash == hash; ++it) {
-        const size_t k = static_cast<size_t>(it - live.begin());
-        const SlotForm f = CcehForm(it->words.word0);
-        const bool same = f == SlotForm::kInline
-                              ? key.size() == 8 && it->words.word0 == Word(key)
-                              : codec().KeyEquals(f, CcehCodecWords(it->words), key, hash);
-        if (same && !dropped[k]) {
-          j = static_cast<int64_t>(k);
-          break;
-        }
-      }
-      const bool had_record = j >= 0 && CcehForm(live[j].words.word0) == SlotForm::kRecord;
-      if ((bk.tomb >> i & 1) != 0) {
-        if (j >= 0) {
-          dropped[j] = true;
-          if (had_record) replaced.push_back(live[j].words.word0 & kCcehOffsetMask);
-          --net;
-        }
-        continue;
-      }
-      KvWords w;
-      bool record = false;
-      if (Status st = Encode(key, Buffered(bk, i).second, hash, &w, &record); !st.ok()) {
+      const auto [key, value] = Buffered(bk, i);
+      if (Status st = merge(key, value, BufferedHash(bk, i, key), (bk.tomb >> i & 1) != 0, bi, i);
+          !st.ok()) {
         discard_made();
         return st;
       }
-      if (record) made.push_back(w);
-      if (j >= 0) {
-        if (had_record) replaced.push_back(live[j].words.word0 & kCcehOffsetMask);
-        live[j].words = w;
-      } else {
-        live.push_back({hash, w});
-        ++net;
-      }
+    }
+  }
+  if (write != nullptr) {
+    if (Status st = merge(write->key, write->value, write->hash, write->tomb, kWrite, -1);
+        !st.ok()) {
+      discard_made();
+      return st;
     }
   }
   std::vector<LiveSlot> merged;
@@ -497,13 +530,71 @@ Status Bht::Flip(BhtBuffer* b, FlipReason reason) {
     if (k >= from_segment || !dropped[k]) merged.push_back(live[k]);
   }
   std::vector<Replacement> images;
+  std::vector<LiveSlot> unplaced;
   if (Status st = BuildImages(s->depth.load(std::memory_order_relaxed),
                               s->pattern.load(std::memory_order_relaxed), /*marked=*/true,
-                              merged, &images);
+                              merged, &images, &unplaced);
       !st.ok()) {
     discard_made();
     return st;
   }
+  // Keys no split places stay buffered (bht.md, "Keys of one hash"); a key the segment
+  // held, or the write, must be placed.
+  std::vector<const Source*> kept;
+  for (const LiveSlot& u : unplaced) {
+    const auto it = std::find_if(sources.begin(), sources.end(), [&](const Source& src) {
+      return src.words.word0 == u.words.word0 && src.words.word1 == u.words.word1;
+    });
+    if (it == sources.end() || it->bucket == kWrite) {
+      discard_made();
+      return Status::TableFull(name() + ": more keys than a probe window holds share a hash "
+                               "prefix of " + std::to_string(kCcehMaxDepth + 1) + " bits");
+    }
+    kept.push_back(&*it);
+  }
+  net -= static_cast<int64_t>(kept.size());
+  // Their records: logged anew before the head can pass the old ones (in recovery the
+  // log is being replayed, so they keep theirs and the buffer its oldest mark).
+  const bool relog = reason != FlipReason::kRecovery;
+  std::vector<uint64_t> kept_seq(kept.size(), kBhtNoRecord);
+  if (relog) {
+    for (size_t k = 0; k < kept.size(); ++k) {
+      const auto [key, value] = Buffered(b->buckets[kept[k]->bucket], kept[k]->slot);
+      if (!Append(b, LogKind::kPut, key, value, &kept_seq[k])) {
+        discard_made();
+        return Status::TableFull(name() + ": no room in the write-ahead log to log anew the "
+                                 "keys a flip cannot place");
+      }
+    }
+  }
+  const uint64_t old_oldest = b->oldest;
+  // The kept entries a new segment serves, into its new buffer (not yet reachable).
+  auto fill = [&](CcehSeg* seg, BhtBuffer* nb) {
+    uint64_t oldest = kBhtNoRecord;
+    for (size_t k = 0; k < kept.size(); ++k) {
+      if (!seg->Serves(kept[k]->hash)) continue;
+      const BhtBucket& from = b->buckets[kept[k]->bucket];
+      const int i = kept[k]->slot;
+      BhtBucket& to = nb->buckets[kept[k]->bucket];
+      const int t = std::countr_zero(static_cast<uint32_t>(~to.valid & kAllSlots));
+      const uint16_t bit = static_cast<uint16_t>(1u << t);
+      const bool logref = (from.logref >> i & 1) != 0;
+      to.tag[t] = from.tag[i];
+      to.slot[t] = from.slot[i];
+      if (logref && relog) to.slot[t].word0 = kept_seq[k];
+      if (logref) to.logref |= bit;
+      to.known |= bit;  // the new segment does not hold it
+      to.valid |= bit;
+      ++nb->entries;
+      ++nb->known_delta;
+      oldest = std::min(oldest, relog ? kept_seq[k] : old_oldest);
+    }
+    if (nb->entries == 0) return;
+    nb->empty.store(false, std::memory_order_relaxed);
+    std::lock_guard<std::mutex> g(log_mu_);
+    nb->oldest = oldest;
+    live_.insert({oldest, nb});
+  };
   std::vector<CcehSeg*> up;
   const Status st = ReplaceSegment(
       s, &images,
@@ -513,7 +604,7 @@ Status Bht::Flip(BhtBuffer* b, FlipReason reason) {
           seg->delta.store(net, std::memory_order_relaxed);
           b->seg.store(seg, std::memory_order_release);
         } else {  // both halves of a buffered segment are buffered (bht.h, invariant 2)
-          NewBuffer(seg);
+          NewBuffer(seg, [&](BhtBuffer* nb) { fill(seg, nb); });
         }
       },
       &up);
@@ -521,28 +612,52 @@ Status Bht::Flip(BhtBuffer* b, FlipReason reason) {
     discard_made();
     return st;
   }
-  // Committed: the overridden records are durably unreachable, the buffer is in PM.
+  // Committed: the overridden records are durably unreachable, the buffer is in PM
+  // (but for the kept entries, whose records the segment never linked).
   for (uint64_t r : replaced) codec().ReleaseRecord(r);
+  CcehSeg* first = b->seg.load(std::memory_order_relaxed);
+  std::vector<uint16_t> stay(buckets_, 0);  // kept slots that stay in this buffer
+  uint64_t oldest = kBhtNoRecord;
+  for (size_t k = 0; k < kept.size(); ++k) {
+    Discard(kept[k]->words);
+    if (!first->Serves(kept[k]->hash)) continue;
+    stay[kept[k]->bucket] |= static_cast<uint16_t>(1u << kept[k]->slot);
+    oldest = std::min(oldest, relog ? kept_seq[k] : old_oldest);
+  }
+  uint32_t staying = 0;
   for (size_t bi = 0; bi < buckets_; ++bi) {
     BhtBucket* bk = &b->buckets[bi];
     if (bk->valid == 0) continue;
+    const uint16_t keep = stay[bi];
     BeginWrite(bk);
-    StoreRelease(&bk->valid, uint16_t{0});
+    if (relog) {
+      for (size_t k = 0; k < kept.size(); ++k) {
+        const int i = kept[k]->slot;
+        if (kept[k]->bucket == bi && (keep >> i & 1) != 0 && (bk->logref >> i & 1) != 0) {
+          StoreRelease(&bk->slot[i].word0, kept_seq[k]);
+        }
+      }
+    }
+    StoreRelease(&bk->valid, keep);
     StoreRelease(&bk->tomb, uint16_t{0});
-    StoreRelease(&bk->logref, uint16_t{0});
-    StoreRelease(&bk->known, uint16_t{0});
+    StoreRelease(&bk->logref, static_cast<uint16_t>(bk->logref & keep));
+    StoreRelease(&bk->known, keep);
     StoreRelease(&bk->present, uint16_t{0});
     EndWrite(bk);
+    staying += static_cast<uint32_t>(std::popcount(keep));
   }
-  b->entries = 0;
-  b->known_delta = 0;
+  b->entries = staying;
+  b->known_delta = staying;
   b->unknown = 0;
-  b->empty.store(true, std::memory_order_release);
+  b->empty.store(staying == 0, std::memory_order_release);
   b->read_misses.store(0, std::memory_order_relaxed);
-  ReleaseLog(b);  // only now: the log held these entries until they were in PM
+  // Only now: the log held these entries until they were in PM. A kept entry's record
+  // (in recovery: the oldest mark it had) holds the log for it.
+  ReleaseLog(b, oldest);
   flips_.fetch_add(1, std::memory_order_relaxed);
-  flip_entries_.fetch_add(entries, std::memory_order_relaxed);
+  flip_entries_.fetch_add(entries - kept.size(), std::memory_order_relaxed);
   flips_by_[static_cast<int>(reason)].fetch_add(1, std::memory_order_relaxed);
+  flip_kept_.fetch_add(kept.size(), std::memory_order_relaxed);
   return Status::OK();
 }
 
@@ -681,11 +796,15 @@ void Bht::PersistHead(uint64_t head) {
   head_persists_.fetch_add(1, std::memory_order_relaxed);
 }
 
-void Bht::ReleaseLog(BhtBuffer* b) {
+void Bht::ReleaseLog(BhtBuffer* b, uint64_t oldest) {
   std::lock_guard<std::mutex> g(log_mu_);
   if (b->oldest != kBhtNoRecord) {
     live_.erase({b->oldest, b});
     b->oldest = kBhtNoRecord;
+  }
+  if (oldest != kBhtNoRecord) {
+    b->oldest = oldest;
+    live_.insert({oldest, b});
   }
   // Reclamation: everything before the oldest record of any buffer is garbage.
   const uint64_t head = live_.empty() ? tail_ : live_.begin()->first;
@@ -940,6 +1059,7 @@ void Bht::FillStats(IndexStats* stats) const {
   c["buffers"] = n;
   c["flips"] = flips();
   c["flip_entries"] = flip_entries_.load(std::memory_order_relaxed);
+  c["flip_kept"] = flip_kept_.load(std::memory_order_relaxed);
   c["flips_full"] = flips_by_[static_cast<int>(FlipReason::kFull)].load();
   c["flips_read_misses"] = flips_by_[static_cast<int>(FlipReason::kReadMisses)].load();
   c["flips_log"] = flips_by_[static_cast<int>(FlipReason::kLog)].load();
@@ -1005,11 +1125,7 @@ void RegisterEngines_bht(EngineRegistry& registry) {
                                  {"log_size", "65536"}},
                .thread_crash_options = {{"segments", "16"}},
                .growth_counters = {"flips", "splits"},
-               .degenerate_hash_known_failure =
-                   "bht's blind buffer takes more keys of one 64-bit hash than a flip can "
-                   "place in a probe window: the flip is then TableFull, the full buffer "
-                   "refuses later deletes of those keys and Close fails (docs/engines/bht.md, "
-                   "\"Keys of one hash\"; not fixed)"};
+               .get_upkeep_counter = "flips_read_misses"};
   info.description = {"bht",
                       "BHT: CCEH with per-segment DRAM write buffers (256-B buckets of 13 "
                       "slots, SIMD tags), a PM write-ahead log and out-of-place flips",

@@ -90,6 +90,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -195,7 +196,8 @@ class Bht : public CcehCore {
   BhtBuffer* BufferOf(const CcehSeg* s) const {
     return static_cast<BhtBuffer*>(s->attachment.load(std::memory_order_acquire));
   }
-  BhtBuffer* NewBuffer(CcehSeg* seg);
+  // A buffer for seg, filled by `fill` (if given) before seg names it.
+  BhtBuffer* NewBuffer(CcehSeg* seg, const std::function<void(BhtBuffer*)>& fill = nullptr);
   // The directory's mark says which segments have a buffer: a buffer_ratio share of
   // the first ones, spread evenly; a split's halves keep their segment's mark.
   bool InitialMark(uint64_t i, uint64_t n) const override;
@@ -222,8 +224,18 @@ class Bht : public CcehCore {
   Status WriteBuffered(BhtBuffer* b, std::string_view key, std::string_view value,
                        uint64_t hash, WriteMode mode, bool tomb, uint64_t replay_seq,
                        Next* next);
-  // Flips b (its lock held): see the header. PoolFull / TableFull with nothing changed.
-  Status Flip(BhtBuffer* b, FlipReason reason);
+  // A write a flip carries into the new segment(s) itself (no log record: the switch
+  // commits it), for a key whose bucket is full even after a flip.
+  struct FlipWrite {
+    std::string_view key, value;
+    uint64_t hash;
+    bool tomb;
+  };
+  // Flips b (its lock held): see the header. Buffered keys that no split can place (more
+  // than a probe window holds of one 41-bit hash prefix) stay in the buffer, logged anew
+  // (in recovery: under their old records), in their half's buffer. `write`: see
+  // FlipWrite; TableFull if it cannot be placed. PoolFull / TableFull with nothing changed.
+  Status Flip(BhtBuffer* b, FlipReason reason, const FlipWrite* write = nullptr);
   // Flips the buffer holding the oldest live record while the log holds more than
   // `limit` slots (no lock held).
   Status RelieveLog(uint64_t limit);
@@ -250,8 +262,9 @@ class Bht : public CcehCore {
   // The record at `seq` if it is valid there: its kind, key and value (views into PM).
   bool ReadRecord(uint64_t seq, LogKind* kind, std::string_view* key, std::string_view* value,
                   uint64_t* slots) const;
-  // Under log_mu_: drops b's oldest mark and persists the head if it moved.
-  void ReleaseLog(BhtBuffer* b);
+  // Under log_mu_: replaces b's oldest mark by `oldest` (none: b holds nothing) and
+  // persists the head if it moved.
+  void ReleaseLog(BhtBuffer* b, uint64_t oldest = kBhtNoRecord);
   void PersistHead(uint64_t head);
   Status Replay(uint64_t head);
 
@@ -277,7 +290,7 @@ class Bht : public CcehCore {
   // Engine counters.
   std::atomic<uint64_t> flips_{0}, flip_entries_{0}, flips_by_[5] = {};
   std::atomic<uint64_t> extra_lookups_{0}, read_misses_{0}, log_records_{0}, log_slots_used_{0},
-      head_persists_{0}, replayed_{0};
+      head_persists_{0}, replayed_{0}, flip_kept_{0};
 };
 
 }  // namespace pmhash::engines

@@ -3,8 +3,9 @@
 // (log replayed, buffers flipped) and must hold exactly the state before or after the
 // operation, with the engine's invariants intact. Covers the slot encoding's operations
 // through the log, a flip (and one that splits its segment), a flip forced by log
-// pressure (log reclamation: the head advanced past the flipped buffer's records), and
-// a flip a search triggers with the read-miss counter.
+// pressure (log reclamation: the head advanced past the flipped buffer's records), a
+// flip a search triggers with the read-miss counter, and under keys of one 64-bit hash a
+// flip that keeps the keys it cannot place (logged anew) and a write through a flip.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -14,6 +15,7 @@
 #include "engines/bht/bht.h"
 #include "support/engine_tests.h"
 #include "support/op_crash.h"
+#include "support/test_engines.h"
 #include "util/hash.h"
 
 namespace pmhash::engines {
@@ -184,6 +186,56 @@ TEST_P(BhtCrashTest, FlipBySearchMissesIsAllOrNothing) {
       },
       InsertsAfterRecovery);
   ExpectAllOrNothing(r, 4);
+}
+
+// Keys of one 64-bit hash (the degenerate test hash) in the one-bucket buffer: keys
+// 0-12 flipped into the window, 13-25 buffered.
+Options OneHashOptions(PersistMode mode) {
+  Options o = OneBucketOptions(mode);
+  o.engine = "bht";
+  o.engine += kDegenerateSuffix;
+  return o;
+}
+// Of a hash value other than that of InsertsAfterRecovery's key, which must go in.
+std::vector<std::string> KeysOfOneHash(size_t n) {
+  return KeysOfDegenerateHash(n, DegenerateHash("after recovery") == kDegenerateHashes[1] ? 2 : 1);
+}
+void InsertKeysOfOneHash(Index* x, Model* m, size_t n) {
+  const std::vector<std::string> keys = KeysOfOneHash(n);
+  for (size_t i = 0; i < n; ++i) {
+    const std::string v = i % 3 ? Key8(i) : "record value " + std::to_string(i);
+    ASSERT_TRUE(x->Insert(keys[i], v).ok()) << i;
+    (*m)[keys[i]] = v;
+  }
+}
+
+TEST_P(BhtCrashTest, FlipThatKeepsKeysItCannotPlaceIsAllOrNothing) {
+  // The 27th key finds the bucket full: the flip places 3 of the 13 buffered keys in the
+  // window's last slots and keeps 10, whose records it appends anew before the head
+  // passes the old ones; then the key is buffered.
+  const OpCrashOutcome r = CrashDuringOp(
+      OneHashOptions(GetParam()), [](Index* x, Model* m) { InsertKeysOfOneHash(x, m, 26); },
+      [](Index* x) {
+        const Status s = x->Insert(KeysOfOneHash(27)[26], "8 bytes!");
+        EXPECT_EQ(Counter(x, "flip_kept"), 10u);
+        return s;
+      },
+      InsertsAfterRecovery);
+  ExpectAllOrNothing(r, 4);
+}
+
+TEST_P(BhtCrashTest, WriteThroughAFlipIsAllOrNothing) {
+  // 16 keys in the window and 13 kept in the full bucket: a delete of a key in the
+  // segment finds no slot even after a flip, and goes in by a flip of its own (one kept
+  // key moves into the freed slot).
+  const std::vector<std::string> keys = KeysOfOneHash(29);
+  for (const bool record : {false, true}) {
+    SCOPED_TRACE(record ? "record" : "inline");
+    const OpCrashOutcome r = CrashDuringOp(
+        OneHashOptions(GetParam()), [](Index* x, Model* m) { InsertKeysOfOneHash(x, m, 29); },
+        [&](Index* x) { return x->Delete(keys[record ? 0 : 1]); }, InsertsAfterRecovery);
+    ExpectAllOrNothing(r, 4);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, BhtCrashTest, testing::PersistModes(),

@@ -14,6 +14,8 @@
 
 #include "engines/cceh/cceh.h"
 #include "support/engine_tests.h"
+#include "support/harness.h"
+#include "support/test_engines.h"
 #include "util/hash.h"
 
 namespace pmhash::engines {
@@ -235,6 +237,68 @@ TEST(BhtTest, RecoveryReplaysTheLogAndCleanCloseNeedsNone) {
   auto index = OpenOrDie(o);
   EXPECT_FALSE(index->Stats().recovered);
   EXPECT_EQ(Counter(index.get(), "recovery_replayed"), 0u) << "Close flipped every buffer";
+  ExpectMatches(index.get(), model);
+}
+
+// Keys of one 64-bit hash, which no split separates: the segment's probe window holds 16,
+// the buffer's bucket 13 more, which flips keep buffered (logged anew); a write that
+// finds that bucket full goes into the segment by a flip of its own, and a new key that
+// cannot is refused. Nothing acknowledged is lost, through a clean Close and a crash.
+TEST(BhtTest, KeysOfOneHashAFlipCannotPlaceStayBufferedAndNothingIsLost) {
+  TempDir dir("bht");
+  Options o = BhtOptions(OneBucket());
+  o.path = dir.File("one-hash.pool");
+  std::string name = "bht";
+  name += kDegenerateSuffix;
+  const EngineSpec spec = FindSpec(name);
+  const std::vector<std::string> keys = KeysOfDegenerateHash(40, 1);
+  Model model;
+  std::unique_ptr<Index> index;
+  ASSERT_TRUE(OpenFile(spec, o.path, o, &index).ok());
+  size_t refused = 0;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const std::string v = i % 2 ? Key8(i) : "a record value " + std::to_string(i);
+    const Status s = index->Insert(keys[i], v);
+    if (s.IsTableFull()) {
+      ++refused;
+      continue;
+    }
+    ASSERT_TRUE(s.ok()) << i << ": " << s.ToString();
+    model[keys[i]] = v;
+  }
+  // 16 in the window and 13 kept in the bucket; the other 11 refused.
+  EXPECT_EQ(model.size(), 29u);
+  EXPECT_EQ(refused, 11u);
+  EXPECT_GT(Counter(index.get(), "flip_kept"), 0u);
+  ExpectMatches(index.get(), model);
+  // Updates and deletes of keys in the segment (each a flip of its own: the bucket is
+  // full) and of kept ones (in their slots) are never refused.
+  for (size_t i = 0; i < 29; i += 3) {
+    ASSERT_TRUE(index->Update(keys[i], "updated!").ok()) << i;
+    model[keys[i]] = "updated!";
+    ASSERT_TRUE(index->Delete(keys[i + 1]).ok()) << i + 1;
+    model.erase(keys[i + 1]);
+  }
+  ExpectMatches(index.get(), model);
+  // Room again: new keys of the hash go in while it lasts.
+  for (size_t i = 29; i < keys.size(); ++i) {
+    const Status s = index->Insert(keys[i], Key8(i));
+    if (s.IsTableFull()) continue;
+    ASSERT_TRUE(s.ok()) << i << ": " << s.ToString();
+    model[keys[i]] = Key8(i);
+  }
+  EXPECT_GT(model.size(), 19u);
+  ExpectMatches(index.get(), model);
+  // A clean Close leaves the kept keys in the log; the reopen replays them.
+  ASSERT_TRUE(index->Close().ok());
+  index.reset();
+  ASSERT_TRUE(OpenFile(spec, o.path, o, &index).ok());
+  EXPECT_FALSE(index->Stats().recovered);
+  EXPECT_GT(Counter(index.get(), "recovery_replayed"), 0u);
+  ExpectMatches(index.get(), model);
+  Abandon(&index);
+  ASSERT_TRUE(OpenFile(spec, o.path, o, &index).ok());
+  EXPECT_TRUE(index->Stats().recovered);
   ExpectMatches(index.get(), model);
 }
 

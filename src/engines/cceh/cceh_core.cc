@@ -136,6 +136,11 @@ uint64_t CcehCore::SegmentKeys() const {
   return c < 0 ? 0 : static_cast<uint64_t>(c);
 }
 
+void CcehCore::ShiftSegmentKeys(int64_t by) {
+  std::lock_guard<std::mutex> g(dir_mu_);
+  base_count_ += by;
+}
+
 // ---- Media attribution --------------------------------------------------------------------
 
 CcehCore::MediaTally::MediaTally(const CcehCore& core, MediaKind kind)
@@ -852,6 +857,19 @@ void CcehCore::SwitchRange(uint64_t first, const std::vector<uint64_t>& entries)
   ps.Publish(&e[first], SealFor(&e[first], entries[0]));
 }
 
+bool CcehCore::SplitSeparates(uint32_t depth, const std::vector<LiveSlot>& entries,
+                              const LiveSlot& e) const {
+  // The keys whose windows overlap e's (start slots less than a window apart, around the
+  // segment) are those that can fill it.
+  uint64_t differ = 0;
+  const size_t start = StartSlot(e.hash);
+  for (const LiveSlot& x : entries) {
+    const size_t d = (StartSlot(x.hash) - start) & (slots_ - 1);
+    if (d < probe_ || slots_ - d < probe_) differ |= x.hash ^ e.hash;
+  }
+  return depth < kCcehMaxDepth && differ >> (63 - kCcehMaxDepth) != 0;
+}
+
 bool CcehCore::Place(CcehImage* image, const KvWords& w, uint64_t hash) const {
   const size_t start = StartSlot(hash);
   for (size_t i = 0; i < probe_; ++i) {
@@ -866,16 +884,22 @@ bool CcehCore::Place(CcehImage* image, const KvWords& w, uint64_t hash) const {
 
 Status CcehCore::BuildImages(uint32_t depth, uint64_t pattern, bool marked,
                              const std::vector<LiveSlot>& entries,
-                             std::vector<Replacement>* out) const {
+                             std::vector<Replacement>* out,
+                             std::vector<LiveSlot>* unplaced) const {
   CcehImage image(slots_);
+  std::vector<LiveSlot> left_out;  // (with `unplaced`) keys no split can place
   bool fits = true;
   for (const LiveSlot& e : entries) {
-    if (!Place(&image, e.words, e.hash)) {
-      fits = false;
-      break;
+    if (Place(&image, e.words, e.hash)) continue;
+    if (unplaced != nullptr && !SplitSeparates(depth, entries, e)) {
+      left_out.push_back(e);  // splitting for it would only double the directory
+      continue;
     }
+    fits = false;
+    break;
   }
   if (fits) {
+    if (unplaced != nullptr) unplaced->insert(unplaced->end(), left_out.begin(), left_out.end());
     out->push_back({std::move(image), depth, pattern, marked});
     return Status::OK();
   }
@@ -886,13 +910,22 @@ Status CcehCore::BuildImages(uint32_t depth, uint64_t pattern, bool marked,
   uint64_t differ = 0;
   for (const LiveSlot& e : entries) differ |= e.hash ^ entries.front().hash;
   if (depth >= kCcehMaxDepth || differ >> (63 - kCcehMaxDepth) == 0) {
-    return Status::TableFull(name() + ": more keys than a probe window holds share a hash "
-                             "prefix of " + std::to_string(kCcehMaxDepth + 1) + " bits");
+    if (unplaced == nullptr) {
+      return Status::TableFull(name() + ": more keys than a probe window holds share a hash "
+                               "prefix of " + std::to_string(kCcehMaxDepth + 1) + " bits");
+    }
+    // No split separates them: the image holds what fits, in order.
+    CcehImage partial(slots_);
+    for (const LiveSlot& e : entries) {
+      if (!Place(&partial, e.words, e.hash)) unplaced->push_back(e);
+    }
+    out->push_back({std::move(partial), depth, pattern, marked});
+    return Status::OK();
   }
   std::vector<LiveSlot> halves[2];
   for (const LiveSlot& e : entries) halves[(e.hash >> (63 - depth)) & 1].push_back(e);
-  PMHASH_RETURN_IF_ERROR(BuildImages(depth + 1, pattern << 1, marked, halves[0], out));
-  return BuildImages(depth + 1, (pattern << 1) | 1, marked, halves[1], out);
+  PMHASH_RETURN_IF_ERROR(BuildImages(depth + 1, pattern << 1, marked, halves[0], out, unplaced));
+  return BuildImages(depth + 1, (pattern << 1) | 1, marked, halves[1], out, unplaced);
 }
 
 Status CcehCore::ReplaceSegment(CcehSeg* s, std::vector<Replacement>* images,

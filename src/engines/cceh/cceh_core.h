@@ -283,6 +283,9 @@ class CcehCore : public Engine {
 
   // Live keys in the segments (bht adds what its buffers hold).
   uint64_t SegmentKeys() const;
+  // Corrects the count taken at open by `by` keys (bht: a clean open whose sealed count
+  // already held the keys its log replay puts back into buffers).
+  void ShiftSegmentKeys(int64_t by);
 
   // The options the core reads (ConfigureCore), for the derived engine's registration.
   static std::vector<OptionSpec> CcehOptions();
@@ -417,9 +420,13 @@ class CcehCore : public Engine {
   // Builds the images that replace a segment of `depth` and `pattern` holding `entries`:
   // one if every entry finds a free slot in its window, else the range split
   // (recursively) by the next hash bit, as CCEH splits. TableFull with resizing off, or
-  // when keys that do not fit share kCcehMaxDepth + 1 top bits.
+  // when keys that do not fit share kCcehMaxDepth + 1 top bits; with `unplaced` given,
+  // such keys go there instead (placed in order: an entry whose window is full when its
+  // turn comes, and which no split would separate from that window's keys) and the
+  // images hold the rest.
   Status BuildImages(uint32_t depth, uint64_t pattern, bool marked,
-                     const std::vector<LiveSlot>& entries, std::vector<Replacement>* out) const;
+                     const std::vector<LiveSlot>& entries, std::vector<Replacement>* out,
+                     std::vector<LiveSlot>* unplaced = nullptr) const;
   // Replaces segment s by `images` (BuildImages of s's range): each written to a new
   // block and persisted, the directory range switched (persist order above), then the
   // old block freed. The caller excludes s's other writers by its own lock; s->mu is
@@ -527,6 +534,10 @@ class CcehCore : public Engine {
   // Under dir_mu_: stores the entries of the range starting at `first` (payloads, in
   // order), the first entry last (persist order above).
   void SwitchRange(uint64_t first, const std::vector<uint64_t>& entries);
+  // Whether a split below `depth` could separate e from the keys of `entries` that share
+  // its probe window (their hashes differ from e's within kCcehMaxDepth + 1 top bits).
+  bool SplitSeparates(uint32_t depth, const std::vector<LiveSlot>& entries,
+                      const LiveSlot& e) const;
   // Places `w` (hash `hash`) into the first empty slot of its window in `image`.
   bool Place(CcehImage* image, const KvWords& w, uint64_t hash) const;
   std::string Where(const void* p) const;

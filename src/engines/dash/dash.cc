@@ -1204,7 +1204,10 @@ void RegisterEngines_dash(EngineRegistry& registry) {
                .growth_counters = {"splits", "doublings"},
                // 26,902 crash images at full length, the most of any engine: half
                // length makes 13,000 and still splits and doubles (make test's budget).
-               .crash_script_scale = 0.5};
+               .crash_script_scale = 0.5,
+               .redundant_persists_known =
+                   "two fences with nothing flushed before them in the crash suite's skewed "
+                   "script (found 2026-11-29, not located yet; docs/engines/dash.md)"};
   info.description = {"dash",
                       "Dash-EH: directory by MSB, segments of 64 + 2 stash 256-byte buckets "
                       "with 14 fingerprinted slots, balanced insert, displacement, stash, "

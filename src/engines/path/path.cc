@@ -391,10 +391,12 @@ Status PathHash::InsertAt(const Cell& c, std::string_view key, std::string_view 
     ps.Persist(c.line, sizeof(PathLine));
     tx->Commit();
   } else {
-    // The words, then the token: Publish fences (the record is durable first), stores
-    // the token and persists the line, whose words were stored before it.
+    // The words, then the token, in one line (its stores persist in order); a record the
+    // codec wrote is fenced first (an inline cell has nothing to order before its line).
     ps.Copy(c.words(), &words, sizeof(words));
-    ps.Publish(c.form(), static_cast<uint8_t>(form));
+    if (form == SlotForm::kRecord) ps.Fence();
+    ps.Store(c.form(), static_cast<uint8_t>(form));
+    ps.Persist(c.line, sizeof(PathLine));
   }
   count_.fetch_add(1, std::memory_order_relaxed);
   return Status::OK();

@@ -316,8 +316,13 @@ void PfhtHash::WriteSlot(PfhtBucket* bucket, size_t i, SlotForm form, const KvWo
   pm::Persister& ps = persister();
   ps.Store(&bucket->slot[i].word1, words.word1);
   ps.Store(&bucket->slot[i].word0, words.word0);
-  if (how == SlotCommit::kStoreOnly) {
+  if (how != SlotCommit::kToken) {
     ps.Store(&bucket->token[i], static_cast<uint8_t>(form));
+    // pfht-log: the lines from the tokens to the slot (one line for slots 0-2), flushed
+    // once; the transaction's fence orders them before its commit.
+    if (how == SlotCommit::kFlush) {
+      ps.Flush(bucket, offsetof(PfhtBucket, slot) + (i + 1) * sizeof(KvWords));
+    }
     return;
   }
   // Data first, durable, then the token: the slot's commit point.
@@ -331,10 +336,11 @@ Status PfhtHash::Place(const Table& t, std::vector<uint8_t>* tags, uint64_t hash
   pm::Persister& ps = persister();
   const bool live = into == PlaceInto::kLiveTable;
   const bool log = live && logged();
-  const SlotCommit commit = live && !logged() ? SlotCommit::kToken : SlotCommit::kStoreOnly;
+  const SlotCommit commit =
+      !live ? SlotCommit::kStoreOnly : logged() ? SlotCommit::kFlush : SlotCommit::kToken;
   std::unique_ptr<pm::UndoLog::Tx> tx;
-  // pfht-log: the buckets the operation changes are saved before it changes them, and
-  // flushed, fenced and the log retired after.
+  // pfht-log: the buckets the operation changes are saved before it changes them; the
+  // lines it changed (WriteSlot, kFlush) fenced and the log retired after.
   const auto begin = [&](std::initializer_list<PfhtBucket*> bs) -> Status {
     if (!log) return Status::OK();
     tx = undo_log().Begin();
@@ -346,9 +352,8 @@ Status PfhtHash::Place(const Table& t, std::vector<uint8_t>* tags, uint64_t hash
     }
     return Status::OK();
   };
-  const auto finish = [&](std::initializer_list<PfhtBucket*> bs) {
+  const auto finish = [&] {
     if (!log) return;
-    for (PfhtBucket* b : bs) ps.Flush(b, sizeof(PfhtBucket));
     ps.Fence();
     tx->Commit();  // the commit point
     log_txs_.fetch_add(1, std::memory_order_relaxed);
@@ -364,7 +369,7 @@ Status PfhtHash::Place(const Table& t, std::vector<uint8_t>* tags, uint64_t hash
     PfhtBucket* dst = f2 > f1 ? b2 : b1;
     PMHASH_RETURN_IF_ERROR(begin({dst}));
     WriteSlot(dst, FreeSlot(dst), form, words, commit);
-    finish({dst});
+    finish();
     *placed = true;
     return Status::OK();
   }
@@ -393,7 +398,7 @@ Status PfhtHash::Place(const Table& t, std::vector<uint8_t>* tags, uint64_t hash
       ps.Store(&x->token[i], uint8_t{0});
       if (commit == SlotCommit::kToken) ps.Persist(&x->token[i], 1);
       WriteSlot(x, i, form, words, commit);
-      finish({dst, x});
+      finish();
       if (live) displacements_.fetch_add(1, std::memory_order_relaxed);
       *placed = true;
       return Status::OK();
@@ -405,7 +410,7 @@ Status PfhtHash::Place(const Table& t, std::vector<uint8_t>* tags, uint64_t hash
   PfhtBucket* sb = &t.stash[k / kPfhtAssoc];
   PMHASH_RETURN_IF_ERROR(begin({sb}));
   WriteSlot(sb, k % kPfhtAssoc, form, words, commit);
-  finish({sb});
+  finish();
   (*tags)[k] = StashTag(hash);
   if (live) {
     ++stash_used_;

@@ -195,8 +195,9 @@ class PfhtHash : public Engine {
   // Where Place writes: the live table (pfht commits each slot by its token, pfht-log logs
   // the buckets it changes) or a resize's unpublished table (plain stores).
   enum class PlaceInto : uint8_t { kLiveTable, kNewTable };
-  // How WriteSlot commits: data, flush, fence, token persisted; or stores only.
-  enum class SlotCommit : uint8_t { kToken, kStoreOnly };
+  // How WriteSlot commits: data, flush, fence, token persisted; stores and a flush of the
+  // changed lines (the caller fences); or stores only.
+  enum class SlotCommit : uint8_t { kToken, kFlush, kStoreOnly };
 
   static void PositionsOf(uint64_t hash, uint64_t n, uint64_t* p1, uint64_t* p2);
   static uint8_t StashTag(uint64_t hash) { return static_cast<uint8_t>((hash >> 56) | 1); }
@@ -211,8 +212,9 @@ class PfhtHash : public Engine {
   // place; then nothing changed.
   Status Place(const Table& t, std::vector<uint8_t>* tags, uint64_t hash, SlotForm form,
                const KvWords& words, PlaceInto into, bool* placed);
-  // kToken (pfht, live): words, flush, fence, token persisted. kStoreOnly: pfht-log (Place
-  // flushes the logged buckets before Commit) and a resize (the table is flushed whole).
+  // kToken (pfht, live): words, flush, fence, token persisted. kFlush: pfht-log (stores,
+  // then the lines from the tokens to the slot flushed; Place fences before Commit).
+  // kStoreOnly: a resize (the table is flushed whole).
   void WriteSlot(PfhtBucket* bucket, size_t i, SlotForm form, const KvWords& words,
                  SlotCommit how);
   Status Grow(uint64_t observed_n);

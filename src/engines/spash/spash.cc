@@ -1114,6 +1114,7 @@ void Spash::Merge(const Directory::Held& low, const Directory::Held& high) {
   const unsigned d = DirEntry::Depth(low.word), g = low.table->depth;
   uint64_t words[kSlots];
   for (int i = 0; i < kSlots; ++i) words[i] = KeyWordOf(s0, i);
+  unsigned stored = 0;  // the low segment's buckets (one line each) stored to
   // The buddy's entries into the free slots of the low segment (circular probing from
   // each one's main bucket); the low segment's own entries stay.
   for (int i = 0; i < kSlots; ++i) {
@@ -1122,12 +1123,19 @@ void Spash::Merge(const Directory::Held& low, const Directory::Held& high) {
     const int j = PlaceInImage(words, MainBucket(KeyWord::LowHash(w)));
     words[j] = w | (words[j] & KeyWord::kHint);
     p.Store(&s0->bucket[j / 4].slot[j % 4].value, s1->bucket[i / 4].slot[i % 4].value);
+    stored |= 1u << (j / 4);
   }
   for (int i = 0; i < kSlots; ++i) {
-    if (KeyWordOf(s0, i) != words[i]) p.Store(&KeyWordOf(s0, i), words[i]);
+    if (KeyWordOf(s0, i) != words[i]) {
+      p.Store(&KeyWordOf(s0, i), words[i]);
+      stored |= 1u << (i / 4);
+    }
   }
-  p.Flush(s0, sizeof(Segment));
-  p.Fence();
+  // Only the lines stored to (an empty buddy: none, and nothing to fence).
+  for (int b = 0; b < 4; ++b) {
+    if ((stored >> b & 1) != 0) p.Flush(&s0->bucket[b], sizeof(Bucket));
+  }
+  if (stored != 0) p.Fence();
   StoreRecord(s0, d - 1, low.first >> (g - d + 1));
   StoreRecord(s1, 0, 0);
   p.Fence();
