@@ -52,10 +52,17 @@ LABELS = {
     "fences_per_op": ("fences/op", "{:.2f}"),
     "pm_bytes_written_per_op": ("PM bytes written/op", "{:.1f}"),
     "pm_lines_read_per_op": ("PM lines read/op", "small"),
+    "pm_lines_written_per_op": ("PM lines written/op", "small"),
+    "media_writes_per_op": ("media lines written/op", "small"),
+    "redundant_flushes_per_op": ("redundant flushes/op", "small"),
+    "redundant_fences_per_op": ("redundant fences/op", "small"),
     "media_reads_per_op": ("media lines read/op", "small"),
     "media_write_amp": ("media write amp", "{:.2f}"),
     "load_factor": ("load factor", "{:.3f}"),
     "recovery_ms": ("recovery ms", "{:.1f}"),
+    "recovery_open_ms": ("Open after a crash, ms", "{:.1f}"),
+    "reopen_ms": ("clean reopen ms", "{:.1f}"),
+    "seconds": ("seconds", "{:.2f}"),
     "false_positive_rate": ("false-positive rate", "{:.3g}"),
     "pm_bytes_per_key": ("PM B/key", "{:.1f}"),
     "dram_bytes_per_key": ("DRAM B/key", "{:.1f}"),
@@ -178,12 +185,19 @@ def render(name, doc, scenario):
             out.append("- run `{}`: `{}`".format(r.get("label", "?"), r["args"]))
     out.append("")
     if rounds >= 2:
-        out.append("{} rounds; each figure is the median over the rounds (min-max); Mops/s "
-                   "also as the ratio to {} per round, median (min-max).".format(
-                       rounds, engines[0] if engines else "the first engine"))
+        out.append("{} rounds; each figure is the median over the rounds (min-max){}.".format(
+            rounds, "" if "mops" not in metrics or len(engines) < 2 else
+            "; Mops/s also as the ratio to {} per round, median (min-max)".format(engines[0])))
     else:
         out.append("One round: each figure is that round's.")
     out.append("")
+    # Rows in each run's phase order; a phase that runs more than once is numbered.
+    run_order = {}
+    for k in keys:
+        run_order.setdefault(k[0], len(run_order))
+    keys.sort(key=lambda k: (run_order[k[0]], k[1], k[3], k[4] or 1))
+    repeated = {(k[0], k[2]) for k in keys
+                if len({j[1] for j in keys if j[0] == k[0] and j[2] == k[2]}) > 1}
     multi_run = len({k[0] for k in keys}) > 1
     # One engine: a column per figure; several: a column per engine, a row per figure.
     by_metric = len(engines) == 1
@@ -193,9 +207,10 @@ def render(name, doc, scenario):
     out.append("| " + " | ".join(head) + " |")
     out.append("|" + "---|" * len(head))
     for key in keys:
-        run, _, phase, threads, batch = key
+        run, index, phase, threads, batch = key
+        name = "{} {}".format(phase, index + 1) if (run, phase) in repeated else phase
         start = ([run] if multi_run else []) + [
-            phase if batch in (None, 1) else "{} (batch {})".format(phase, batch),
+            name if batch in (None, 1) else "{} (batch {})".format(name, batch),
             str(threads)]
         if by_metric:
             r = cells[key + (engines[0],)]
