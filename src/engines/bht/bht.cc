@@ -139,8 +139,10 @@ Status Bht::Recover(bool clean) {
   if (clean) {
     // Close sealed Count(), kept keys included; the replay counted them again.
     int64_t buffered = 0;
-    std::lock_guard<std::mutex> g(buffers_mu_);
-    for (const auto& b : buffers_) buffered += b->known_delta;
+    {
+      std::lock_guard<std::mutex> g(buffers_mu_);  // not with dir_mu_ (AssignBuffers' order)
+      for (const auto& b : buffers_) buffered += b->known_delta;
+    }
     ShiftSegmentKeys(-buffered);
   }
   return Status::OK();
