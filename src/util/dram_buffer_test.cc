@@ -55,5 +55,39 @@ TEST(DramBufferTest, BadSizesAreErrorsNotCrashes) {
   EXPECT_FALSE(huge.ok());
 }
 
+// Counts constructions and destructions (the side tables' segments hold locks and atomics
+// whose initial values are not all zero).
+struct Tracked {
+  static inline int live = 0;
+  uint64_t word = 7;
+  Tracked() { ++live; }
+  ~Tracked() { --live; }
+};
+
+TEST(DramArrayTest, ConstructsEachElementAndDestroysThemOnce) {
+  {
+    Result<DramArray<Tracked>> r = DramArray<Tracked>::Allocate(100000);  // huge pages
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(Tracked::live, 100000);
+    DramArray<Tracked> moved = std::move(*r);
+    EXPECT_EQ(Tracked::live, 100000);
+    EXPECT_EQ(moved.size(), 100000u);
+    EXPECT_EQ(r->size(), 0u);
+    for (size_t i = 0; i < moved.size(); ++i) ASSERT_EQ(moved[i].word, 7u);
+    moved[99999].word = 9;
+    DramArray<Tracked> other;
+    other = std::move(moved);  // the empty array it replaces destroys nothing
+    EXPECT_EQ(other[99999].word, 9u);
+    EXPECT_EQ(Tracked::live, 100000);
+  }
+  EXPECT_EQ(Tracked::live, 0);
+}
+
+TEST(DramArrayTest, BadSizesAreErrors) {
+  EXPECT_TRUE(DramArray<Tracked>::Allocate(0).status().IsInvalidArgument());
+  EXPECT_TRUE(DramArray<Tracked>::Allocate(~size_t{0} / 4).status().IsInvalidArgument());
+  EXPECT_EQ(Tracked::live, 0);
+}
+
 }  // namespace
 }  // namespace pmhash

@@ -153,9 +153,16 @@ CcehCore::MediaTally::~MediaTally() {
 
 // ---- Creation ----------------------------------------------------------------------------
 
+Status CcehCore::MakeSideTable() {
+  segment_shift_ = Log2(segment_bytes_);
+  Result<DramArray<CcehSeg>> table = DramArray<CcehSeg>::Allocate(pool().size() >> segment_shift_);
+  if (!table.ok()) return table.status();
+  table_ = std::move(*table);
+  return Status::OK();
+}
+
 Status CcehCore::CreateCore(const RootLayout& layout) {
-  table_size_ = pool().size() / segment_bytes_;
-  table_.reset(new CcehSeg[table_size_]);
+  PMHASH_RETURN_IF_ERROR(MakeSideTable());
   uint64_t n = initial_segments_;
   if (n == 0) {
     const uint64_t cap = initial_capacity();
@@ -310,8 +317,7 @@ Status CcehCore::RecoverCore(const RootLayout& layout, bool clean, uint64_t* sto
                               "makes");
   }
   segment_bytes_ = bytes;
-  table_size_ = pool().size() / segment_bytes_;
-  table_.reset(new CcehSeg[table_size_]);
+  PMHASH_RETURN_IF_ERROR(MakeSideTable());
   slots_ = bytes / sizeof(KvWords);
   bucket_mask_ = slots_ / kCcehBucketSlots - 1;
   probe_ = static_cast<size_t>(r->probe_slots);
@@ -1161,7 +1167,7 @@ void CcehCore::FillCoreStats(IndexStats* stats) const {
   const uint32_t depth = global_depth();
   stats->key_slots = n * slots_;
   // The side table (one slot per segment-sized piece of the pool) and the live list.
-  stats->dram_bytes = sizeof(*this) + table_size_ * sizeof(CcehSeg) + n * sizeof(CcehSeg*);
+  stats->dram_bytes = sizeof(*this) + table_.size() * sizeof(CcehSeg) + n * sizeof(CcehSeg*);
   auto& c = stats->engine_counters;
   c["segments"] = n;
   c["global_depth"] = depth;

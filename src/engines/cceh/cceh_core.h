@@ -160,6 +160,7 @@
 #include "common/slot.h"
 #include "engines/engine.h"
 #include "engines/striping.h"
+#include "util/dram_buffer.h"
 
 namespace pmhash::engines {
 
@@ -509,8 +510,11 @@ class CcehCore : public Engine {
   // The segment offset the live directory names for `hash` (read with no lock: garbage
   // while a doubling frees the directory it read, so callers check it: InTable).
   uint64_t EntryOffset(uint64_t hash) const;
-  bool InTable(uint64_t offset) const { return offset / segment_bytes_ < table_size_; }
-  CcehSeg* SegAt(uint64_t offset) const { return &table_[offset / segment_bytes_]; }
+  // A shift, not a divide: both are on every operation's path.
+  bool InTable(uint64_t offset) const { return (offset >> segment_shift_) < table_.size(); }
+  CcehSeg* SegAt(uint64_t offset) const { return &table_[offset >> segment_shift_]; }
+  // The side table for the pool's size and segment_bytes_ (Create, Recover).
+  Status MakeSideTable();
 
   Status ValidateDirectory(uint64_t dir, uint32_t* depth) const;
   // Walks the directory at `dir` (depth G) range by range: fn(first index, entries,
@@ -544,6 +548,7 @@ class CcehCore : public Engine {
 
   // Geometry.
   uint64_t segment_bytes_ = kCcehDefaultSegmentBytes;
+  uint32_t segment_shift_ = 0;  // log2(segment_bytes_), set with the side table
   uint64_t slots_ = 0;
   uint64_t bucket_mask_ = 0;
   size_t probe_ = kCcehProbeSlots;
@@ -556,8 +561,9 @@ class CcehCore : public Engine {
   std::atomic<uint64_t> dir_word_{0};
   mutable std::mutex dir_mu_;        // the directory lock; guards live_, base_count_
   std::vector<uint64_t> retired_dirs_;  // old directories, freed at Close (dir_mu_)
-  std::unique_ptr<CcehSeg[]> table_;  // the side table: pool size / segment size slots
-  uint64_t table_size_ = 0;
+  // The side table: pool size / segment size slots, on huge pages where the kernel allows
+  // (a random segment's state costs a cache miss, not also a page walk).
+  DramArray<CcehSeg> table_;
   std::vector<CcehSeg*> live_;  // every live segment's state
   int64_t base_count_ = 0;      // keys at open, plus the deltas of retired segments
 

@@ -145,10 +145,16 @@ void Dash::BringUp(uint64_t offset, uint32_t depth, uint64_t pattern, int64_t ke
   live_.push_back(s);
 }
 
-Status Dash::Create() {
-  table_size_ = pool().size() / SegBytes() + 1;
+Status Dash::MakeSideTable() {
   seg_magic_ = ~uint64_t{0} / (buckets_ + stash_) + 1;
-  table_.reset(new DashSeg[table_size_]);
+  Result<DramArray<DashSeg>> table = DramArray<DashSeg>::Allocate(pool().size() / SegBytes() + 1);
+  if (!table.ok()) return table.status();
+  table_ = std::move(*table);
+  return Status::OK();
+}
+
+Status Dash::Create() {
+  PMHASH_RETURN_IF_ERROR(MakeSideTable());
   uint64_t n = initial_segments_;
   if (n == 0) {  // auto: initial_capacity at half the slots, else the original's 64
     const uint64_t cap = initial_capacity(), slots = (buckets_ + stash_) * kDashSlots;
@@ -354,7 +360,7 @@ Dash::Loc Dash::Find(const DashBucket* bk, std::string_view key, uint64_t hash) 
 
 Optimistic Dash::FindOptimistic(uint64_t hash, OptimisticRead* read) const {
   const uint64_t off = EntryPayload(hash) & ~kDepthMask;
-  if (SegIndex(off) >= table_size_) return Optimistic::kRetry;
+  if (SegIndex(off) >= table_.size()) return Optimistic::kRetry;
   const DashSeg* s = SegAt(off);
   const DashBucket* bk = BucketsOf(off);
   PrefetchBuckets(bk, hash);
@@ -458,7 +464,7 @@ __attribute__((noinline)) Status Dash::GetLocked(std::string_view key, uint64_t 
 
 void Dash::Prefetch(uint64_t hash) const {
   const uint64_t off = EntryPayload(hash) & ~kDepthMask;
-  if (SegIndex(off) >= table_size_) return;
+  if (SegIndex(off) >= table_.size()) return;
   PrefetchBuckets(BucketsOf(off), hash);
 }
 
@@ -884,9 +890,7 @@ Status Dash::Recover(bool clean) {
   uint32_t depth = 0;
   PMHASH_RETURN_IF_ERROR(ValidateDirectory(dir, &depth));
   PMHASH_RETURN_IF_ERROR(CheckTableBlock(dir, DirBytes(uint64_t{1} << depth)));
-  table_size_ = pool().size() / SegBytes() + 1;
-  seg_magic_ = ~uint64_t{0} / (buckets_ + stash_) + 1;
-  table_.reset(new DashSeg[table_size_]);
+  PMHASH_RETURN_IF_ERROR(MakeSideTable());
   std::unique_lock<std::shared_mutex> g(dir_mu_);
   live_.clear();
   repaired_entries_ = 0;
@@ -1142,7 +1146,7 @@ void Dash::FillStats(IndexStats* stats) const {
   for (const DashSeg* s : live_) count += s->keys.load(std::memory_order_relaxed);
   stats->count = static_cast<uint64_t>(count);
   stats->key_slots = n * (buckets_ + stash_) * kDashSlots;
-  stats->dram_bytes = sizeof(*this) + table_size_ * sizeof(DashSeg) + n * sizeof(DashSeg*);
+  stats->dram_bytes = sizeof(*this) + table_.size() * sizeof(DashSeg) + n * sizeof(DashSeg*);
   auto& c = stats->engine_counters;
   c["segments"] = n;
   c["global_depth"] = dir_word_.load(std::memory_order_relaxed) & kDepthMask;

@@ -127,6 +127,7 @@
 #include "common/match.h"
 #include "common/slot.h"
 #include "engines/engine.h"
+#include "util/dram_buffer.h"
 
 namespace pmhash::engines {
 
@@ -221,6 +222,8 @@ class Dash : public Engine {
     return static_cast<uint64_t>((static_cast<unsigned __int128>(offset >> 8) * seg_magic_) >> 64);
   }
   DashSeg* SegAt(uint64_t offset) const { return &table_[SegIndex(offset)]; }
+  // The side table for the pool's size and the geometry (Create, Recover).
+  Status MakeSideTable();
   // Starts loading the key's two buckets (8 lines): the metadata lines and the slot line
   // a search or write reads next then arrive together.
   void PrefetchBuckets(const DashBucket* bk, uint64_t hash) const {
@@ -313,8 +316,9 @@ class Dash : public Engine {
   std::atomic<uint64_t> dir_word_{0};  // directory offset | G
   mutable std::shared_mutex dir_mu_;
   std::vector<uint64_t> retired_dirs_;
-  std::unique_ptr<DashSeg[]> table_;
-  uint64_t table_size_ = 0;
+  // The side table, on huge pages where the kernel allows (a random segment's state costs
+  // a cache miss, not also a page walk).
+  DramArray<DashSeg> table_;
   uint64_t seg_magic_ = 0;  // ceil(2^64 / (buckets_ + stash_)): SegIndex
   std::vector<DashSeg*> live_;  // dir_mu_
 
