@@ -155,7 +155,7 @@ Status Bht::Replay(uint64_t head) {
   uint64_t slots = 0;
   for (uint64_t n = 0; n < log_slots_ && ReadRecord(seq, &kind, &key, &value, &slots); ++n) {
     {
-      std::lock_guard<std::mutex> g(log_mu_);
+      std::lock_guard<RwSpinLock> g(log_mu_);
       tail_ = seq;  // no flip during replay reclaims this record or any after it
     }
     if (kind != LogKind::kPad) {
@@ -188,7 +188,7 @@ Status Bht::Replay(uint64_t head) {
     seq += slots;
   }
   {
-    std::lock_guard<std::mutex> g(log_mu_);
+    std::lock_guard<RwSpinLock> g(log_mu_);
     tail_ = seq;
     used_.store(tail_ - head_, std::memory_order_relaxed);
   }
@@ -348,7 +348,7 @@ Status Bht::WriteBuffered(BhtBuffer* b, std::string_view key, std::string_view v
       return Status::OK();
     }
   } else {
-    std::lock_guard<std::mutex> g(log_mu_);
+    std::lock_guard<RwSpinLock> g(log_mu_);
     if (b->oldest == kBhtNoRecord) {
       b->oldest = seq;
       live_.insert({seq, b});
@@ -593,7 +593,7 @@ Status Bht::Flip(BhtBuffer* b, FlipReason reason, const FlipWrite* write) {
     }
     if (nb->entries == 0) return;
     nb->empty.store(false, std::memory_order_relaxed);
-    std::lock_guard<std::mutex> g(log_mu_);
+    std::lock_guard<RwSpinLock> g(log_mu_);
     nb->oldest = oldest;
     live_.insert({oldest, nb});
   };
@@ -667,7 +667,7 @@ Status Bht::RelieveLog(uint64_t limit) {
   while (used_.load(std::memory_order_relaxed) > limit) {
     BhtBuffer* oldest = nullptr;
     {
-      std::lock_guard<std::mutex> g(log_mu_);
+      std::lock_guard<RwSpinLock> g(log_mu_);
       if (live_.empty()) return Status::OK();
       oldest = live_.begin()->second;
     }
@@ -702,7 +702,7 @@ void Bht::ForEachBuffered(BhtBuffer* b,
 
 Status Bht::FlipAll(FlipReason reason) {
   PMHASH_RETURN_IF_ERROR(ForEachBuffer([&](BhtBuffer* b) { return Flip(b, reason); }));
-  std::lock_guard<std::mutex> g(log_mu_);
+  std::lock_guard<RwSpinLock> g(log_mu_);
   if (live_.empty() && head_ != tail_) {
     PersistHead(tail_);
     head_ = tail_;
@@ -732,7 +732,7 @@ bool Bht::Append(BhtBuffer* b, LogKind kind, std::string_view key, std::string_v
                  uint64_t* seq) {
   pm::Persister& ps = persister();
   const uint64_t slots = RecordSlots(key.size(), value.size());
-  std::lock_guard<std::mutex> g(log_mu_);
+  std::lock_guard<RwSpinLock> g(log_mu_);
   const uint64_t pos = tail_ % log_slots_;
   const uint64_t pad = pos + slots > log_slots_ ? log_slots_ - pos : 0;
   if (tail_ + pad + slots - head_ > log_slots_) return false;
@@ -799,7 +799,7 @@ void Bht::PersistHead(uint64_t head) {
 }
 
 void Bht::ReleaseLog(BhtBuffer* b, uint64_t oldest) {
-  std::lock_guard<std::mutex> g(log_mu_);
+  std::lock_guard<RwSpinLock> g(log_mu_);
   if (b->oldest != kBhtNoRecord) {
     live_.erase({b->oldest, b});
     b->oldest = kBhtNoRecord;
@@ -1030,7 +1030,7 @@ Status Bht::CheckInvariants() const {
     return Status::Corruption("bht: Count() is " + std::to_string(Count()) + " but the segments "
                               "and buffers hold " + std::to_string(count) + " keys");
   }
-  std::lock_guard<std::mutex> g(log_mu_);
+  std::lock_guard<RwSpinLock> g(log_mu_);
   if (oldest != kBhtNoRecord && oldest < head_) {
     return Status::Corruption("bht: a buffer's oldest record lies before the log head");
   }
@@ -1081,7 +1081,7 @@ void Bht::FillStats(IndexStats* stats) const {
 void Bht::DescribeEngineLayout(const pm::RegionVisitor& mark) const {
   DescribeCore(mark);
   // The live records: each checks itself, but a damaged last one reads as torn.
-  std::lock_guard<std::mutex> g(log_mu_);
+  std::lock_guard<RwSpinLock> g(log_mu_);
   for (uint64_t seq = head_; seq < tail_;) {
     LogKind kind;
     std::string_view k, v;
