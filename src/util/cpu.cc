@@ -31,6 +31,7 @@ CpuFeatures Detect() {
   if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
     f.clflushopt = (b >> 23) & 1;
     f.clwb = (b >> 24) & 1;
+    f.rtm = (b >> 11) & 1;
     f.avx2 = ymm_saved && ((b >> 5) & 1);
     f.avx512bw = zmm_saved && ((b >> 16) & 1) && ((b >> 30) & 1);
   }

@@ -10,6 +10,7 @@ struct CpuFeatures {
   bool clflush = false, clflushopt = false, clwb = false;
   bool sse2 = false, avx2 = false;
   bool avx512bw = false;  // avx512f and avx512bw, with the OS saving the zmm state
+  bool rtm = false;       // Intel TSX restricted transactional memory (util/htm.h)
   // This machine's features (cached after the first call).
   static const CpuFeatures& Get();
 };

@@ -117,6 +117,25 @@ Directory::LockResult Directory::Lock(const Place& place, Held* held) {
   return LockResult::kLocked;
 }
 
+bool Directory::Subscribe(const Place& place, Held* held) const {
+  Table* t = place.table;
+  const uint64_t e = t->entries[place.index].load(std::memory_order_acquire);
+  const unsigned d = DirEntry::Depth(e);
+  // A range of a transition's next table (its stages may still be copied) takes the
+  // lock path, which copies them.
+  if (DirEntry::Busy(e) || d > t->depth || Current() != t) return false;
+  const uint64_t count = uint64_t{1} << (t->depth - d);
+  const uint64_t first = place.index & ~(count - 1);
+  for (uint64_t i = first; i < first + count; ++i) {
+    if (DirEntry::Busy(t->entries[i].load(std::memory_order_acquire))) return false;
+  }
+  held->table = t;
+  held->first = first;
+  held->count = count;
+  held->word = t->entries[first].load(std::memory_order_relaxed);
+  return true;
+}
+
 bool Directory::TryLockRange(Table* t, uint64_t first, uint64_t count, Held* held) {
   uint64_t locked = 0;
   for (uint64_t i = first; i < first + count; ++i) {

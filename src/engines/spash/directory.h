@@ -135,6 +135,16 @@ class Directory {
     Free(current_.exchange(t.release(), std::memory_order_acq_rel));
     return Status::OK();
   }
+  // The same, the entries written by fill(entries) into a zeroed table: it returns false
+  // to keep the current table (*installed false).
+  template <typename Fill>
+  Status ResetIf(unsigned depth, Fill&& fill, bool* installed) {
+    std::unique_ptr<Table> t = Table::Make(depth);
+    if (t == nullptr) return OutOfMemory(depth);
+    *installed = fill(t->entries);
+    if (*installed) Free(current_.exchange(t.release(), std::memory_order_acq_rel));
+    return Status::OK();
+  }
   static Status OutOfMemory(unsigned depth);
 
   // The current table (readers: inside an epoch guard; it stays valid until they leave).
@@ -158,6 +168,12 @@ class Directory {
   // read before: `seen`, not busy). kLocked only if the entry still holds `seen`'s
   // segment and depth (its version may have moved: the caller validates).
   LockResult Lock(const Place& place, Held* held);
+  // Inside a hardware transaction, in place of Lock: the range Lock would hold, with no
+  // store: every entry of it read (a writer that then locks one, or a stage that freezes
+  // one, aborts the transaction) and none busy. False (take the lock) if one is, or if
+  // the place is in a transition's next table. The transaction's commit releases it as
+  // Lock's holder would (ReleaseAs, version + 1) if it changed the segment.
+  bool Subscribe(const Place& place, Held* held) const;
   // Locks the aligned range [first, first + count) of `table` (a merge's buddy): false,
   // holding nothing, if any entry is busy or frozen.
   bool TryLockRange(Table* table, uint64_t first, uint64_t count, Held* held);

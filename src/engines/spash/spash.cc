@@ -13,6 +13,7 @@
 
 #include "common/locks.h"
 #include "util/hash.h"
+#include "util/htm.h"
 
 namespace pmhash::engines {
 namespace {
@@ -144,7 +145,7 @@ uint64_t Spash::Count() const {
 
 // ---- Options, blocks, creation -----------------------------------------------------------
 
-Status Spash::Configure(EngineOptions& options, const Options& /*index_options*/) {
+Status Spash::Configure(EngineOptions& options, const Options& index_options) {
   initial_depth_opt_ = static_cast<unsigned>(options.Uint("initial_depth"));
   merge_fill_ = options.Double("merge_fill");
   const uint64_t hot = options.Uint("hot_keys");
@@ -153,6 +154,7 @@ Status Spash::Configure(EngineOptions& options, const Options& /*index_options*/
   compacted_flush_ = options.Bool("compacted_flush");
   chunk_write_back_ = options.Bool("chunk_write_back");
   htm_ = options.Bool("htm_emulated");
+  rtm_ = options.Bool("htm_rtm");
   htm_retries_ = static_cast<unsigned>(options.Uint("htm_retries"));
   htm_abort_rate_ = options.Double("htm_abort_rate");
   read_lock_ = options.Bool("read_lock");
@@ -163,6 +165,20 @@ Status Spash::Configure(EngineOptions& options, const Options& /*index_options*/
     return Status::InvalidArgument("option hot_keys=" + std::to_string(hot) +
                                    " must be hot_per_partition (" + std::to_string(per) +
                                    ") times a power of two");
+  }
+  if (rtm_) {
+    if (htm_) return Status::InvalidArgument("options htm_emulated and htm_rtm exclude each other");
+    if (index_options.persist != PersistMode::kEadr) {
+      return Status::InvalidArgument(
+          "option htm_rtm=on needs persist=eadr (the paper's platform): a flush inside an RTM "
+          "transaction aborts it");
+    }
+    if (!htm::Usable()) {
+      return Status::InvalidArgument(
+          "option htm_rtm=on: this CPU runs no RTM transaction (cpuid has no rtm, or TSX is "
+          "disabled); htm_emulated=on runs the same code in the crash simulator's regions");
+    }
+    htm_ = true;
   }
   hot_.Reset(hot, per);
   return Status::OK();
@@ -515,6 +531,26 @@ struct Spash::Commit {
 
 Spash::Acquired Spash::Acquire(const Directory::Place& place, uint64_t seen, bool try_region,
                                Commit* c, int attempt) {
+  if (try_region && rtm_) {
+    // From here to Finish's release one RTM transaction: an abort (a conflict, or the
+    // AbortRetry / AbortFallback below and in the commit) comes back here with every
+    // store undone.
+    // The injected abort is drawn outside: an abort would undo the draw's state too.
+    const bool inject = Draw(&MyState().rng, htm_abort_rate_);
+    const unsigned status = htm::Begin();
+    if (status != htm::kStarted) {
+      return htm::ExplicitCode(status) == htm::kFallbackCode ? Acquired::kAbortedForGood
+                                                              : Acquired::kAborted;
+    }
+    Directory::Held held;
+    if (inject || Directory::Load(place) != seen || !dir_.Subscribe(place, &held)) {
+      htm::AbortRetry();
+      return Acquired::kAborted;  // not reached: the abort resumes at Begin
+    }
+    c->Init(held);
+    c->in_region = true;
+    return Acquired::kHeld;
+  }
   if (try_region) {
     pm::Persister& p = persister();
     if (p.BeginAtomic() != pm::AtomicOutcome::kStarted) return Acquired::kAborted;
@@ -554,7 +590,8 @@ Spash::Acquired Spash::Acquire(const Directory::Place& place, uint64_t seen, boo
 
 bool Spash::Finish(Commit& c) {
   pm::Persister& p = persister();
-  if (c.in_region) {
+  const bool in_rtm = c.in_region && rtm_;  // ends after the release below
+  if (c.in_region && !rtm_) {
     // An abort injected at the end undoes every store of the region, as a conflict
     // detected at commit would.
     if (Draw(&MyState().rng, htm_abort_rate_)) {
@@ -579,8 +616,13 @@ bool Spash::Finish(Commit& c) {
                      DirEntry::Make(DirEntry::Segment(w), DirEntry::Depth(w), DirEntry::Count(w),
                                     version));
     }
-  } else {
+  } else if (!in_rtm) {  // a transaction subscribed to the range: nothing to give back
     dir_.Release(c.held);
+  }
+  if (in_rtm) {
+    htm::End();
+    c.in_region = false;
+    htm_commits_.fetch_add(1, std::memory_order_relaxed);
   }
   if (c.write_back != nullptr) p.WriteBack(c.write_back, c.write_back_bytes);
   for (int i = 0; i < c.nfree; ++i) FreeRecord(c.to_free[i]);
@@ -716,8 +758,8 @@ Status Spash::DoWrite(std::string_view key, std::string_view value, uint64_t h, 
     Commit c;
     const bool try_region = htm_ && aborts < htm_retries_;
     const Acquired a = Acquire(place, e, try_region, &c, attempt);
-    if (a == Acquired::kAborted) {
-      ++aborts;
+    if (a == Acquired::kAborted || a == Acquired::kAbortedForGood) {
+      aborts = a == Acquired::kAborted ? aborts + 1 : htm_retries_;
       htm_aborts_.fetch_add(1, std::memory_order_relaxed);
       continue;
     }
@@ -741,6 +783,7 @@ Status Spash::DoWrite(std::string_view key, std::string_view value, uint64_t h, 
       o = InsertLocked(c, p.free, key, value, h, &record, &result);
     }
     if (o == Outcome::kNeedsFallback) {
+      if (rtm_) htm::AbortFallback();  // resumes in Acquire: kAbortedForGood
       persister().AbortAtomic();
       dir_.Release(c.held);
       aborts = htm_retries_;
@@ -1023,8 +1066,8 @@ Status Spash::DoDelete(std::string_view key, uint64_t h) {
     Commit c;
     const bool try_region = htm_ && aborts < htm_retries_;
     const Acquired a = Acquire(place, e, try_region, &c, attempt);
-    if (a == Acquired::kAborted) {
-      ++aborts;
+    if (a == Acquired::kAborted || a == Acquired::kAbortedForGood) {
+      aborts = a == Acquired::kAborted ? aborts + 1 : htm_retries_;
       htm_aborts_.fetch_add(1, std::memory_order_relaxed);
       continue;
     }
@@ -1335,6 +1378,7 @@ Status Spash::Recover(bool clean) {
   block_start_.reset(new std::atomic<uint64_t>[pool().heap_size() / kSpashBlockBytes + 1]());
   head_block_ = head;
   std::vector<SegmentRef> live;
+  live.reserve(blocks.size() * kSpashSegmentsPerBlock);
   for (auto it = blocks.rbegin(); it != blocks.rend(); ++it) {  // oldest first
     const BlockRef& b = *it;
     if (!allocator().IsAllocated(b.offset) || allocator().UsableSize(b.offset) < kSpashBlockBytes) {
@@ -1416,6 +1460,26 @@ Status Spash::RebuildDirectory(std::vector<SegmentRef>* live, bool crashed,
   unsigned g = floor_depth_;
   for (const SegmentRef& x : *live) g = std::max(g, x.depth);
   const uint64_t n = uint64_t{1} << g;
+  // The common case first, in one pass: the ranges tile the directory (no overlap, no
+  // gap), as after any clean Close and most crashes; each segment writes its range. The
+  // general path below gives the same directory then, at three passes over it and a
+  // sort; it also settles what an interrupted split or merge left.
+  bool tiled = false;
+  PMHASH_RETURN_IF_ERROR(dir_.ResetIf(g, [&](std::atomic<uint64_t>* entries) {
+    uint64_t covered = 0;
+    for (const SegmentRef& x : *live) {
+      const uint64_t first = x.prefix << (g - x.depth), range = uint64_t{1} << (g - x.depth);
+      for (uint64_t i = first; i < first + range; ++i) {
+        // 0 is no entry: pool offset 0 is the pool's header, never a segment.
+        if (entries[i].load(std::memory_order_relaxed) != 0) return false;
+        entries[i].store(DirEntry::Make(x.offset >> 8, x.depth, i == first ? kUnknownCount : 0, 0),
+                         std::memory_order_relaxed);
+      }
+      covered += range;
+    }
+    return covered == n;
+  }, &tiled));
+  if (tiled) return Status::OK();
   constexpr uint32_t kNone = ~uint32_t{0};
   std::vector<uint32_t> owner(n, kNone);
   std::vector<uint32_t> order(live->size());
@@ -1891,10 +1955,14 @@ void RegisterEngines_spash(EngineRegistry& registry) {
                        "run commit phases in the crash simulator's atomic regions (an emulated "
                        "HTM transaction) with the fallback lock after htm_retries aborts (a "
                        "test mode: regions are serialized)"),
+      OptionSpec::Bool("htm_rtm", false,
+                       "eadr: run commit phases in real RTM transactions (Intel TSX, the "
+                       "paper's HTM) with the fallback lock after htm_retries aborts; refused "
+                       "where the CPU runs none"),
       OptionSpec::Uint("htm_retries", 4, 1, 1000, "aborts before the fallback lock"),
       OptionSpec::Double("htm_abort_rate", 0, 0, 1,
-                         "htm_emulated: the probability that a region aborts at its start and "
-                         "at its end (injected)"),
+                         "htm_emulated, htm_rtm: the probability that a region aborts at its "
+                         "start (and, emulated, at its end; injected)"),
       OptionSpec::Bool("nta_reads", false,
                        "searches ask for the bucket as non-temporal (prefetchnta), so buckets "
                        "do not evict the directory from the cache (not in the paper)"),

@@ -131,8 +131,10 @@
 // htm_abort_rate, or on a failed validation) and retries; after htm_retries aborts it
 // takes the fallback lock; splits always take it. In eadr such a region is
 // all-or-nothing in crash images, so an update of a record by one of the same size is
-// written in place there, as the paper does with HTM. read_lock makes searches lock too
-// (the paper's "w/ write & read lock", Fig. 12c).
+// written in place there, as the paper does with HTM. htm_rtm runs the same commit phase
+// in a real RTM transaction (eadr only: a flush aborts one), from the lock of the range
+// to its release, so the busy marks are never seen and a conflict aborts it.
+// read_lock makes searches lock too (the paper's "w/ write & read lock", Fig. 12c).
 #pragma once
 
 #include <atomic>
@@ -302,6 +304,11 @@ class Spash : public Engine {
  public:
   unsigned global_depth() const { return dir_.Current()->depth; }
   uint64_t segments() const { return live_segments_.load(std::memory_order_relaxed); }
+  // For tests that forge a damaged pool (LevelDB's TEST_ convention): the depth record of
+  // the segment whose directory entry `hash` resolves to (no writer may run).
+  uint64_t* TEST_DepthRecordOf(uint64_t hash) const {
+    return RecordOf(SegmentAt(Directory::Load(dir_.Resolve(hash))));
+  }
 
  private:
   using Segment = spash::Segment;
@@ -350,7 +357,9 @@ class Spash : public Engine {
     uint64_t prefix;
   };
   struct Commit;
-  enum class Acquired : uint8_t { kHeld, kRetry, kAborted };
+  // kAbortedForGood: an RTM transaction the commit itself aborted to take the fallback
+  // lock (a split, a new record), so no retry in a transaction.
+  enum class Acquired : uint8_t { kHeld, kRetry, kAborted, kAbortedForGood };
   enum class Outcome : uint8_t { kDone, kNeedsDoubling, kBlocked, kNeedsFallback };
 
   // ---- Segments and slots ----
@@ -466,7 +475,8 @@ class Spash : public Engine {
   UpdateFlush update_flush_ = UpdateFlush::kAdaptive;
   bool compacted_flush_ = true;
   bool chunk_write_back_ = true;
-  bool htm_ = false;
+  bool htm_ = false;  // commit phases in transactions: emulated regions, or RTM (rtm_)
+  bool rtm_ = false;
   unsigned htm_retries_ = 4;
   double htm_abort_rate_ = 0;
   bool read_lock_ = false;

@@ -15,6 +15,7 @@
 
 #include "support/engine_tests.h"
 #include "util/hash.h"
+#include "util/htm.h"
 
 namespace pmhash::engines {
 namespace {
@@ -178,6 +179,50 @@ TEST(SpashTest, ReopensCleanlyAndAfterACrash) {
     }
     ExpectMatches(index.get(), model);
     ASSERT_TRUE(index->Close().ok());
+  }
+}
+
+// A clean pool's depth records tile the hash space. Two forged ones (validly sealed, so
+// only the tiling can tell): a segment given another's depth and prefix (an overlap and a
+// gap of one size), and a segment given half its range (a gap). Each reopen is
+// Corruption, never a directory with prefixes that name no segment.
+TEST(SpashTest, ReopenRefusesDepthRecordsThatDoNotTileTheHashSpace) {
+  for (const bool overlap : {true, false}) {
+    TempDir dir("spash");
+    Options o = SpashOptions();
+    o.path = dir.File("pool");
+    o.create_if_missing = true;
+    o.initial_capacity = 16;
+    {
+      auto index = OpenOrDie(o);
+      for (uint64_t i = 0; i < 3000; ++i) ASSERT_TRUE(index->Insert(Key8(i), Key8(i)).ok());
+      auto* spash = AsSpash(index.get());
+      const char* base = static_cast<const char*>(spash->pool().base());
+      const auto payload_of = [&](const uint64_t* record) {
+        uint64_t payload = 0;
+        EXPECT_TRUE(UnsealWord(*record, reinterpret_cast<const char*>(record) - base, &payload));
+        return payload;
+      };
+      constexpr int kDepthShift = 41;  // spash.cc's record: live bit 47, depth, prefix
+      uint64_t* a = spash->TEST_DepthRecordOf(HashKey(Key8(0), kTestHashSeed));
+      const uint64_t pa = payload_of(a);
+      uint64_t forged = 0;
+      if (overlap) {
+        for (uint64_t i = 1; i < 3000 && forged == 0; ++i) {
+          const uint64_t pb = payload_of(spash->TEST_DepthRecordOf(HashKey(Key8(i), kTestHashSeed)));
+          if (pb != pa && pb >> kDepthShift == pa >> kDepthShift) forged = pb;
+        }
+      } else {
+        const uint64_t prefix = pa & ((uint64_t{1} << kDepthShift) - 1);
+        forged = ((pa >> kDepthShift) + 1) << kDepthShift | prefix * 2;
+      }
+      ASSERT_NE(forged, 0u);
+      *a = SealWord(forged, reinterpret_cast<const char*>(a) - base);
+      ASSERT_TRUE(index->Close().ok());
+    }
+    std::unique_ptr<Index> index;
+    const Status s = Open(o, &index);
+    EXPECT_TRUE(s.IsCorruption()) << overlap << ": " << s.ToString();
   }
 }
 
@@ -419,6 +464,93 @@ TEST(SpashTest, EmulatedHtmRetriesAbortsAndFallsBack) {
     EXPECT_GT(Counter(index.get(), "htm_fallbacks"), 10u);  // aborted 3 times, or a split
     if (mode == PersistMode::kEadr) {
       EXPECT_GT(Counter(index.get(), "in_place_updates"), 50u);
+    }
+  }
+}
+
+TEST(SpashTest, RtmIsRefusedWhereItCannotRun) {
+  std::unique_ptr<Index> index;
+  // adr: a flush inside the transaction would abort every one (whatever the CPU).
+  Status s = Open(SpashOptions({{"htm_rtm", "on"}}), &index);
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_NE(s.message().find("eadr"), std::string::npos) << s.message();
+  Options o = SpashOptions({{"htm_rtm", "on"}, {"htm_emulated", "on"}});
+  o.persist = PersistMode::kEadr;
+  s = Open(o, &index);
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  o = SpashOptions({{"htm_rtm", "on"}});
+  o.persist = PersistMode::kEadr;
+  s = Open(o, &index);
+  EXPECT_EQ(s.ok(), htm::Usable()) << s.ToString();
+  if (!s.ok()) {
+    EXPECT_NE(s.message().find("no RTM"), std::string::npos) << s.message();
+  }
+}
+
+// Two writers in RTM transactions over keys of their own and keys both write, records of
+// one size updated in place inside the transaction, splits and doublings by the fallback
+// lock; a third thread searches the shared keys and must see only whole values.
+TEST(SpashTest, RtmTransactionsCommitWritesOfTwoThreads) {
+  if (!htm::Usable()) GTEST_SKIP() << "this CPU runs no RTM transaction";
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "ThreadSanitizer does not know that a transaction isolates its stores";
+#endif
+  for (const char* rate : {"0", "0.3"}) {
+    Options o = SpashOptions({{"htm_rtm", "on"}, {"htm_abort_rate", rate}});
+    o.persist = PersistMode::kEadr;
+    o.initial_capacity = 16;
+    auto index = OpenOrDie(o);
+    ASSERT_NE(index, nullptr);
+    constexpr uint64_t kShared = 64;
+    const auto shared_value = [](uint64_t writer, uint64_t i) {
+      return std::string(24, static_cast<char>('a' + (writer * 7 + i) % 26));
+    };
+    for (uint64_t k = 0; k < kShared; ++k) ASSERT_TRUE(index->Put(Key8(k), shared_value(0, 0)).ok());
+    std::atomic<bool> stop{false};
+    std::atomic<uint64_t> torn{0}, reads{0};
+    Model own[2];
+    std::thread reader([&] {
+      std::string v;
+      for (uint64_t i = 0; !stop.load(); ++i) {
+        ASSERT_TRUE(index->Get(Key8(i % kShared), &v).ok());
+        if (v.size() != 24 || v.find_first_not_of(v[0]) != std::string::npos) torn.fetch_add(1);
+        reads.fetch_add(1);
+      }
+    });
+    std::vector<std::thread> writers;
+    for (uint64_t w = 0; w < 2; ++w) {
+      writers.emplace_back([&, w] {
+        for (uint64_t i = 0; i < 6000; ++i) {
+          ASSERT_TRUE(index->Put(Key8(i % kShared), shared_value(w, i)).ok());
+          const std::string key = Key8(1000000 * (w + 1) + i % 2500);
+          if (i % 7 == 3) {
+            ASSERT_TRUE(index->Delete(key).ok() || own[w].count(key) == 0);
+            own[w].erase(key);
+          } else {
+            ASSERT_TRUE(index->Put(key, Key8(i)).ok());
+            own[w][key] = Key8(i);
+          }
+        }
+      });
+    }
+    for (auto& t : writers) t.join();
+    stop.store(true);
+    reader.join();
+    std::string got;
+    for (const Model& m : own) {
+      for (const auto& [key, value] : m) {
+        ASSERT_TRUE(index->Get(key, &got).ok());
+        EXPECT_EQ(got, value);
+      }
+    }
+    EXPECT_EQ(torn.load(), 0u) << "of " << reads.load() << " reads";
+    EXPECT_TRUE(AsSpash(index.get())->CheckInvariants().ok());
+    // Most commits ran in hardware; splits and injected aborts took the fallback lock.
+    EXPECT_GT(Counter(index.get(), "htm_commits"), 10000u) << rate;
+    EXPECT_GT(Counter(index.get(), "in_place_updates"), 1000u) << rate;
+    EXPECT_GT(Counter(index.get(), "htm_fallbacks"), 10u) << rate;
+    if (std::string(rate) != "0") {
+      EXPECT_GT(Counter(index.get(), "htm_aborts"), 2000u);
     }
   }
 }
