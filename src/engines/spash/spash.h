@@ -265,6 +265,22 @@ struct BucketMatch {
   return m;
 }
 
+// The first try's match (Spash::DoGet): bit j set if slot j holds `want`, an inline key
+// word (its hint bit aside); ORs the key words into *forms (a record's form bit) and
+// sets bit j of *hints to slot j's hint bit. Fewer instructions than MatchBucket.
+[[gnu::always_inline]] inline unsigned MatchInline(const Bucket* b, uint64_t want,
+                                                   uint64_t* forms, unsigned* hints) {
+  unsigned eq = 0, hint = 0;
+#pragma GCC unroll 4
+  for (unsigned j = 0; j < 4; ++j) {
+    const uint64_t w = __atomic_load_n(&b->slot[j].key, __ATOMIC_ACQUIRE);
+    eq |= static_cast<unsigned>((w & ~KeyWord::kHint) == want) << j;
+    hint |= static_cast<unsigned>(w >> 61 & 1) << j;
+    *forms |= w;
+  }
+  *hints = hint;
+  return eq;
+}
 
 }  // namespace spash
 
@@ -423,6 +439,7 @@ class Spash : public Engine {
                    int attempt);
   // Fences and releases; false if the region aborted (nothing happened: retry).
   bool Finish(Commit& c);
+  Status GetFull(std::string_view key, uint64_t h, std::string* value);
   Status GetLocked(std::string_view key, uint64_t h, std::string* value);
   Outcome InsertLocked(Commit& c, int free_slot, std::string_view key, std::string_view value,
                        uint64_t h, uint64_t* record, Status* result);
@@ -482,6 +499,7 @@ class Spash : public Engine {
   bool read_lock_ = false;
   bool nta_reads_ = false;
   bool inline_keys_ = true;  // false under a test hash (Engine::key_hash_invertible)
+  bool first_try_ = true;    // DoGet may answer on its short path (no option changes it)
   spash::HotKeys hot_;
 
   // Structure.
