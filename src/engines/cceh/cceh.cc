@@ -14,6 +14,7 @@ constexpr RootLayout kRootLayout{kCcehRootMagic, kCcehVersion, sizeof(CcehRoot),
 }  // namespace
 
 Status Cceh::Configure(EngineOptions& options, const Options& /*index_options*/) {
+  first_try_ = options.Bool("first_try");
   return ConfigureCore(options, kRootLayout);
 }
 
@@ -34,6 +35,11 @@ Status Cceh::EnumerateBlocks(const pm::Allocator::LiveBlockVisitor& visit) const
 }
 
 Status Cceh::DoGet(std::string_view key, uint64_t hash, std::string* value) {
+  if (first_try_ && reads_unnoted() && key.size() == sizeof(uint64_t)) {
+    const Optimistic a = GetFirstTry(key, hash, value);
+    if (a == Optimistic::kFound) return Status::OK();
+    if (a == Optimistic::kAbsent) return Status::NotFound();
+  }
   return GetFromSegments(key, hash, value);
 }
 
@@ -88,6 +94,10 @@ void Cceh::DescribeEngineLayout(const pm::RegionVisitor& mark) const { DescribeC
 void RegisterEngines_cceh(EngineRegistry& registry) {
   EngineInfo info;
   info.options = CcehCore::CcehOptions();
+  info.options.push_back(OptionSpec::Bool(
+      "first_try", true,
+      "searches of 8-byte keys try a short path first, with no call (an inline key in the "
+      "probe window; not in the paper); off: the general path only, to compare within a run"));
   info.capabilities = {.resize_switch = true,
                        .resize_when = "a segment splits (and the directory doubles) when a "
                                       "probe window is full",

@@ -37,6 +37,9 @@ class Cceh : public CcehCore {
   Status Shutdown() override;  // frees the retired directories
   // The probe window's lines of the key's start bucket.
   void Prefetch(uint64_t hash) const override;
+
+ private:
+  bool first_try_ = true;  // DoGet tries CcehCore::GetFirstTry first
 };
 
 }  // namespace pmhash::engines

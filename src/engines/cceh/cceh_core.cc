@@ -576,6 +576,44 @@ Status CcehCore::GetFromSegments(std::string_view key, uint64_t hash, std::strin
   return ReadValue(s, key, hash, value);
 }
 
+Optimistic CcehCore::GetFirstTry(std::string_view key, uint64_t hash,
+                                 std::string* value) const {
+  uint64_t k = 0;
+  std::memcpy(&k, key.data(), sizeof(k));
+  if (CcehEscapesInline(k)) return Optimistic::kRetry;
+  const OptimisticReadScope unchecked_by_tsan;  // validated by the segment's version
+  // EntryOffset, BeginRead, SearchWindow and FindOptimistic's check, inline.
+  const uint64_t w = dir_word_.load(std::memory_order_acquire);
+  const uint32_t depth = DirDepth(w);
+  const uint64_t* e = DirEntries(DirOffset(w)) + (depth == 0 ? 0 : hash >> (64 - depth));
+  const uint64_t offset = (__atomic_load_n(e, __ATOMIC_ACQUIRE) >> 16) & ~kDepthMask;
+  if (!InTable(offset)) return Optimistic::kRetry;
+  const KvWords* slots = pool().At<const KvWords>(offset);
+  const size_t start = StartSlot(hash);
+  for (size_t i = 0; i < probe_; i += kCcehBucketSlots) __builtin_prefetch(&slots[SlotAt(start, i)]);
+  const CcehSeg* s = SegAt(offset);
+  const uint64_t version = s->mu.ReadBegin();
+  if (version % 2 != 0 || !s->Serves(hash) || s->offset.load(std::memory_order_acquire) != offset) {
+    return Optimistic::kRetry;
+  }
+  for (size_t i = 0; i < probe_; ++i) {
+    const KvWords* slot = &slots[SlotAt(start, i)];
+    const uint64_t w0 = __atomic_load_n(&slot->word0, __ATOMIC_ACQUIRE);
+    if (w0 == k) {
+      const uint64_t v = __atomic_load_n(&slot->word1, __ATOMIC_ACQUIRE);
+      if (!s->mu.ReadValidate(version)) return Optimistic::kRetry;
+      AssignWord(value, v);
+      return Optimistic::kFound;
+    }
+    if (w0 == kCcehEmpty && probe_to_empty_) break;
+    if (CcehForm(w0) == SlotForm::kRecord && __atomic_load_n(&slot->word1, __ATOMIC_ACQUIRE) == hash) {
+      return Optimistic::kRetry;  // maybe the key: its record is read under the lock
+    }
+  }
+  if (!s->mu.ReadValidate(version)) return Optimistic::kRetry;
+  return Optimistic::kAbsent;
+}
+
 Status CcehCore::ReadValue(const CcehSeg* s, std::string_view key, uint64_t hash,
                            std::string* value) const {
   const Probe p = Find(s, key, hash);

@@ -371,6 +371,11 @@ class CcehCore : public Engine {
   Optimistic SearchWindow(const KvWords* slots, uint64_t hash, OptimisticRead* read) const;
   // Get: FindOptimistic, then the shared lock for records and after failed tries.
   Status GetFromSegments(std::string_view key, uint64_t hash, std::string* value);
+  // A search's first try (reads unnoted, an 8-byte key): GetFromSegments' lock-free try
+  // in one function with no call, so consecutive searches overlap their misses (issue
+  // 29). kFound (*value set) or kAbsent when it answers; kRetry, having changed nothing,
+  // for a record in the window, a writer, a moving segment.
+  Optimistic GetFirstTry(std::string_view key, uint64_t hash, std::string* value) const;
   // The value of a live slot, as a view into PM (the slot itself when inline: never into
   // a copy of its words, which would dangle).
   std::string_view SlotValue(const KvWords& w) const {
