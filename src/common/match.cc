@@ -41,11 +41,7 @@ uint64_t Portable64(const uint8_t* tags, uint8_t byte) {
 
 // ---- SSE2: part of every x86-64 CPU ---------------------------------------------------
 
-uint16_t Sse2_16(const uint8_t* tags, uint8_t byte) {
-  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(tags));
-  const __m128i eq = _mm_cmpeq_epi8(v, _mm_set1_epi8(static_cast<char>(byte)));
-  return static_cast<uint16_t>(_mm_movemask_epi8(eq));
-}
+uint16_t Sse2_16(const uint8_t* tags, uint8_t byte) { return MatchSse2x16(tags, byte); }
 uint32_t Sse2_32(const uint8_t* tags, uint8_t byte) {
   return Sse2_16(tags, byte) | static_cast<uint32_t>(Sse2_16(tags + 16, byte)) << 16;
 }

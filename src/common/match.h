@@ -16,6 +16,8 @@
 // Match(tags, n, byte), which reads exactly n bytes for any n up to 64.
 #pragma once
 
+#include <emmintrin.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -25,6 +27,15 @@ namespace pmhash {
 
 enum class MatchIsa : uint8_t { kPortable, kSse2, kAvx2, kAvx512 };
 std::string_view MatchIsaName(MatchIsa isa);
+
+// Sixteen tags with SSE2, inline: SSE2 is part of every x86-64 CPU, so this needs no
+// dispatch and no call (a search's first try uses it: a call through TagMatcher's pointer
+// would put the search's state in a frame). TagMatcher's 16-byte unit is this function.
+inline uint16_t MatchSse2x16(const uint8_t* tags, uint8_t byte) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(tags));
+  const __m128i eq = _mm_cmpeq_epi8(v, _mm_set1_epi8(static_cast<char>(byte)));
+  return static_cast<uint16_t>(_mm_movemask_epi8(eq));
+}
 
 class TagMatcher {
  public:

@@ -169,4 +169,44 @@ TempDir::~TempDir() {
   std::filesystem::remove_all(path_, ignored);
 }
 
+std::vector<std::thread> SplittingWriters(Index* index, uint64_t n, std::atomic<uint64_t>* bad,
+                                          std::atomic<int>* writing) {
+  std::vector<std::thread> writers;
+  for (int t = 0; t < 2; ++t) {
+    writers.emplace_back([=] {
+      for (uint64_t i = 0; i < n; ++i) {
+        const uint64_t k = 1'000'000 * (t + 1) + i;
+        if (!index->Insert(Key8(k), Key8(k)).ok()) bad->fetch_add(1);
+        if (i % 3 == 0 && !index->Delete(Key8(k)).ok()) bad->fetch_add(1);
+      }
+      writing->fetch_sub(1);
+    });
+  }
+  return writers;
+}
+
+uint64_t ReadWhileWritersSplit(Index* index, uint64_t stable, uint64_t n) {
+  std::atomic<uint64_t> bad{0};
+  for (uint64_t i = 0; i < stable; ++i) {
+    if (!index->Insert(Key8(i), Key8(~i)).ok()) bad.fetch_add(1);
+  }
+  std::atomic<int> writing{2};
+  std::vector<std::thread> writers = SplittingWriters(index, n, &bad, &writing);
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 2; ++t) {
+    readers.emplace_back([&, t] {
+      std::mt19937_64 rng(t);
+      std::string v;
+      while (writing.load() > 0) {
+        const uint64_t i = rng() % stable;
+        if (!index->Get(Key8(i), &v).ok() || v != Key8(~i)) bad.fetch_add(1);
+        if (!index->Get(Key8(500'000 + i), &v).IsNotFound()) bad.fetch_add(1);
+      }
+    });
+  }
+  for (auto& th : writers) th.join();
+  for (auto& th : readers) th.join();
+  return bad.load();
+}
+
 }  // namespace pmhash::testing

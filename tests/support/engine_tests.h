@@ -6,12 +6,14 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "pmhash/index.h"
@@ -95,5 +97,16 @@ void ExpectMatches(Index* index, const Model& model);
 // the index must then hold the union of the models (ExpectMatches).
 void ExpectThreadsAgreeWithTheirModels(Index* index, int threads, uint64_t per_thread,
                                        uint64_t put_every = 0);
+
+// Two writer threads, each inserting n 8-byte keys of its own from 10^6 (t + 1) on and
+// deleting every third again, so that segments split (and directories double) while they
+// run; a failed operation counts in *bad, and *writing drops by one as each ends.
+std::vector<std::thread> SplittingWriters(Index* index, uint64_t n, std::atomic<uint64_t>* bad,
+                                          std::atomic<int>* writing);
+
+// SplittingWriters(index, n) while two readers Get keys present throughout (Key8(i) ->
+// Key8(~i) for i < stable, inserted here first: each read must find its value) and keys
+// never written (each read must miss), until the writers end: the failed writes and reads.
+uint64_t ReadWhileWritersSplit(Index* index, uint64_t stable, uint64_t n);
 
 }  // namespace pmhash::testing

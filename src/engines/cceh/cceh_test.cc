@@ -293,6 +293,17 @@ TEST(CcehTest, FourThreadsWithSplitsAndDoublings) {
   EXPECT_GT(Counter(index.get(), "doublings"), 5u);
 }
 
+TEST(CcehTest, ThreadsSplitAndReadWhileTheDirectoryDoubles) {
+  // Uncounted, searches take DoGet's first try; counted, the general path.
+  for (const bool counted : {false, true}) {
+    Options o = CcehOptions(Small(1));
+    o.count_stats = counted;
+    auto index = OpenOrDie(o);
+    EXPECT_EQ(ReadWhileWritersSplit(index.get(), 2000, 20000), 0u) << counted;
+    EXPECT_GT(Counter(index.get(), "doublings"), 5u);
+  }
+}
+
 TEST(CcehTest, ForEachVisitorMayWrite) {
   auto index = OpenOrDie(CcehOptions(Small(1)));
   for (uint64_t i = 0; i < 300; ++i) ASSERT_TRUE(index->Insert(Key8(i), Key8(i)).ok());

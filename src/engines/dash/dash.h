@@ -103,7 +103,10 @@
 // Searches take no lock: directory entry -> segment; the versions of the home and next
 // bucket begun (even); the segment's DRAM state (depth, pattern) checked to serve the
 // hash; fingerprints matched; a stash bucket's version begun when read; all validated
-// at the end (kit: OptimisticRead, SearchOptimistically). A record (not 8-byte key) is
+// at the end (kit: OptimisticRead, SearchOptimistically). An 8-byte key's first try
+// (GetFirstTry) reads as the original does instead: the two versions, then the directory
+// word and entry again (unchanged: no split redirected the key's range since, and a split
+// prunes only after it redirects), with no side table. A record (not 8-byte key) is
 // read under the segment's shared lock. Writers take the segment's lock exclusively (a
 // simplification: the original locks the two buckets, so writers of one segment run side
 // by side) and make every bucket they change odd while they change it. A split takes the
@@ -117,6 +120,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <shared_mutex>
 #include <string>
@@ -197,6 +201,16 @@ struct DashSeg {
 class Dash : public Engine {
  public:
   Dash() = default;
+
+  // Tests only (LevelDB's TEST_ convention): called by a search's first try at `point`,
+  // inside the window a concurrent writer needs to break it (after the directory entry is
+  // read; after a slot's key word matched), so that a test can run that write there, on
+  // the searching thread. Unset outside tests (one predicted branch).
+  enum class FirstTryPoint { kEntryRead, kKeyMatched };
+  void TEST_SetFirstTryHook(std::function<void(FirstTryPoint)> hook) {
+    first_try_hook_ = std::move(hook);
+  }
+
   PMHASH_ENGINE_KIT_OVERRIDES;
   Status Shutdown() override;  // flushes the version words, frees the retired directories
   void Prefetch(uint64_t hash) const override;
@@ -274,6 +288,9 @@ class Dash : public Engine {
   // Search in a segment (its lock held) for key.
   Loc Find(const DashBucket* bk, std::string_view key, uint64_t hash) const;
   Optimistic FindOptimistic(uint64_t hash, OptimisticRead* read) const;
+  // A search's first try (an 8-byte key, reads unnoted): kFound (value stored), kAbsent,
+  // or kRetry for the full path.
+  Optimistic GetFirstTry(std::string_view key, uint64_t hash, std::string* value) const;
   Status GetFull(std::string_view key, uint64_t hash, std::string* value);
   Status GetLocked(std::string_view key, uint64_t hash, std::string* value);
 
@@ -312,6 +329,8 @@ class Dash : public Engine {
   uint64_t buckets_ = kDashDefaultBuckets;
   uint64_t stash_ = kDashDefaultStash;
   uint64_t initial_segments_ = 0;  // 0: auto
+  bool first_try_ = true;          // DoGet tries GetFirstTry first
+  std::function<void(FirstTryPoint)> first_try_hook_;
 
   std::atomic<uint64_t> dir_word_{0};  // directory offset | G
   mutable std::shared_mutex dir_mu_;

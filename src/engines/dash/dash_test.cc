@@ -190,5 +190,70 @@ TEST(DashTest, ThreadsAgreeWithTheirModels) {
   EXPECT_GT(Counter(index.get(), "splits"), 0u);
 }
 
+Dash* AsDash(Index* index) { return dynamic_cast<Dash*>(index); }
+
+TEST(DashTest, FirstTryReadsTheEntryAgainAfterASplitMovedTheKey) {
+  // A search reads the directory entry; before it reads the buckets, writers split the
+  // segment (the key moves to the new one, the old one is pruned) and double the
+  // directory. The first try must notice (the entry it read is no longer current) and
+  // not answer from the pruned segment. (Uncounted: searches take the first try.)
+  Options o = DashOptions(SmallDash());
+  o.count_stats = false;
+  auto index = OpenOrDie(o);
+  const std::vector<std::string> keys = HomeKeys(1, 200);
+  const std::string& moving = keys[2];  // top hash bits 10: the first split moves it
+  ASSERT_TRUE(index->Insert(moving, Key8(1)).ok());  // 8-byte key and value: inline
+  bool fired = false;
+  AsDash(index.get())->TEST_SetFirstTryHook([&](Dash::FirstTryPoint p) {
+    if (p != Dash::FirstTryPoint::kEntryRead || fired) return;
+    fired = true;
+    for (size_t i = 0; i < keys.size() && Counter(index.get(), "splits") == 0; ++i) {
+      if (i != 2) {
+        ASSERT_TRUE(index->Insert(keys[i], keys[i]).ok());
+      }
+    }
+  });
+  std::string v;
+  EXPECT_TRUE(index->Get(moving, &v).ok());
+  EXPECT_EQ(v, Key8(1));
+  EXPECT_TRUE(fired);
+  EXPECT_GT(Counter(index.get(), "splits"), 0u);
+}
+
+TEST(DashTest, FirstTryValidatesASlotThatWasReusedUnderIt) {
+  // A search matched its key's word in a slot; before it reads the value, the key is
+  // deleted and another key of the same home takes the slot. The search must not
+  // return the other key's value.
+  Options o = DashOptions(SmallDash());
+  o.count_stats = false;
+  auto index = OpenOrDie(o);
+  const std::vector<std::string> keys = HomeKeys(1, 2);
+  ASSERT_TRUE(index->Insert(keys[0], Key8(1)).ok());  // 8-byte key and value: inline
+  bool fired = false;
+  AsDash(index.get())->TEST_SetFirstTryHook([&](Dash::FirstTryPoint p) {
+    if (p != Dash::FirstTryPoint::kKeyMatched || fired) return;
+    fired = true;
+    ASSERT_TRUE(index->Delete(keys[0]).ok());
+    ASSERT_TRUE(index->Insert(keys[1], Key8(2)).ok());
+  });
+  std::string v;
+  EXPECT_TRUE(index->Get(keys[0], &v).IsNotFound()) << v;
+  EXPECT_TRUE(fired);
+}
+
+TEST(DashTest, ThreadsSplitAndReadWhileTheDirectoryDoubles) {
+  // Uncounted, searches take DoGet's first try (the original's read set, validated by the
+  // directory entry read again); counted, the general path. Small segments: the stash and
+  // its overflow fingerprints are in use throughout.
+  for (const bool counted : {false, true}) {
+    Options o = DashOptions(SmallDash());
+    o.count_stats = counted;
+    auto index = OpenOrDie(o);
+    EXPECT_EQ(ReadWhileWritersSplit(index.get(), 2000, 20000), 0u) << counted;
+    EXPECT_GT(Counter(index.get(), "doublings"), 5u);
+    EXPECT_GT(Counter(index.get(), "stash_inserts"), 0u);
+  }
+}
+
 }  // namespace
 }  // namespace pmhash::engines

@@ -238,25 +238,6 @@ TEST(SpashTest, EightByteKeysComeBackFromTheirHashes) {
   ExpectMatches(index.get(), model);  // ForEach returns each key, rebuilt from its hash
 }
 
-// Two writer threads, each inserting n 8-byte keys of its own from 10^6 (t + 1) on and
-// deleting every third again, so segments split and the directory doubles while they
-// run; a failed operation counts in *bad, and *writing drops by one as each ends.
-std::vector<std::thread> SplittingWriters(Index* index, uint64_t n, std::atomic<uint64_t>* bad,
-                                          std::atomic<int>* writing) {
-  std::vector<std::thread> writers;
-  for (int t = 0; t < 2; ++t) {
-    writers.emplace_back([=] {
-      for (uint64_t i = 0; i < n; ++i) {
-        const uint64_t k = 1'000'000 * (t + 1) + i;
-        if (!index->Insert(Key8(k), Key8(k)).ok()) bad->fetch_add(1);
-        if (i % 3 == 0 && !index->Delete(Key8(k)).ok()) bad->fetch_add(1);
-      }
-      writing->fetch_sub(1);
-    });
-  }
-  return writers;
-}
-
 TEST(SpashTest, ThreadsSplitAndReadWhileTheDirectoryDoubles) {
   // Writers split segments and double the directory while readers look up keys that
   // are present throughout (every read must find its key with its value) and keys that
@@ -267,28 +248,7 @@ TEST(SpashTest, ThreadsSplitAndReadWhileTheDirectoryDoubles) {
     o.initial_capacity = 16;
     o.count_stats = counted;
     auto index = OpenOrDie(o);
-    constexpr uint64_t kStable = 2000;
-    for (uint64_t i = 0; i < kStable; ++i) ASSERT_TRUE(index->Insert(Key8(i), Key8(~i)).ok());
-    std::atomic<bool> stop{false};
-    std::atomic<uint64_t> bad{0};
-    std::atomic<int> writing{2};
-    std::vector<std::thread> writers = SplittingWriters(index.get(), 20000, &bad, &writing);
-    std::vector<std::thread> readers;
-    for (int t = 0; t < 2; ++t) {
-      readers.emplace_back([&, t] {
-        std::mt19937_64 rng(t);
-        std::string v;
-        while (!stop.load()) {
-          const uint64_t i = rng() % kStable;
-          if (!index->Get(Key8(i), &v).ok() || v != Key8(~i)) bad.fetch_add(1);
-          if (!index->Get(Key8(500'000 + i), &v).IsNotFound()) bad.fetch_add(1);
-        }
-      });
-    }
-    for (auto& th : writers) th.join();
-    stop.store(true);
-    for (auto& th : readers) th.join();
-    EXPECT_EQ(bad.load(), 0u) << counted;
+    EXPECT_EQ(ReadWhileWritersSplit(index.get(), 2000, 20000), 0u) << counted;
     EXPECT_GT(Counter(index.get(), "doublings"), 5u);
     EXPECT_TRUE(AsSpash(index.get())->CheckInvariants().ok());
   }
