@@ -149,26 +149,74 @@ Status Bht::Recover(bool clean) {
 }
 
 Status Bht::Replay(uint64_t head) {
-  uint64_t seq = head;
-  LogKind kind;
-  std::string_view key, value;
-  uint64_t slots = 0;
-  for (uint64_t n = 0; n < log_slots_ && ReadRecord(seq, &kind, &key, &value, &slots); ++n) {
+  // The records are read up to kReplayAhead ahead of the one being replayed, and what
+  // each will read is prefetched in three steps, each on lines the step before brought
+  // in (the segment's side-table state and probe window; 8 records ahead, the buffer's
+  // lock line; 4 ahead, its bucket): a record's misses then overlap those of the records
+  // before it, where they came one after another (bht.md, "Recovery"). The hints may go
+  // stale (a flip moves a buffer), which costs a wasted prefetch, never a wrong read: the
+  // replay finds segment and buffer again, and no buffer is freed while it runs. Nothing
+  // appends to the log during replay, so the records read ahead stay as they are.
+  constexpr size_t kReplayAhead = 16, kBufferAhead = 8, kBucketAhead = 4;
+  struct Ahead {
+    uint64_t seq, slots, hash;
+    LogKind kind;
+    std::string_view key, value;
+    const CcehSeg* seg;
+  };
+  Ahead ring[kReplayAhead];
+  size_t first = 0, held = 0;  // ring[first ..] holds the next `held` records
+  uint64_t seq = head;         // the record to replay next
+  uint64_t read_to = head;     // the record to read next
+  bool ended = false;
+  for (uint64_t n = 0; n < log_slots_; ++n) {
+    while (!ended && held < kReplayAhead && n + held < log_slots_) {
+      Ahead& a = ring[(first + held) % kReplayAhead];
+      if (!ReadRecord(read_to, &a.kind, &a.key, &a.value, &a.slots)) {
+        ended = true;
+        break;
+      }
+      a.seq = read_to;
+      a.hash = a.kind != LogKind::kPad ? KeyHash(a.key) : 0;
+      a.seg = a.kind != LogKind::kPad ? SegmentOf(a.hash) : nullptr;
+      if (a.seg != nullptr) {
+        PrefetchKey(a.hash);
+        __builtin_prefetch(a.seg);
+      }
+      read_to += a.slots;
+      ++held;
+    }
+    if (held == 0) break;
+    if (held > kBufferAhead) {
+      const Ahead& x = ring[(first + kBufferAhead) % kReplayAhead];
+      if (const BhtBuffer* b = x.seg != nullptr ? BufferOf(x.seg) : nullptr; b != nullptr) {
+        __builtin_prefetch(b);
+      }
+    }
+    if (held > kBucketAhead) {
+      const Ahead& x = ring[(first + kBucketAhead) % kReplayAhead];
+      if (const BhtBuffer* b = x.seg != nullptr ? BufferOf(x.seg) : nullptr; b != nullptr) {
+        __builtin_prefetch(&b->buckets[BucketOf(x.hash)]);
+      }
+    }
+    const Ahead& a = ring[first];
+    first = (first + 1) % kReplayAhead;
+    --held;
     {
       std::lock_guard<RwSpinLock> g(log_mu_);
       tail_ = seq;  // no flip during replay reclaims this record or any after it
     }
-    if (kind != LogKind::kPad) {
-      const uint64_t hash = KeyHash(key);
-      const bool tomb = kind == LogKind::kTomb;
+    if (a.kind != LogKind::kPad) {
+      const uint64_t hash = a.hash;
+      const bool tomb = a.kind == LogKind::kTomb;
       for (;;) {
         CcehSeg* s = SegmentOf(hash);
         BhtBuffer* b = s != nullptr ? BufferOf(s) : nullptr;
         Status st;
         if (b == nullptr) {
           bool diverted = false;
-          st = tomb ? DeleteInPlace(key, hash, &diverted)
-                    : WriteInPlace(key, value, hash, WriteMode::kPut, &diverted);
+          st = tomb ? DeleteInPlace(a.key, hash, &diverted)
+                    : WriteInPlace(a.key, a.value, hash, WriteMode::kPut, &diverted);
           if (diverted) continue;
           if (!st.ok() && !st.IsNotFound()) return st;
           break;
@@ -177,7 +225,7 @@ Status Bht::Replay(uint64_t head) {
         {
           b->mu.lock();
           HeldLock g(b->mu, LockMode::kExclusive);
-          st = WriteBuffered(b, key, value, hash, WriteMode::kPut, tomb, seq, &next);
+          st = WriteBuffered(b, a.key, a.value, hash, WriteMode::kPut, tomb, seq, &next);
         }
         if (next == Next::kRetry) continue;
         PMHASH_RETURN_IF_ERROR(st);
@@ -185,8 +233,11 @@ Status Bht::Replay(uint64_t head) {
       }
       replayed_.fetch_add(1, std::memory_order_relaxed);
     }
-    seq += slots;
+    seq += a.slots;
   }
+  LogKind kind;
+  std::string_view key, value;
+  uint64_t slots = 0;
   {
     std::lock_guard<RwSpinLock> g(log_mu_);
     tail_ = seq;
