@@ -587,6 +587,7 @@ Optimistic CcehCore::GetFirstTry(std::string_view key, uint64_t hash,
   const uint32_t depth = DirDepth(w);
   const uint64_t* e = DirEntries(DirOffset(w)) + (depth == 0 ? 0 : hash >> (64 - depth));
   const uint64_t offset = (__atomic_load_n(e, __ATOMIC_ACQUIRE) >> 16) & ~kDepthMask;
+  if (first_try_hook_) [[unlikely]] first_try_hook_();
   if (!InTable(offset)) return Optimistic::kRetry;
   const KvWords* slots = pool().At<const KvWords>(offset);
   const size_t start = StartSlot(hash);

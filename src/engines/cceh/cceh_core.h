@@ -291,6 +291,12 @@ class CcehCore : public Engine {
   // The options the core reads (ConfigureCore), for the derived engine's registration.
   static std::vector<OptionSpec> CcehOptions();
 
+  // Tests only (LevelDB's TEST_ convention): called by a search's first try after it
+  // read the directory entry and before it reads the segment, inside the window a
+  // concurrent split needs, so that a test can run the split there on the searching
+  // thread. Unset outside tests (one predicted branch).
+  void TEST_SetFirstTryHook(std::function<void()> hook) { first_try_hook_ = std::move(hook); }
+
  protected:
   // Frees the directories doublings retired (Close: no operation is in flight).
   void FreeRetiredDirectories();
@@ -558,6 +564,7 @@ class CcehCore : public Engine {
   uint64_t bucket_mask_ = 0;
   size_t probe_ = kCcehProbeSlots;
   bool probe_to_empty_ = false;    // option: probes stop at the first empty slot
+  std::function<void()> first_try_hook_;
   uint64_t initial_segments_ = 0;  // 0: auto
   bool segment_bytes_given_ = false;
 

@@ -293,6 +293,32 @@ TEST(CcehTest, FourThreadsWithSplitsAndDoublings) {
   EXPECT_GT(Counter(index.get(), "doublings"), 5u);
 }
 
+TEST(CcehTest, FirstTryChecksTheSegmentStillServesTheKey) {
+  // A search reads the directory entry; before it reads the segment, a split moves the
+  // key to a new segment (its copy stays in the old one: lazy deletion) and the key is
+  // deleted there. The first try must notice that the old segment no longer serves the
+  // key and not answer with the copy. (Uncounted: searches take the first try.)
+  Options o = CcehOptions(Small(1));
+  o.count_stats = false;
+  auto index = OpenOrDie(o);
+  const std::string moving = KeysWithHashBits(0, 0, 1, 1, 1)[0];  // top bit 1: it moves
+  ASSERT_TRUE(index->Insert(moving, Key8(1)).ok());  // 8-byte key and value: inline
+  auto* cceh = dynamic_cast<Cceh*>(index.get());
+  ASSERT_NE(cceh, nullptr);
+  bool fired = false;
+  cceh->TEST_SetFirstTryHook([&] {
+    if (fired) return;
+    fired = true;
+    for (uint64_t i = 0; Counter(index.get(), "splits") == 0; ++i) {
+      ASSERT_TRUE(index->Insert(Key8(1'000'000 + i), Key8(i)).ok());
+    }
+    ASSERT_TRUE(index->Delete(moving).ok());
+  });
+  std::string v;
+  EXPECT_TRUE(index->Get(moving, &v).IsNotFound()) << v;
+  EXPECT_TRUE(fired);
+}
+
 TEST(CcehTest, ThreadsSplitAndReadWhileTheDirectoryDoubles) {
   // Uncounted, searches take DoGet's first try; counted, the general path.
   for (const bool counted : {false, true}) {
