@@ -645,6 +645,7 @@ Status Spash::DoGet(std::string_view key, uint64_t h, std::string* value) {
     const OptimisticReadScope unchecked_by_tsan;  // validated by the directory entry
     const Directory::Place place = dir_.Resolve(h);
     const uint64_t e = Directory::Load(place);
+    if (first_try_hook_) [[unlikely]] first_try_hook_();
     if (!DirEntry::Busy(e)) {
       const Segment* s = SegmentAt(e);
       const int b = MainBucket(h);

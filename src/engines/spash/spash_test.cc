@@ -238,6 +238,46 @@ TEST(SpashTest, EightByteKeysComeBackFromTheirHashes) {
   ExpectMatches(index.get(), model);  // ForEach returns each key, rebuilt from its hash
 }
 
+TEST(SpashTest, FirstTryReadsTheEntryAgainBeforeItAnswersNotFound) {
+  // A search reads the directory entry of its key's segment S; before it reads S, S
+  // splits (both halves are new segments, S goes back to the free list) and another
+  // split takes S for one of its halves, filled with other keys. The first try must not
+  // answer NotFound from the reused S: the entry it read is no longer current.
+  Options o = SpashOptions({}, 64ull << 20);
+  o.initial_capacity = 16;  // 8 segments at depth 3
+  o.count_stats = false;    // uncounted: searches take the first try
+  auto index = OpenOrDie(o);
+  // First double the directory (prefix 0's segment splits), so that the splits below
+  // change no directory table.
+  for (const std::string& k : KeysWithHashBits(0, 0, 3, 0, 20, 2'000'000)) {
+    ASSERT_TRUE(index->Insert(k, k).ok());
+  }
+  ASSERT_EQ(AsSpash(index.get())->global_depth(), 4u);
+  const std::string key = KeysWithHashBits(0, 0, 3, 5, 1)[0];
+  ASSERT_TRUE(index->Insert(key, Key8(1)).ok());  // 8-byte key and value: inline
+  bool fired = false;
+  AsSpash(index.get())->TEST_SetFirstTryHook([&] {
+    if (fired) return;
+    fired = true;
+    std::thread writer([&] {
+      // The key's segment (prefix 5) splits, then prefix 2's, whose first half is S.
+      for (const uint64_t prefix : {5u, 2u}) {
+        const uint64_t before = Counter(index.get(), "splits");
+        for (const std::string& k : KeysWithHashBits(0, 0, 3, prefix, 40, 3'000'000)) {
+          if (Counter(index.get(), "splits") > before) break;
+          ASSERT_TRUE(index->Insert(k, k).ok());
+        }
+      }
+    });
+    writer.join();
+  });
+  std::string v;
+  EXPECT_TRUE(index->Get(key, &v).ok());
+  EXPECT_EQ(v, Key8(1));
+  EXPECT_TRUE(fired);
+  EXPECT_EQ(AsSpash(index.get())->global_depth(), 4u);
+}
+
 TEST(SpashTest, ThreadsSplitAndReadWhileTheDirectoryDoubles) {
   // Writers split segments and double the directory while readers look up keys that
   // are present throughout (every read must find its key with its value) and keys that
