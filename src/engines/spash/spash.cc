@@ -645,7 +645,7 @@ Status Spash::DoGet(std::string_view key, uint64_t h, std::string* value) {
     const OptimisticReadScope unchecked_by_tsan;  // validated by the directory entry
     const Directory::Place place = dir_.Resolve(h);
     const uint64_t e = Directory::Load(place);
-    if (first_try_hook_) [[unlikely]] first_try_hook_();
+    if (read_hook_) [[unlikely]] read_hook_(h);
     if (!DirEntry::Busy(e)) {
       const Segment* s = SegmentAt(e);
       const int b = MainBucket(h);
@@ -1281,6 +1281,7 @@ Status Spash::CollectSegment(uint64_t pos, std::vector<ScanEntry>* out, uint64_t
       SpinBackoff(attempt);
       continue;
     }
+    if (read_hook_) [[unlikely]] read_hook_(pos);
     const unsigned d = DirEntry::Depth(e);
     const uint64_t span = ~uint64_t{0} >> d;  // hashes past the prefix
     const uint64_t lo = pos & ~span, hi = lo | span;

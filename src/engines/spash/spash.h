@@ -326,11 +326,12 @@ class Spash : public Engine {
   uint64_t* TEST_DepthRecordOf(uint64_t hash) const {
     return RecordOf(SegmentAt(Directory::Load(dir_.Resolve(hash))));
   }
-  // Tests only: called by a search's first try after it read the directory entry and
-  // before it reads the segment, inside the window a concurrent split needs, so that a
-  // test can run writers there (on a thread of their own: this one holds its epoch
-  // guard). Unset outside tests (one predicted branch).
-  void TEST_SetFirstTryHook(std::function<void()> hook) { first_try_hook_ = std::move(hook); }
+  // Tests only: called with the hash by a lock-free read (a search's first try, a Scan's
+  // or ForEach's segment snapshot) after it read the directory entry and before it reads
+  // the segment, inside the window a concurrent split needs, so that a test can run
+  // writers there (on a thread of their own: this one holds its epoch guard). Unset
+  // outside tests (one predicted branch).
+  void TEST_SetReadHook(std::function<void(uint64_t)> hook) { read_hook_ = std::move(hook); }
 
  private:
   using Segment = spash::Segment;
@@ -506,7 +507,7 @@ class Spash : public Engine {
   bool nta_reads_ = false;
   bool inline_keys_ = true;  // false under a test hash (Engine::key_hash_invertible)
   bool first_try_ = true;    // DoGet may answer on its short path (no option changes it)
-  std::function<void()> first_try_hook_;
+  std::function<void(uint64_t)> read_hook_;
   spash::HotKeys hot_;
 
   // Structure.

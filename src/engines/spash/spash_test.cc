@@ -238,44 +238,87 @@ TEST(SpashTest, EightByteKeysComeBackFromTheirHashes) {
   ExpectMatches(index.get(), model);  // ForEach returns each key, rebuilt from its hash
 }
 
+// A small index (8 segments at depth 3) whose directory has doubled once (prefix 0's
+// segment split), so that splits of the other segments change no directory table.
+std::unique_ptr<Index> DoubledOnce() {
+  Options o = SpashOptions({}, 64ull << 20);
+  o.initial_capacity = 16;
+  o.count_stats = false;  // uncounted: searches take the first try
+  auto index = OpenOrDie(o);
+  for (const std::string& k : KeysWithHashBits(0, 0, 3, 0, 20, 2'000'000)) {
+    EXPECT_TRUE(index->Insert(k, k).ok());
+  }
+  EXPECT_EQ(AsSpash(index.get())->global_depth(), 4u);
+  return index;
+}
+
+// Runs, on a thread of its own, inserts that split the segment of prefix 5 (depth 3) and
+// then that of prefix 2, whose new first half is the segment the first split freed.
+void SplitPrefix5ThenReuseIt(Index* index) {
+  std::thread writer([index] {
+    for (const uint64_t prefix : {5u, 2u}) {
+      const uint64_t before = Counter(index, "splits");
+      for (const std::string& k : KeysWithHashBits(0, 0, 3, prefix, 40, 3'000'000)) {
+        if (Counter(index, "splits") > before) break;
+        ASSERT_TRUE(index->Insert(k, k).ok());
+      }
+    }
+  });
+  writer.join();
+}
+
 TEST(SpashTest, FirstTryReadsTheEntryAgainBeforeItAnswersNotFound) {
   // A search reads the directory entry of its key's segment S; before it reads S, S
   // splits (both halves are new segments, S goes back to the free list) and another
   // split takes S for one of its halves, filled with other keys. The first try must not
   // answer NotFound from the reused S: the entry it read is no longer current.
-  Options o = SpashOptions({}, 64ull << 20);
-  o.initial_capacity = 16;  // 8 segments at depth 3
-  o.count_stats = false;    // uncounted: searches take the first try
-  auto index = OpenOrDie(o);
-  // First double the directory (prefix 0's segment splits), so that the splits below
-  // change no directory table.
-  for (const std::string& k : KeysWithHashBits(0, 0, 3, 0, 20, 2'000'000)) {
-    ASSERT_TRUE(index->Insert(k, k).ok());
-  }
-  ASSERT_EQ(AsSpash(index.get())->global_depth(), 4u);
+  auto index = DoubledOnce();
   const std::string key = KeysWithHashBits(0, 0, 3, 5, 1)[0];
   ASSERT_TRUE(index->Insert(key, Key8(1)).ok());  // 8-byte key and value: inline
   bool fired = false;
-  AsSpash(index.get())->TEST_SetFirstTryHook([&] {
+  AsSpash(index.get())->TEST_SetReadHook([&](uint64_t) {
     if (fired) return;
     fired = true;
-    std::thread writer([&] {
-      // The key's segment (prefix 5) splits, then prefix 2's, whose first half is S.
-      for (const uint64_t prefix : {5u, 2u}) {
-        const uint64_t before = Counter(index.get(), "splits");
-        for (const std::string& k : KeysWithHashBits(0, 0, 3, prefix, 40, 3'000'000)) {
-          if (Counter(index.get(), "splits") > before) break;
-          ASSERT_TRUE(index->Insert(k, k).ok());
-        }
-      }
-    });
-    writer.join();
+    SplitPrefix5ThenReuseIt(index.get());
   });
   std::string v;
   EXPECT_TRUE(index->Get(key, &v).ok());
   EXPECT_EQ(v, Key8(1));
   EXPECT_TRUE(fired);
   EXPECT_EQ(AsSpash(index.get())->global_depth(), 4u);
+}
+
+TEST(SpashTest, ScanSnapshotReadsTheEntryAgain) {
+  // ForEach reads the directory entry of prefix 5's segment S; before it copies S, S
+  // splits and is reused for prefix 2's keys. The snapshot must be taken again: each key
+  // present throughout passed once, and no key that was never stored (a reused slot's
+  // key word read under S's old prefix names another key).
+  auto index = DoubledOnce();
+  const std::vector<std::string> stable = KeysWithHashBits(0, 0, 3, 5, 6);
+  for (const std::string& k : stable) ASSERT_TRUE(index->Insert(k, k).ok());
+  bool fired = false;
+  AsSpash(index.get())->TEST_SetReadHook([&](uint64_t pos) {
+    if (fired || pos >> 61 != 5) return;
+    fired = true;
+    SplitPrefix5ThenReuseIt(index.get());
+  });
+  std::map<std::string, int> passed;
+  ASSERT_TRUE(index->ForEach([&](std::string_view k, std::string_view) {
+    ++passed[std::string(k)];
+    return true;
+  }).ok());
+  AsSpash(index.get())->TEST_SetReadHook(nullptr);
+  EXPECT_TRUE(fired);
+  for (const std::string& k : stable) EXPECT_EQ(passed[k], 1) << "a stable key";
+  std::set<std::string> now;
+  ASSERT_TRUE(index->ForEach([&](std::string_view k, std::string_view) {
+    now.insert(std::string(k));
+    return true;
+  }).ok());
+  for (const auto& [k, n] : passed) {
+    EXPECT_TRUE(now.count(k) == 1) << "a key never stored was passed";
+    EXPECT_EQ(n, 1);
+  }
 }
 
 TEST(SpashTest, ThreadsSplitAndReadWhileTheDirectoryDoubles) {
