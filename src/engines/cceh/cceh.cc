@@ -108,10 +108,7 @@ void RegisterEngines_cceh(EngineRegistry& registry) {
   // start from 16 segments, so that they seldom wait on one segment's lock.
   info.test = {.crash_options = {{"segment_bytes", "1024"}},
                .thread_crash_options = {{"segments", "16"}},
-               .growth_counters = {"splits", "doublings"},
-               .redundant_persists_known =
-                   "one fence with nothing flushed before it in the crash suite's mixed "
-                   "script (found 2026-11-29, not located yet; docs/engines/cceh.md)"};
+               .growth_counters = {"splits", "doublings"}};
   info.description = {"cceh",
                       "CCEH: directory by MSB, 16 KiB segments of 4-slot buckets, 16-slot "
                       "linear probing, in-place splits with lazy deletion, directory doubling",

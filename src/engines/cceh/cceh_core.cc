@@ -756,6 +756,7 @@ Status CcehCore::WriteInPlace(std::string_view key, std::string_view value, uint
       Discard(words);
       return st;
     }
+    record = false;  // the split's commit fenced: the record is durable, StoreNew need not
   }
 }
 

@@ -394,7 +394,8 @@ class CcehCore : public Engine {
 
   // ---- In-place writes (segment held exclusively) --------------------------------------
   // Stores `words` (encoded, records flushed) into free slot `slot` and persists it;
-  // counts the key.
+  // counts the key. `record`: words link a record flushed since the last fence (fenced
+  // here first, before the slot links it).
   void StoreNew(CcehSeg* s, size_t slot, const KvWords& words, bool record);
   // Updates the live slot `slot` with a new value (its key is `key`), durable on return.
   Status UpdateAt(CcehSeg* s, size_t slot, std::string_view key, std::string_view value,

@@ -303,8 +303,9 @@ class Dash : public Engine {
   Status UpdateAt(DashBucket* bk, const Loc& at, std::string_view key, std::string_view value,
                   uint64_t hash);
   Status Encode(std::string_view key, std::string_view value, uint64_t hash, KvWords* w);
-  // Rebuilds the overflow metadata of every normal bucket from the stash (no persist).
-  void RebuildOverflow(DashBucket* bk, bool persisted);
+  // Rebuilds the overflow metadata of every normal bucket from the stash (flushed, no
+  // fence, when `persisted`); whether any bucket's changed.
+  bool RebuildOverflow(DashBucket* bk, bool persisted);
 
   // A bucket's version made odd (a writer in) and even again, through the Persister (a
   // plain store to PM would bypass the crash simulator), never flushed on their own: a

@@ -536,6 +536,7 @@ Status LinearProbing::Grow() {
   auto* fresh = pool().At<LinearTable>(offset);
   const uint64_t new_cells = old_lines * 2 * kCellsPerLine;
   LinearLine* new_lines = fresh->lines();
+  std::vector<bool> written(old_lines * 2, false);  // the lines a cell was written to
   // Migrate: records move by pointer (both tables share them until the switch).
   for (uint64_t c = 0; c < cells_; ++c) {
     const SlotForm form = FormAt(c);
@@ -547,10 +548,14 @@ Status LinearProbing::Grow() {
       d = d + 1 == new_cells ? 0 : d + 1;
     }
     WriteCell(&new_lines[d / kCellsPerLine], d % kCellsPerLine, form, words);
+    written[d / kCellsPerLine] = true;
   }
   persister().NoteRead(table_->lines(), old_lines * sizeof(LinearLine));
   pm::Persister& p = persister();
-  p.Flush(new_lines, old_lines * 2 * sizeof(LinearLine));
+  // The lines written only: NewTable persisted the zeroed table.
+  for (uint64_t l = 0; l < written.size(); ++l) {
+    if (written[l]) p.Flush(&new_lines[l], sizeof(LinearLine));
+  }
   // Commit point: one failure-atomic store of the root's table pointer.
   const uint64_t old_offset = pool().ToOffset(table_);
   PublishRootTable(offset);
@@ -680,9 +685,6 @@ void RegisterEngines_linear(EngineRegistry& registry) {
                       "baseline (004)", /*crash_consistent=*/false};
   registry.Add<LinearProbing>(info, LinearProbing::Logging::kNone);
   info.test.crash_script_scale = 0.35;  // an undo log's fences per op: 22,124 images at 0.5
-  info.test.redundant_persists_known =
-      "11-84 flushes of lines with nothing stored since their last flush per crash-suite "
-      "script (growth and deletes; found 2026-11-29, not located yet; docs/engines/linear.md)";
   info.description = {"linear-log",
                       "linear probing in PM, backward-shift deletion, undo log for every "
                       "multi-word change",
