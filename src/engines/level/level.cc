@@ -885,10 +885,10 @@ void RegisterEngines_level(EngineRegistry& registry) {
                          "an insert that finds no place grows the table only when at least "
                          "this fraction of the slots is used (else: TableFull, the key "
                          "collides with too many keys of its hash)"),
-      OptionSpec::Bool("prefetch_buckets", true,
+      OptionSpec::Bool("prefetch_buckets", false,
                        "a search prefetches its four buckets' token lines before it reads the "
-                       "first (not in the paper, whose search reads them one after another); "
-                       "off: to compare within a run")};
+                       "first (not in the paper, whose search reads them one after another, "
+                       "stopping at the key: off, the default)")};
   info.capabilities = {.resize_switch = true,
                        .resize_when = "an insert finds its four buckets full after one move",
                        .refuses_when_full = true,

@@ -270,7 +270,7 @@ class LevelHash : public Engine {
 
   uint64_t initial_top_ = 0;
   double min_resize_load_ = 0.25;
-  bool prefetch_buckets_ = true;  // FindOptimistic prefetches the four token lines first
+  bool prefetch_buckets_ = false;  // FindOptimistic prefetches the four token lines first
 
   Stripes<Stripe> stripes_;
   std::unique_ptr<CountShard[]> counts_;
