@@ -54,6 +54,9 @@ TEST(DashTest, BadOptionsAreInvalidArgument) {
   EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
   s = Open(DashOptions({{"stash_buckets", "5"}}), &index);
   EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  s = Open(DashOptions({{"first_try", "maybe"}}), &index);
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_NE(s.message().find("first_try"), std::string::npos) << s.message();
 }
 
 TEST(DashTest, TheOriginalsGeometryByDefault) {

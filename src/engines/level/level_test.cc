@@ -28,6 +28,9 @@ TEST(LevelTest, BadOptionsAreInvalidArgument) {
   EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
   s = Open(LevelOptions({{"min_resize_load", "2"}}), &index);
   EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  s = Open(LevelOptions({{"prefetch_buckets", "2"}}), &index);
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_NE(s.message().find("prefetch_buckets"), std::string::npos) << s.message();
 }
 
 TEST(LevelTest, GrowsInPlaceAndKeepsEveryKey) {
