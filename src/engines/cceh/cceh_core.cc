@@ -3,12 +3,14 @@
 #include "engines/cceh/cceh_core.h"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "engines/cceh/window.h"
 #include "util/hash.h"
 
 namespace pmhash::engines {
@@ -21,6 +23,13 @@ constexpr uint64_t kDepthMask = 0xff;  // the entry's depth and mark: below the 
 uint64_t DirBytes(uint64_t entries) { return kDirHeaderBytes + entries * sizeof(uint64_t); }
 bool IsPowerOfTwo(uint64_t x) { return x != 0 && (x & (x - 1)) == 0; }
 uint32_t Log2(uint64_t x) { return 63 - static_cast<uint32_t>(__builtin_clzll(x)); }
+
+static_assert(kCcehMinSegmentBytes % kCcehBucketBytes == 0 &&
+                  kCcehProbeSlots % kCcehBucketSlots == 0 && kCcehBucketSlots == kWindowLineSlots,
+              "a window is whole lines of window.h, and a line never wraps around its segment");
+static_assert(kCcehMinSegmentBytes / sizeof(KvWords) >= kCcehProbeSlots,
+              "every segment holds a whole window: the window is a constant");
+static_assert(kCcehEmpty == ~uint64_t{0}, "window.h matches an empty slot as all ones");
 
 }  // namespace
 
@@ -42,6 +51,7 @@ std::vector<OptionSpec> CcehCore::CcehOptions() {
 
 Status CcehCore::ConfigureCore(EngineOptions& options, const RootLayout& layout) {
   segment_bytes_ = options.Uint("segment_bytes");
+  window_avx2_ = CpuFeatures::Get().avx2;
   segment_bytes_given_ = options.Given("segment_bytes");
   initial_segments_ = options.Uint("segments");
   probe_to_empty_ = options.Bool("probe_to_empty");
@@ -55,7 +65,6 @@ Status CcehCore::ConfigureCore(EngineOptions& options, const RootLayout& layout)
   }
   slots_ = segment_bytes_ / sizeof(KvWords);
   bucket_mask_ = slots_ / kCcehBucketSlots - 1;
-  probe_ = std::min<size_t>(kCcehProbeSlots, slots_);
   const auto* r = root<const CcehRoot>();
   if (segment_bytes_given_ && !pool().needs_creation() && r->header.magic == layout.magic &&
       r->segment_bytes != segment_bytes_) {
@@ -193,7 +202,7 @@ Status CcehCore::CreateCore(const RootLayout& layout) {
   }
   auto* r = root<CcehRoot>();
   persister().Store(&r->segment_bytes, segment_bytes_);
-  persister().Store(&r->probe_slots, uint64_t{probe_});
+  persister().Store(&r->probe_slots, uint64_t{kCcehProbeSlots});
   // CreateRoot persists the directory; its fence also makes the flushed segments durable
   // before the root's magic.
   CreateRoot(layout, dir, DirBytes(n));
@@ -310,7 +319,7 @@ Status CcehCore::RecoverCore(const RootLayout& layout, bool clean, uint64_t* sto
   const auto* r = root<const CcehRoot>();
   const uint64_t bytes = r->segment_bytes;
   if (!IsPowerOfTwo(bytes) || bytes < kCcehMinSegmentBytes || bytes > kCcehMaxSegmentBytes ||
-      r->probe_slots != std::min<uint64_t>(kCcehProbeSlots, bytes / sizeof(KvWords))) {
+      r->probe_slots != kCcehProbeSlots) {
     return Status::Corruption(name() + ": the root's geometry (segments of " +
                               std::to_string(bytes) + " bytes, probes of " +
                               std::to_string(r->probe_slots) + " slots) is not one this build "
@@ -320,7 +329,6 @@ Status CcehCore::RecoverCore(const RootLayout& layout, bool clean, uint64_t* sto
   PMHASH_RETURN_IF_ERROR(MakeSideTable());
   slots_ = bytes / sizeof(KvWords);
   bucket_mask_ = slots_ / kCcehBucketSlots - 1;
-  probe_ = static_cast<size_t>(r->probe_slots);
 
   uint32_t depth = 0;
   PMHASH_RETURN_IF_ERROR(ValidateDirectory(dir, &depth));
@@ -430,7 +438,7 @@ void CcehCore::PrefetchWindow(uint64_t offset, uint64_t hash) const {
   if (!InTable(offset)) return;
   const KvWords* slots = pool().At<const KvWords>(offset);
   const size_t start = StartSlot(hash);
-  for (size_t i = 0; i < probe_; i += kCcehBucketSlots) {
+  for (size_t i = 0; i < kCcehProbeSlots; i += kCcehBucketSlots) {
     persister().Prefetch(&slots[SlotAt(start, i)]);
   }
 }
@@ -477,39 +485,79 @@ CcehSeg* CcehCore::LockSegment(uint64_t hash, LockMode mode) const {
   }
 }
 
-CcehCore::Probe CcehCore::Find(const CcehSeg* s, std::string_view key, uint64_t hash) const {
+template <class Window>
+[[gnu::always_inline]] inline CcehCore::Probe CcehCore::FindWith(const CcehSeg* s,
+                                                                 std::string_view key,
+                                                                 uint64_t hash) const {
   Probe p;
   const KvWords* slots = SlotsOf(s);
-  const uint32_t depth = s->depth.load(std::memory_order_relaxed);
-  const uint64_t pattern = s->pattern.load(std::memory_order_relaxed);
   uint64_t key_word = 0;
   const bool inline_key = key.size() == 8;
   if (inline_key) std::memcpy(&key_word, key.data(), 8);
   const bool compare_inline = inline_key && !CcehEscapesInline(key_word);
   const size_t start = StartSlot(hash);
+  // The key, among the window's candidates in probe order: a slot holding it has its key
+  // word (inline) or its hash (a record); a slot holding the key is live, since the key's
+  // hash picked this segment. `examined` ends past the key, or past the empty slot that
+  // ends the window (probe_to_empty; invariant 2: the key is not beyond).
+  // A key that is not inline matches no key word.
+  const uint32_t wanted = compare_inline ? ~uint32_t{0} : ~kWindowKeyBits;
+  const bool empties = probe_to_empty_;
+  size_t examined = kCcehProbeSlots;
+  for (size_t line = 0; line < kCcehProbeSlots && examined == kCcehProbeSlots;
+       line += kCcehBucketSlots) {
+    const KvWords* first = &slots[SlotAt(start, line)];
+    for (uint32_t c = Window::Candidates(first, key_word, hash, empties) & wanted; c != 0;
+         c &= c - 1) {
+      const uint32_t bit = static_cast<uint32_t>(std::countr_zero(c));
+      const size_t i = line + bit / kWindowBitsPerSlot;
+      const KvWords& w = first[bit / kWindowBitsPerSlot];
+      if ((uint32_t{1} << bit) & kWindowEmptyBits) {
+        examined = i + 1;
+        break;
+      }
+      const SlotForm f = CcehForm(w.word0);
+      const bool match =
+          f == SlotForm::kInline
+              ? compare_inline && w.word0 == key_word
+              : f == SlotForm::kRecord &&
+                    codec().KeyEquals(SlotForm::kRecord, CcehCodecWords(w), key, hash);
+      if (match) {
+        p.found = static_cast<int>(SlotAt(start, i));
+        examined = i + 1;
+        break;
+      }
+    }
+  }
+  // What was read (two runs if the window wraps), and for an absent key the first free
+  // slot of it: empty, deleted, or a copy a split left behind (lazy deletion: its hash is
+  // not the segment's).
   pm::ReadRun run(persister());
-  for (size_t i = 0; i < probe_; ++i) {
+  const size_t first_run = std::min(examined, slots_ - start);
+  run.Add(&slots[start], first_run * sizeof(KvWords));
+  if (examined > first_run) run.Add(&slots[0], (examined - first_run) * sizeof(KvWords));
+  if (p.found >= 0) return p;
+  const uint32_t depth = s->depth.load(std::memory_order_relaxed);
+  const uint64_t pattern = s->pattern.load(std::memory_order_relaxed);
+  for (size_t i = 0; i < examined; ++i) {
     const size_t k = SlotAt(start, i);
     const KvWords& w = slots[k];
-    run.Add(&w, sizeof(KvWords));
-    const uint64_t w0 = w.word0;
-    const SlotForm f = CcehForm(w0);
-    if (f == SlotForm::kEmpty) {
-      if (p.free < 0) p.free = static_cast<int>(k);
-      if (w0 == kCcehEmpty && probe_to_empty_) break;  // invariant 2: the key is not beyond
-      continue;
+    if (CcehForm(w.word0) == SlotForm::kEmpty || !LiveIn(SlotHash(w), depth, pattern)) {
+      p.free = static_cast<int>(k);
+      break;
     }
-    // A slot holding the key is live: the key's hash picked this segment.
-    const bool match = f == SlotForm::kInline
-                           ? compare_inline && w0 == key_word
-                           : codec().KeyEquals(SlotForm::kRecord, CcehCodecWords(w), key, hash);
-    if (match) {
-      p.found = static_cast<int>(k);
-      return p;
-    }
-    if (p.free < 0 && !LiveIn(SlotHash(w), depth, pattern)) p.free = static_cast<int>(k);
   }
   return p;
+}
+
+CcehCore::Probe CcehCore::FindSse2(const CcehSeg* s, std::string_view key, uint64_t hash) const {
+  return FindWith<WindowSse2>(s, key, hash);
+}
+
+__attribute__((target("avx2"))) CcehCore::Probe CcehCore::FindAvx2(const CcehSeg* s,
+                                                                   std::string_view key,
+                                                                   uint64_t hash) const {
+  return FindWith<WindowAvx2>(s, key, hash);
 }
 
 const CcehSeg* CcehCore::BeginRead(uint64_t hash, OptimisticRead* read,
@@ -525,36 +573,56 @@ const CcehSeg* CcehCore::BeginRead(uint64_t hash, OptimisticRead* read,
   return s;
 }
 
-Optimistic CcehCore::SearchWindow(const KvWords* slots, uint64_t hash,
-                                  OptimisticRead* read) const {
+template <class Window>
+[[gnu::always_inline]] inline Optimistic CcehCore::SearchWindowWith(const KvWords* slots,
+                                                                    uint64_t hash,
+                                                                    OptimisticRead* read) const {
   const bool compare_inline = read->inline_key && !CcehEscapesInline(read->key_word);
+  const uint32_t wanted = compare_inline ? ~uint32_t{0} : ~kWindowKeyBits;
+  const bool empties = probe_to_empty_;
   const size_t start = StartSlot(hash);
   Optimistic answer = Optimistic::kAbsent;
-  size_t read_slots = probe_;
-  for (size_t i = 0; i < probe_; ++i) {
-    const KvWords* w = &slots[SlotAt(start, i)];
-    const uint64_t w0 = __atomic_load_n(&w->word0, __ATOMIC_ACQUIRE);
-    if (w0 == kCcehEmpty && probe_to_empty_) {
-      read_slots = i + 1;
+  size_t read_slots = kCcehProbeSlots;
+  bool decided = false;
+  for (size_t line = 0; line < kCcehProbeSlots && !decided; line += kCcehBucketSlots) {
+    const KvWords* first = &slots[SlotAt(start, line)];
+    for (uint32_t c = Window::Candidates(first, read->key_word, hash, empties) & wanted; c != 0;
+         c &= c - 1) {
+      const uint32_t bit = static_cast<uint32_t>(std::countr_zero(c));
+      const KvWords* w = first + bit / kWindowBitsPerSlot;
+      if ((uint32_t{1} << bit) & kWindowKeyBits) {
+        read->value_word = __atomic_load_n(&w->word1, __ATOMIC_ACQUIRE);
+        answer = Optimistic::kFound;
+      } else if ((uint32_t{1} << bit) & kWindowEmptyBits) {
+        // An empty slot ends the window (probe_to_empty): absent.
+      } else if (CcehForm(__atomic_load_n(&w->word0, __ATOMIC_ACQUIRE)) == SlotForm::kRecord) {
+        answer = Optimistic::kLocked;  // maybe the key: its record is read under the lock
+      } else {
+        continue;  // an inline value that equals the hash
+      }
+      read_slots = line + bit / kWindowBitsPerSlot + 1;
+      decided = true;
       break;
     }
-    if (compare_inline && w0 == read->key_word) {
-      read->value_word = __atomic_load_n(&w->word1, __ATOMIC_ACQUIRE);
-      answer = Optimistic::kFound;
-    } else if (CcehForm(w0) == SlotForm::kRecord &&
-               __atomic_load_n(&w->word1, __ATOMIC_ACQUIRE) == hash) {
-      answer = Optimistic::kLocked;  // maybe the key: its record is read under the lock
-    } else {
-      continue;
-    }
-    read_slots = i + 1;
-    break;
   }
+  // The window's plain loads before the version's: x86 does not reorder loads with loads
+  // (TSO), so a compiler barrier suffices (as dash's Validate).
+  std::atomic_signal_fence(std::memory_order_acq_rel);
   // The window's lines, up to where the search stopped (two runs if it wraps).
   const size_t first_run = std::min(read_slots, slots_ - start);
   read->Note(&slots[start], first_run * sizeof(KvWords));
   if (read_slots > first_run) read->Note(&slots[0], (read_slots - first_run) * sizeof(KvWords));
   return answer;
+}
+
+Optimistic CcehCore::SearchWindowSse2(const KvWords* slots, uint64_t hash,
+                                      OptimisticRead* read) const {
+  return SearchWindowWith<WindowSse2>(slots, hash, read);
+}
+
+__attribute__((target("avx2"))) Optimistic CcehCore::SearchWindowAvx2(
+    const KvWords* slots, uint64_t hash, OptimisticRead* read) const {
+  return SearchWindowWith<WindowAvx2>(slots, hash, read);
 }
 
 Optimistic CcehCore::FindOptimistic(uint64_t hash, OptimisticRead* read) const {
@@ -576,8 +644,10 @@ Status CcehCore::GetFromSegments(std::string_view key, uint64_t hash, std::strin
   return ReadValue(s, key, hash, value);
 }
 
-Optimistic CcehCore::GetFirstTry(std::string_view key, uint64_t hash,
-                                 std::string* value) const {
+template <class Window>
+[[gnu::always_inline]] inline Optimistic CcehCore::FirstTryWith(std::string_view key,
+                                                                uint64_t hash,
+                                                                std::string* value) const {
   uint64_t k = 0;
   std::memcpy(&k, key.data(), sizeof(k));
   if (CcehEscapesInline(k)) return Optimistic::kRetry;
@@ -591,28 +661,54 @@ Optimistic CcehCore::GetFirstTry(std::string_view key, uint64_t hash,
   if (!InTable(offset)) return Optimistic::kRetry;
   const KvWords* slots = pool().At<const KvWords>(offset);
   const size_t start = StartSlot(hash);
-  for (size_t i = 0; i < probe_; i += kCcehBucketSlots) __builtin_prefetch(&slots[SlotAt(start, i)]);
+  for (size_t i = 0; i < kCcehProbeSlots; i += kCcehBucketSlots) {
+    __builtin_prefetch(&slots[SlotAt(start, i)]);
+  }
   const CcehSeg* s = SegAt(offset);
   const uint64_t version = s->mu.ReadBegin();
   if (version % 2 != 0 || !s->Serves(hash) || s->offset.load(std::memory_order_acquire) != offset) {
     return Optimistic::kRetry;
   }
-  for (size_t i = 0; i < probe_; ++i) {
-    const KvWords* slot = &slots[SlotAt(start, i)];
-    const uint64_t w0 = __atomic_load_n(&slot->word0, __ATOMIC_ACQUIRE);
-    if (w0 == k) {
-      const uint64_t v = __atomic_load_n(&slot->word1, __ATOMIC_ACQUIRE);
-      if (!s->mu.ReadValidate(version)) return Optimistic::kRetry;
-      AssignWord(value, v);
-      return Optimistic::kFound;
-    }
-    if (w0 == kCcehEmpty && probe_to_empty_) break;
-    if (CcehForm(w0) == SlotForm::kRecord && __atomic_load_n(&slot->word1, __ATOMIC_ACQUIRE) == hash) {
-      return Optimistic::kRetry;  // maybe the key: its record is read under the lock
+  // The window line by line (start and the segment's slots are multiples of a line, so a
+  // line never wraps), in probe order; a line's candidates are checked one by one.
+  const bool empties = probe_to_empty_;
+  bool ended = false;  // at an empty slot (probe_to_empty)
+  for (size_t line = 0; line < kCcehProbeSlots && !ended; line += kCcehBucketSlots) {
+    const KvWords* first = &slots[SlotAt(start, line)];
+    for (uint32_t c = Window::Candidates(first, k, hash, empties); c != 0; c &= c - 1) {
+      const uint32_t bit = static_cast<uint32_t>(std::countr_zero(c));
+      const KvWords* slot = first + bit / kWindowBitsPerSlot;
+      if ((uint32_t{1} << bit) & kWindowKeyBits) {
+        const uint64_t v = __atomic_load_n(&slot->word1, __ATOMIC_ACQUIRE);
+        if (!s->mu.ReadValidate(version)) return Optimistic::kRetry;
+        AssignWord(value, v);
+        return Optimistic::kFound;
+      }
+      if ((uint32_t{1} << bit) & kWindowEmptyBits) {  // it ends the window (probe_to_empty)
+        ended = true;
+        break;
+      }
+      // word1 is the hash: maybe the key's record, read under the lock (or a value).
+      if (CcehForm(__atomic_load_n(&slot->word0, __ATOMIC_ACQUIRE)) == SlotForm::kRecord) {
+        return Optimistic::kRetry;
+      }
     }
   }
+  // The window's plain loads before the version's: x86 does not reorder loads with loads
+  // (TSO), so a compiler barrier suffices (as dash's Validate).
+  std::atomic_signal_fence(std::memory_order_acq_rel);
   if (!s->mu.ReadValidate(version)) return Optimistic::kRetry;
   return Optimistic::kAbsent;
+}
+
+Optimistic CcehCore::FirstTrySse2(std::string_view key, uint64_t hash, std::string* value) const {
+  return FirstTryWith<WindowSse2>(key, hash, value);
+}
+
+__attribute__((target("avx2"))) Optimistic CcehCore::FirstTryAvx2(std::string_view key,
+                                                                  uint64_t hash,
+                                                                  std::string* value) const {
+  return FirstTryWith<WindowAvx2>(key, hash, value);
 }
 
 Status CcehCore::ReadValue(const CcehSeg* s, std::string_view key, uint64_t hash,
@@ -779,13 +875,13 @@ Status CcehCore::SplitInPlace(CcehSeg* s, uint64_t hash) {
   const uint32_t depth = s->depth.load(std::memory_order_relaxed);
   const uint64_t pattern = s->pattern.load(std::memory_order_relaxed);
   if (!resize_enabled()) {
-    return Status::TableFull(name() + ": a probe window of " + std::to_string(probe_) +
+    return Status::TableFull(name() + ": a probe window of " + std::to_string(kCcehProbeSlots) +
                              " slots is full and resizing is off");
   }
   // No split within the depth limit separates keys whose hashes share that many top
   // bits: refuse now rather than double the directory until the pool is full.
   uint64_t differ = 0;
-  for (size_t i = 0; i < probe_; ++i) {
+  for (size_t i = 0; i < kCcehProbeSlots; ++i) {
     differ |= SlotHash(SlotsOf(s)[SlotAt(StartSlot(hash), i)]) ^ hash;
   }
   if (depth >= kCcehMaxDepth || differ >> (63 - kCcehMaxDepth) == 0) {
@@ -911,14 +1007,14 @@ bool CcehCore::SplitSeparates(uint32_t depth, const std::vector<LiveSlot>& entri
   const size_t start = StartSlot(e.hash);
   for (const LiveSlot& x : entries) {
     const size_t d = (StartSlot(x.hash) - start) & (slots_ - 1);
-    if (d < probe_ || slots_ - d < probe_) differ |= x.hash ^ e.hash;
+    if (d < kCcehProbeSlots || slots_ - d < kCcehProbeSlots) differ |= x.hash ^ e.hash;
   }
   return depth < kCcehMaxDepth && differ >> (63 - kCcehMaxDepth) != 0;
 }
 
 bool CcehCore::Place(CcehImage* image, const KvWords& w, uint64_t hash) const {
   const size_t start = StartSlot(hash);
-  for (size_t i = 0; i < probe_; ++i) {
+  for (size_t i = 0; i < kCcehProbeSlots; ++i) {
     KvWords& slot = (*image)[SlotAt(start, i)];
     if (slot.word0 == kCcehEmpty) {
       slot = w;
@@ -950,7 +1046,7 @@ Status CcehCore::BuildImages(uint32_t depth, uint64_t pattern, bool marked,
     return Status::OK();
   }
   if (!resize_enabled()) {
-    return Status::TableFull(name() + ": a probe window of " + std::to_string(probe_) +
+    return Status::TableFull(name() + ": a probe window of " + std::to_string(kCcehProbeSlots) +
                              " slots is full and resizing is off");
   }
   uint64_t differ = 0;
@@ -1151,7 +1247,7 @@ Status CcehCore::CheckCore(const RootLayout& layout, std::unordered_set<std::str
           if (f == SlotForm::kRecord && KeyHash(key) != h) {
             return Status::Corruption(name() + ": " + Where(&w[k]) + " has a wrong hash word");
           }
-          if (((k - StartSlot(h)) & (slots_ - 1)) >= probe_) {
+          if (((k - StartSlot(h)) & (slots_ - 1)) >= kCcehProbeSlots) {
             return Status::Corruption(name() + ": " + Where(&w[k]) +
                                       " lies outside the probe window of its key");
           }

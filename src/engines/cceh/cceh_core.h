@@ -160,6 +160,7 @@
 #include "common/slot.h"
 #include "engines/engine.h"
 #include "engines/striping.h"
+#include "util/cpu.h"
 #include "util/dram_buffer.h"
 
 namespace pmhash::engines {
@@ -296,6 +297,8 @@ class CcehCore : public Engine {
   // concurrent split needs, so that a test can run the split there on the searching
   // thread. Unset outside tests (one predicted branch).
   void TEST_SetFirstTryHook(std::function<void()> hook) { first_try_hook_ = std::move(hook); }
+  // Matches the window's lines with AVX2 (where the CPU has it) or with SSE2.
+  void TEST_SetWindowAvx2(bool on) { window_avx2_ = on && CpuFeatures::Get().avx2; }
 
  protected:
   // Frees the directories doublings retired (Close: no operation is in flight).
@@ -305,7 +308,7 @@ class CcehCore : public Engine {
   // Where a key is in a segment, or where it could go.
   struct Probe {
     int found = -1;  // slot index of the key (live), or -1
-    int free = -1;   // first free slot of the window (empty or stale), or -1
+    int free = -1;   // the key absent: first free slot of the window (empty or stale), or -1
   };
   // A live entry of a segment: its key's hash and its words as stored.
   struct LiveSlot {
@@ -353,7 +356,6 @@ class CcehCore : public Engine {
   void PrefetchKey(uint64_t hash) const { PrefetchWindow(EntryOffset(hash), hash); }
   // First slot of the probe window of `hash`.
   size_t StartSlot(uint64_t hash) const { return (hash & bucket_mask_) * kCcehBucketSlots; }
-  size_t probe_slots() const { return probe_; }
   size_t SlotAt(size_t start, size_t i) const { return (start + i) & (slots_ - 1); }
   // The hash of a non-empty slot's key.
   uint64_t SlotHash(const KvWords& w) const;
@@ -363,7 +365,9 @@ class CcehCore : public Engine {
   }
 
   // The probe of `key` in segment s (its lock held, any mode).
-  Probe Find(const CcehSeg* s, std::string_view key, uint64_t hash) const;
+  Probe Find(const CcehSeg* s, std::string_view key, uint64_t hash) const {
+    return window_avx2_ ? FindAvx2(s, key, hash) : FindSse2(s, key, hash);
+  }
   // The lock-free search: kFound / kAbsent when the segment's version held still and it
   // served the hash, kRetry, or kLocked for a record. Made of the two steps below.
   Optimistic FindOptimistic(uint64_t hash, OptimisticRead* read) const;
@@ -374,14 +378,19 @@ class CcehCore : public Engine {
   const CcehSeg* BeginRead(uint64_t hash, OptimisticRead* read, const KvWords** slots) const;
   // Step two: the probe of the window with acquire loads (no validation): kFound (an
   // inline key; read->value_word set), kLocked (a record with the key's hash), kAbsent.
-  Optimistic SearchWindow(const KvWords* slots, uint64_t hash, OptimisticRead* read) const;
+  Optimistic SearchWindow(const KvWords* slots, uint64_t hash, OptimisticRead* read) const {
+    return window_avx2_ ? SearchWindowAvx2(slots, hash, read)
+                        : SearchWindowSse2(slots, hash, read);
+  }
   // Get: FindOptimistic, then the shared lock for records and after failed tries.
   Status GetFromSegments(std::string_view key, uint64_t hash, std::string* value);
   // A search's first try (reads unnoted, an 8-byte key): GetFromSegments' lock-free try
   // in one function with no call, so consecutive searches overlap their misses (issue
   // 29). kFound (*value set) or kAbsent when it answers; kRetry, having changed nothing,
   // for a record in the window, a writer, a moving segment.
-  Optimistic GetFirstTry(std::string_view key, uint64_t hash, std::string* value) const;
+  Optimistic GetFirstTry(std::string_view key, uint64_t hash, std::string* value) const {
+    return window_avx2_ ? FirstTryAvx2(key, hash, value) : FirstTrySse2(key, hash, value);
+  }
   // The value of a live slot, as a view into PM (the slot itself when inline: never into
   // a copy of its words, which would dangle).
   std::string_view SlotValue(const KvWords& w) const {
@@ -558,13 +567,28 @@ class CcehCore : public Engine {
   bool Place(CcehImage* image, const KvWords& w, uint64_t hash) const;
   std::string Where(const void* p) const;
 
+  // Find, SearchWindow and GetFirstTry: one body each, compiled for each way of matching
+  // a window's lines (window.h), SSE2 and AVX2; window_avx2_ (cpuid, at Configure) picks.
+  template <class Window>
+  Optimistic SearchWindowWith(const KvWords* slots, uint64_t hash, OptimisticRead* read) const;
+  Optimistic SearchWindowSse2(const KvWords* slots, uint64_t hash, OptimisticRead* read) const;
+  Optimistic SearchWindowAvx2(const KvWords* slots, uint64_t hash, OptimisticRead* read) const;
+  template <class Window>
+  Probe FindWith(const CcehSeg* s, std::string_view key, uint64_t hash) const;
+  Probe FindSse2(const CcehSeg* s, std::string_view key, uint64_t hash) const;
+  Probe FindAvx2(const CcehSeg* s, std::string_view key, uint64_t hash) const;
+  template <class Window>
+  Optimistic FirstTryWith(std::string_view key, uint64_t hash, std::string* value) const;
+  Optimistic FirstTrySse2(std::string_view key, uint64_t hash, std::string* value) const;
+  Optimistic FirstTryAvx2(std::string_view key, uint64_t hash, std::string* value) const;
+
   // Geometry.
   uint64_t segment_bytes_ = kCcehDefaultSegmentBytes;
   uint32_t segment_shift_ = 0;  // log2(segment_bytes_), set with the side table
   uint64_t slots_ = 0;
   uint64_t bucket_mask_ = 0;
-  size_t probe_ = kCcehProbeSlots;
   bool probe_to_empty_ = false;    // option: probes stop at the first empty slot
+  bool window_avx2_ = false;       // cpuid: the window's lines matched with AVX2
   std::function<void()> first_try_hook_;
   uint64_t initial_segments_ = 0;  // 0: auto
   bool segment_bytes_given_ = false;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <bit>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -10,7 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "engines/cceh/window.h"
 #include "support/engine_tests.h"
+#include "util/cpu.h"
 #include "util/hash.h"
 
 namespace pmhash::engines {
@@ -317,6 +320,104 @@ TEST(CcehTest, FirstTryChecksTheSegmentStillServesTheKey) {
   std::string v;
   EXPECT_TRUE(index->Get(moving, &v).IsNotFound()) << v;
   EXPECT_TRUE(fired);
+}
+
+// window.h's contract, slot by slot: exact 64-bit equalities.
+uint32_t WindowDefinition(const KvWords* line, uint64_t key_word, uint64_t hash, bool empties) {
+  uint32_t c = 0;
+  for (uint32_t j = 0; j < kWindowLineSlots; ++j) {
+    const uint32_t at = kWindowBitsPerSlot * j;
+    if (line[j].word0 == key_word) c |= (kWindowKeyBits & 0xf) << at;
+    if (empties && line[j].word0 == ~uint64_t{0}) c |= (kWindowEmptyBits & 0xf) << at;
+    if (line[j].word1 == hash) c |= (kWindowHashBits & 0xf) << at;
+  }
+  return c;
+}
+
+TEST(CcehTest, WindowMatchersAgreeWithTheDefinition) {
+  // Words equal to the key or the hash, equal in one 32-bit half only (an SSE2 compare
+  // that forgot the other half would see them), all ones, and random: every mix.
+  std::mt19937_64 rng(7);
+  const bool avx2 = CpuFeatures::Get().avx2;
+  if (!avx2) std::printf("no AVX2 here: SSE2 against the definition only\n");
+  size_t candidates = 0;
+  for (int round = 0; round < 20000; ++round) {
+    const uint64_t key = rng() & ~(uint64_t{0xffff} << 48), hash = rng();
+    const auto word = [&](uint64_t want) -> uint64_t {
+      switch (rng() % 6) {
+        case 0: return want;
+        case 1: return (want & 0xffffffffull) | (rng() << 32);   // low half only
+        case 2: return (want & ~0xffffffffull) | (rng() >> 32);  // high half only
+        case 3: return ~uint64_t{0};
+        default: return rng();
+      }
+    };
+    alignas(64) KvWords line[kWindowLineSlots];
+    for (KvWords& w : line) w = {word(key), word(hash)};
+    for (const bool empties : {false, true}) {
+      const uint32_t want = WindowDefinition(line, key, hash, empties);
+      candidates += std::popcount(want);
+      ASSERT_EQ(WindowSse2::Candidates(line, key, hash, empties), want) << round;
+      if (avx2) {
+        ASSERT_EQ(WindowAvx2::Candidates(line, key, hash, empties), want) << round;
+      }
+    }
+  }
+  EXPECT_GT(candidates, 20000u);
+}
+
+TEST(CcehTest, BothWindowMatchersRunTheEngine) {
+  // Searches (uncounted: the first try; counted, and every record: SearchWindow) and
+  // writes (Find) through each matcher: inline keys, records (16-byte keys: matched by
+  // their hash), misses, updates, deletes, with splits; probe_to_empty both ways.
+  for (const bool avx2 : {false, true}) {
+    if (avx2 && !CpuFeatures::Get().avx2) continue;
+    for (const char* to_empty : {"false", "true"}) {
+      auto engine_options = Small(2);
+      engine_options["probe_to_empty"] = to_empty;
+      Options o = CcehOptions(engine_options);
+      o.count_stats = to_empty[0] == 't';
+      auto index = OpenOrDie(o);
+      dynamic_cast<Cceh*>(index.get())->TEST_SetWindowAvx2(avx2);
+      std::map<std::string, std::string> model;
+      std::mt19937_64 rng(avx2 ? 1 : 2);
+      for (int op = 0; op < 6000; ++op) {
+        const uint64_t i = rng() % 1500;
+        const std::string key = i % 3 == 0 ? Key8(i) + "-record" : Key8(i);
+        const std::string value = Key8(rng());
+        std::string got;
+        switch (rng() % 4) {
+          case 0: {
+            const Status st = index->Insert(key, value);
+            ASSERT_EQ(st.IsAlreadyExists(), model.count(key) == 1) << st.ToString();
+            model.emplace(key, value);
+            break;
+          }
+          case 1: {
+            const Status st = index->Delete(key);
+            ASSERT_EQ(st.ok(), model.erase(key) == 1) << st.ToString();
+            break;
+          }
+          case 2: {
+            const Status st = index->Update(key, value);
+            ASSERT_EQ(st.ok(), model.count(key) == 1) << st.ToString();
+            if (st.ok()) model[key] = value;
+            break;
+          }
+          default: {
+            const Status st = index->Get(key, &got);
+            const auto it = model.find(key);
+            ASSERT_EQ(st.ok(), it != model.end()) << key << " " << st.ToString();
+            if (st.ok()) {
+              ASSERT_EQ(got, it->second);
+            }
+          }
+        }
+      }
+      EXPECT_GT(Counter(index.get(), "splits"), 0u);
+      EXPECT_EQ(index->Stats().count, model.size());
+    }
+  }
 }
 
 TEST(CcehTest, ThreadsSplitAndReadWhileTheDirectoryDoubles) {
