@@ -8,10 +8,10 @@
 //
 // Contract: Candidates reads the line's 64 bytes (`line` points at four KvWords) with plain
 // loads (a lock-free caller validates them by a version afterwards) and returns four bits a
-// slot, slot j at bits 4j..4j+2 (kWindow*Bits below); the caller checks each candidate,
-// lowest first, since a hit on word1 may be a value that equals the hash. A slot holding
-// the key is always a candidate: its word0 is the key word (an inline key), or its word1
-// the key's hash (a record's slot).
+// slot, slot j at bits 4j..4j+2 (kWindow*Bits below), each an exact 64-bit equality. The
+// caller takes the candidates lowest first (probe order) and checks a word1 hit's form,
+// since an inline value may equal the hash. A slot holding the key is always a candidate:
+// its word0 is the key word (an inline key), or its word1 the key's hash (a record's).
 #pragma once
 
 #include <immintrin.h>
