@@ -7,18 +7,29 @@
 
 namespace pmhash::engines::spash {
 
-std::unique_ptr<Directory::Table> Directory::Table::Make(unsigned d) {
+std::unique_ptr<Directory::Table> Directory::Table::Make(unsigned d, bool filter) {
   static_assert(sizeof(std::atomic<uint64_t>) == sizeof(uint64_t) &&
                     std::atomic<uint64_t>::is_always_lock_free,
                 "an entry is a plain 8-byte word in zeroed memory");
   auto t = std::make_unique<Table>();
   t->depth = d;
   t->size = uint64_t{1} << d;
-  Result<DramBuffer> memory = DramBuffer::Allocate(t->size * sizeof(uint64_t));  // zeroed
+  static_assert(sizeof(std::atomic<uint8_t>) == 1, "a filter byte is a plain byte");
+  const uint64_t entry_bytes = t->size * sizeof(uint64_t);
+  Result<DramBuffer> memory = DramBuffer::Allocate(entry_bytes + (filter ? t->size : 0));  // zeroed
   if (!memory.ok()) return nullptr;
   t->memory = std::move(memory.value());
   t->entries = static_cast<std::atomic<uint64_t>*>(t->memory.data());
+  if (filter) {
+    t->filter = reinterpret_cast<std::atomic<uint8_t>*>(static_cast<char*>(t->memory.data()) +
+                                                         entry_bytes);
+  }
   return t;
+}
+
+void Directory::FillFilter(Table* t, uint8_t byte) {
+  if (t->filter == nullptr) return;
+  for (uint64_t i = 0; i < t->size; ++i) t->filter[i].store(byte, std::memory_order_relaxed);
 }
 
 Status Directory::OutOfMemory(unsigned depth) {
@@ -210,11 +221,26 @@ void Directory::CopyStage(Table* from, uint64_t partition) {
       to->entries[i / 2].store(w, std::memory_order_relaxed);
     }
   }
+  if (from->filter != nullptr) {
+    // The entries are frozen: no writer changes their bytes now. Copied first, then the
+    // old bytes unknown, both before the stage is done (directory.h, the filter).
+    for (uint64_t i = first; i < last; ++i) {
+      const uint8_t f = FilterAt(from, i);
+      if (doubling) {
+        StoreFilter(to, 2 * i, f);
+        StoreFilter(to, 2 * i + 1, f);
+      } else if (i % 2 == 1) {
+        StoreFilter(to, i / 2, static_cast<uint8_t>(FilterAt(from, i - 1) | f));
+      }
+    }
+    if (doubling && refine_ != nullptr) refine_(refine_ctx_, to, 2 * first, 2 * (last - first));
+    for (uint64_t i = first; i < last; ++i) StoreFilter(from, i, EntryFilter::kUnknown);
+  }
   stage.store(kDone, std::memory_order_release);  // publishes the copies
 }
 
 Directory::Table* Directory::BeginTransition(Table* from, unsigned to_depth) {
-  std::unique_ptr<Table> next = Table::Make(to_depth);
+  std::unique_ptr<Table> next = Table::Make(to_depth, filter_);
   if (next == nullptr) return nullptr;
   const uint64_t partitions = (from->size + kPartition - 1) / kPartition;
   from->stage.reset(new std::atomic<uint8_t>[partitions]);

@@ -27,6 +27,20 @@
 // complete. Entries of a range are almost always in one cache line (a range of at most 8
 // aligned entries is), so a lookup reads one directory line and a release writes one.
 //
+// ---- The negative filter (option `filter` of spash; not in the paper) ---------------
+//
+// With it, each table keeps one byte per entry beside the entries: a two-probe Bloom
+// filter of the hashes of the keys of that entry's prefix (hash bits 4..2 and 7..5 pick
+// the probes: part of the fingerprint, which both key forms carry). A search whose probe
+// bits are not both set answers NotFound from that byte alone, reading neither the entry
+// nor the segment. A set bit may be stale (a delete leaves its key's bits); 0xff is also
+// the byte of a prefix whose keys are not known (after an open, until a write rebuilds
+// its range). A writer sets its key's bits while it holds the range, before its
+// release. A stage copy (below) carries each byte to the next table (doubling: to both
+// halves; halving: the OR of the pair) and then sets the old table's bytes to 0xff,
+// before it marks the stage done: a reader still on the old table never answers from a
+// byte that misses a key written to the next one.
+//
 // ---- Transitions (staged doubling and halving, Fig. 6) ------------------------------
 //
 // A transition links a new table `next` (depth G+1 or G-1) to the current one and copies
@@ -79,6 +93,14 @@ struct DirEntry {
   }
 };
 
+// A filter byte's probes (the filter: above).
+struct EntryFilter {
+  static constexpr uint8_t kUnknown = 0xff;
+  static uint8_t Bits(uint64_t h) {
+    return static_cast<uint8_t>(1u << (h >> 2 & 7) | 1u << (h >> 5 & 7));
+  }
+};
+
 class Directory {
  public:
   static constexpr unsigned kPartition = 8;  // entries per stage: one cache line
@@ -88,11 +110,13 @@ class Directory {
     // A table of 2^depth zero entries, in DRAM backed by huge pages where the kernel
     // allows (util/dram_buffer.h: a lookup then costs a cache miss, not a page walk too);
     // null if the system has no memory for it.
-    static std::unique_ptr<Table> Make(unsigned depth);
+    // With `filter`, the table has a filter byte per entry too, zeroed.
+    static std::unique_ptr<Table> Make(unsigned depth, bool filter);
     unsigned depth;
     uint64_t size;
     DramBuffer memory;
     std::atomic<uint64_t>* entries;
+    std::atomic<uint8_t>* filter = nullptr;  // EntryFilter bytes, if the directory has them
     // The transition under way from this table (null: none) and its stages, one per
     // partition of this table: kPending, kCopying, kDone.
     std::atomic<Table*> next{nullptr};
@@ -125,23 +149,38 @@ class Directory {
   Directory(const Directory&) = delete;
   Directory& operator=(const Directory&) = delete;
 
-  // Replaces everything by a table of 2^depth entries, entry i = init(i) (creation and
+  // Whether tables keep EntryFilter bytes (set before the first Reset; spash's option).
+  // A doubling's stage copies each byte to both halves, then calls refine(ctx, next,
+  // first, count) (if set), which may store exact bytes for entries [first, first +
+  // count) of the next table: their segments cannot change while it runs.
+  using Refine = void (*)(void* ctx, Table* next, uint64_t first, uint64_t count);
+  void SetFilter(bool on, Refine refine = nullptr, void* ctx = nullptr) {
+    filter_ = on;
+    refine_ = refine;
+    refine_ctx_ = ctx;
+  }
+  bool has_filter() const { return filter_; }
+
+  // Replaces everything by a table of 2^depth entries, entry i = init(i), every filter
+  // byte `filter_byte` (0 for empty segments; unknown for recovered ones) (creation and
   // recovery; no other thread may use the directory).
   template <typename Init>
-  Status Reset(unsigned depth, Init&& init) {
-    std::unique_ptr<Table> t = Table::Make(depth);
+  Status Reset(unsigned depth, Init&& init, uint8_t filter_byte = EntryFilter::kUnknown) {
+    std::unique_ptr<Table> t = Table::Make(depth, filter_);
     if (t == nullptr) return OutOfMemory(depth);
     for (uint64_t i = 0; i < t->size; ++i) t->entries[i].store(init(i), std::memory_order_relaxed);
+    FillFilter(t.get(), filter_byte);
     Free(current_.exchange(t.release(), std::memory_order_acq_rel));
     return Status::OK();
   }
-  // The same, the entries written by fill(entries) into a zeroed table: it returns false
-  // to keep the current table (*installed false).
+  // The same, the entries written by fill(entries) into a zeroed table, filter bytes
+  // unknown: it returns false to keep the current table (*installed false).
   template <typename Fill>
   Status ResetIf(unsigned depth, Fill&& fill, bool* installed) {
-    std::unique_ptr<Table> t = Table::Make(depth);
+    std::unique_ptr<Table> t = Table::Make(depth, filter_);
     if (t == nullptr) return OutOfMemory(depth);
     *installed = fill(t->entries);
+    FillFilter(t.get(), EntryFilter::kUnknown);
     if (*installed) Free(current_.exchange(t.release(), std::memory_order_acq_rel));
     return Status::OK();
   }
@@ -162,6 +201,20 @@ class Directory {
   }
   static uint64_t Load(const Place& p) {
     return p.table->entries[p.index].load(std::memory_order_acquire);
+  }
+  // The filter (has_filter() only): false if no key of `hash` is stored at `p`, Resolve's
+  // place for it (inside the caller's epoch guard).
+  static bool MayHold(const Place& p, uint64_t hash) {
+    const uint8_t bits = EntryFilter::Bits(hash);
+    return (p.table->filter[p.index].load(std::memory_order_acquire) & bits) == bits;
+  }
+  // The filter byte of entry `index` of `t`, and its store: only by the holder of the
+  // entry's range (or a stage copy, which froze it).
+  static uint8_t FilterAt(const Table* t, uint64_t index) {
+    return t->filter[index].load(std::memory_order_relaxed);
+  }
+  static void StoreFilter(Table* t, uint64_t index, uint8_t byte) {
+    t->filter[index].store(byte, std::memory_order_relaxed);
   }
 
   // Locks the range of the segment named by entry `at` of `place.table` (the entry as
@@ -209,7 +262,11 @@ class Directory {
   void RunTransition(Table* from, Table* to);
   void CopyStage(Table* from, uint64_t partition);
   static void Free(Table* t);
+  static void FillFilter(Table* t, uint8_t byte);
 
+  bool filter_ = false;
+  Refine refine_ = nullptr;
+  void* refine_ctx_ = nullptr;
   std::atomic<Table*> current_{nullptr};
   std::mutex transition_mu_;  // one transition at a time
   EpochReclaimer epochs_;

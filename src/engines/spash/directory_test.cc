@@ -57,6 +57,31 @@ TEST(SpashDirectoryTest, LockHoldsTheWholeRangeAndReleaseBumpsIt) {
   }
 }
 
+TEST(SpashDirectoryTest, FilterBytesFollowTransitions) {
+  Directory dir;
+  dir.SetFilter(true);
+  EXPECT_TRUE(dir.Reset(3, [](uint64_t i) { return DirEntry::Make(i + 1, 3, 0, 0); }, 0).ok());
+  Directory::Table* t3 = dir.Current();
+  for (uint64_t i = 0; i < 8; ++i) Directory::StoreFilter(t3, i, static_cast<uint8_t>(1u << i));
+  EpochReclaimer::Guard keep(dir.epochs());  // the old tables stay readable
+  ASSERT_TRUE(dir.Double(t3));
+  Directory::Table* t4 = dir.Current();
+  ASSERT_EQ(t4->depth, 4u);
+  for (uint64_t i = 0; i < 16; ++i) EXPECT_EQ(Directory::FilterAt(t4, i), 1u << (i / 2)) << i;
+  for (uint64_t i = 0; i < 8; ++i) EXPECT_EQ(Directory::FilterAt(t3, i), EntryFilter::kUnknown);
+  Directory::StoreFilter(t4, 13, 0x80);  // entries 12 and 13 halve into entry 6
+  dir.Halve(t4, 3, [](void*) { return true; }, nullptr);
+  Directory::Table* back = dir.Current();
+  ASSERT_EQ(back->depth, 3u);
+  for (uint64_t i = 0; i < 8; ++i) {
+    EXPECT_EQ(Directory::FilterAt(back, i), i == 6 ? 0x40u | 0x80u : 1u << i) << i;
+  }
+  // Prefix 6 at depth 3, probes (hash bits 4..2, 7..5) 6 and 7, then 1 and 2.
+  const uint64_t hash = uint64_t{6} << 61;
+  EXPECT_TRUE(Directory::MayHold(dir.Resolve(hash | 6 << 2 | 7 << 5), hash | 6 << 2 | 7 << 5));
+  EXPECT_FALSE(Directory::MayHold(dir.Resolve(hash | 1 << 2 | 2 << 5), hash | 1 << 2 | 2 << 5));
+}
+
 TEST(SpashDirectoryTest, HalvingIsWithdrawnWhenNotAllowed) {
   Directory dir;
   Fill(&dir);

@@ -23,6 +23,7 @@ using spash::BucketMatch;
 using spash::MatchBucket;
 using spash::MatchInline;
 using spash::DirEntry;
+using spash::EntryFilter;
 using spash::Directory;
 using spash::KeyWord;
 using spash::Segment;
@@ -160,6 +161,8 @@ Status Spash::Configure(EngineOptions& options, const Options& index_options) {
   htm_abort_rate_ = options.Double("htm_abort_rate");
   read_lock_ = options.Bool("read_lock");
   nta_reads_ = options.Bool("nta_reads");
+  filter_ = options.Bool("filter");
+  dir_.SetFilter(filter_, &Spash::RefineFilters, this);
   // A test hash (the degenerate-hash run) is no bijection: every key is then a record.
   inline_keys_ = key_hash_invertible();
   first_try_ = options.Bool("first_try") && inline_keys_ && !read_lock_ && !nta_reads_;
@@ -310,7 +313,8 @@ Status Spash::Create() {
   p.Store(&root_->usage_saved, SealFor(&root_->usage_saved, 0));
   CreateRoot(kRootLayout, head_block_, 0);  // its fence orders every flush above first
   PMHASH_RETURN_IF_ERROR(
-      dir_.Reset(depth, [&](uint64_t i) { return DirEntry::Make(segs[i] >> 8, depth, 0, 0); }));
+      dir_.Reset(depth, [&](uint64_t i) { return DirEntry::Make(segs[i] >> 8, depth, 0, 0); },
+                 /*filter_byte=*/0));
   for (auto& c : depth_count_) c.store(0);
   depth_count_[depth].store(n);
   live_segments_.store(n);
@@ -644,8 +648,9 @@ Status Spash::DoGet(std::string_view key, uint64_t h, std::string* value) {
     EpochReclaimer::Guard guard(dir_.epochs());
     const OptimisticReadScope unchecked_by_tsan;  // validated by the directory entry
     const Directory::Place place = dir_.Resolve(h);
-    const uint64_t e = Directory::Load(place);
+    const uint64_t e = Directory::Load(place);  // asked for before the filter's answer
     if (read_hook_) [[unlikely]] read_hook_(h);
+    if (filter_ && !Directory::MayHold(place, h)) return Status::NotFound();
     if (!DirEntry::Busy(e)) {
       const Segment* s = SegmentAt(e);
       const int b = MainBucket(h);
@@ -683,6 +688,7 @@ __attribute__((noinline)) Status Spash::GetFull(std::string_view key, uint64_t h
   const int b = MainBucket(h);
   for (int attempt = 0;; ++attempt) {
     const Directory::Place place = dir_.Resolve(h);
+    if (filter_ && !Directory::MayHold(place, h)) return Status::NotFound();
     const uint64_t e = Directory::Load(place);
     if (DirEntry::Busy(e)) {
       SpinBackoff(attempt);
@@ -758,6 +764,7 @@ void Spash::Prefetch(uint64_t hash) const {
   // A batch's keys come one call each, `depth` calls before their operation runs.
   EpochReclaimer::Guard guard(dir_.epochs());
   const Directory::Place place = dir_.Resolve(hash);
+  if (filter_) __builtin_prefetch(&place.table->filter[place.index], 0, 3);
   __builtin_prefetch(&place.table->entries[place.index], 0, 3);
   ThreadState& ts = MyState();
   if (IsShared(ts)) return;  // threads beyond the table keep no pipeline
@@ -781,6 +788,8 @@ Status Spash::DoWrite(std::string_view key, std::string_view value, uint64_t h, 
     // ---- Preparation, no lock (Sec. IV-A steps 1-4): segment, main bucket, slot, record.
     const Directory::Place place = dir_.Resolve(h);
     const uint64_t e = Directory::Load(place);
+    // The commit sets the key's filter bits: its byte asked for now, beside the entry.
+    if (filter_) __builtin_prefetch(&place.table->filter[place.index], 1, 3);
     if (DirEntry::Busy(e)) {  // a writer, or a stage copy: both end soon
       SpinBackoff(attempt);
       continue;
@@ -898,6 +907,64 @@ void Spash::InsertAt(Commit& c, int k, int slot, std::string_view value, uint64_
   *record = 0;
   c.parts[k].word = DirEntry::WithCount(c.parts[k].word, DirEntry::Count(c.parts[k].word) + 1);
   c.changed = true;
+  if (filter_) NoteInFilter(c, k, h);
+}
+
+void Spash::NoteInFilter(Commit& c, int k, uint64_t h) {
+  Directory::Table* t = c.held.table;
+  const uint64_t index = t->Index(h);
+  const uint8_t f = Directory::FilterAt(t, index);
+  if (f != EntryFilter::kUnknown) {
+    Directory::StoreFilter(t, index, static_cast<uint8_t>(f | EntryFilter::Bits(h)));
+    return;
+  }
+  // Not known since an open (or saturated): rebuilt from the part's segment, which holds
+  // the new key already.
+  const Commit::Part& part = c.parts[k];
+  StoreSegmentFilters(t, part.word, part.first & ~(part.count - 1), part.first, part.count);
+}
+
+void Spash::StoreSegmentFilters(Directory::Table* t, uint64_t entry, uint64_t range_first,
+                                uint64_t first, uint64_t count) {
+  const unsigned d = DirEntry::Depth(entry);
+  const Segment* s = SegmentAt(entry);
+  const uint64_t prefix = range_first >> (t->depth - d);
+  uint64_t hashes[kSlots];
+  int n = 0;
+  for (int i = 0; i < kSlots; ++i) {
+    const uint64_t w = Load(&KeyWordOf(s, i)) & ~KeyWord::kHint;
+    if (!KeyWord::Empty(w)) hashes[n++] = HashOfEntry(w, prefix, d);
+  }
+  StoreFilters(t, first, count, hashes, n);
+}
+
+void Spash::RefineFilters(void* ctx, Directory::Table* next, uint64_t first, uint64_t count) {
+  // A doubling's stage: the bytes both halves inherited hold the bits of twice their keys.
+  auto* self = static_cast<Spash*>(ctx);
+  for (uint64_t i = first; i < first + count;) {
+    const uint64_t e = next->entries[i].load(std::memory_order_relaxed);
+    const uint64_t range = uint64_t{1} << (next->depth - DirEntry::Depth(e));
+    const uint64_t end = std::min((i & ~(range - 1)) + range, first + count);
+    self->StoreSegmentFilters(next, e, i & ~(range - 1), i, end - i);
+    i = end;
+  }
+}
+
+void Spash::StoreFilters(Directory::Table* t, uint64_t first, uint64_t count,
+                         const uint64_t* hashes, int n) {
+  // Each byte computed whole before its one store: a reader sees the old byte or the
+  // new, both with the bits of every key the range holds. 64 entries at a time.
+  uint64_t index[kSlots];
+  for (int j = 0; j < n; ++j) index[j] = t->Index(hashes[j]);
+  for (uint64_t base = first; base < first + count; base += 64) {
+    const uint64_t m = std::min<uint64_t>(64, first + count - base);
+    uint8_t bytes[64] = {};
+    for (int j = 0; j < n; ++j) {
+      const uint64_t i = index[j] - base;  // outside the window: wraps past m
+      if (i < m) bytes[i] |= EntryFilter::Bits(hashes[j]);
+    }
+    for (uint64_t i = 0; i < m; ++i) Directory::StoreFilter(t, base + i, bytes[i]);
+  }
 }
 
 void Spash::SetHint(Commit& c, Segment* s, int b, int j, bool on) {
@@ -1076,6 +1143,16 @@ Status Spash::Split(Commit& c, int k, uint64_t h, Outcome* outcome) {
   p.Fence();
   StoreRecord(s, 0, 0);  // durable with the operation's fence (Finish), then reused
   c.retired[c.nretired++] = s;
+  if (filter_) {
+    // Both halves hold exactly the old segment's keys: the range's bytes lose the bits
+    // of keys deleted since they were set.
+    uint64_t live[kSlots];
+    int n = 0;
+    for (int i = 0; i < kSlots; ++i) {
+      if (!KeyWord::Empty(KeyWordOf(s, i) & ~KeyWord::kHint)) live[n++] = hashes[i];
+    }
+    StoreFilters(t, part.first, part.count, live, n);
+  }
   const uint64_t span = part.count / 2;
   const uint64_t version = DirEntry::Version(part.word);
   c.parts[c.nparts++] = {part.first + span, span,
@@ -1841,6 +1918,18 @@ void Spash::FillStats(IndexStats* stats) const {
   c["blocks"] = blocks;
   c["chunk_blocks"] = chunk_blocks;
   c["directory_bytes"] = dir_.MemoryBytes();
+  if (const Directory::Table* t = dir_.Current(); t->filter != nullptr) {
+    // The share of absent keys the filter lets through, per mille: a byte with p bits
+    // set passes a random key's two probes with probability (p / 8)^2.
+    uint64_t squares = 0, unknown = 0;
+    for (uint64_t i = 0; i < t->size; ++i) {
+      const uint8_t f = Directory::FilterAt(t, i);
+      squares += static_cast<uint64_t>(std::popcount(f) * std::popcount(f));
+      unknown += f == EntryFilter::kUnknown;
+    }
+    c["filter_pass_permille"] = (squares * 1000 + t->size * 32) / (t->size * 64);
+    c["filter_unknown_entries"] = unknown;
+  }
 }
 
 Status Spash::CheckInvariants() const {
@@ -1889,6 +1978,10 @@ Status Spash::CheckInvariants() const {
       if ((hash >> (64 - d)) != prefix) {
         return Status::Corruption(at + ": slot " + std::to_string(k) +
                                   " holds a key of another segment");
+      }
+      if (t->filter != nullptr && !Directory::MayHold({t, hash >> (64 - g)}, hash)) {
+        return Status::Corruption(at + ": slot " + std::to_string(k) +
+                                  " holds a key its directory entry's filter byte misses");
       }
       std::string key, value;
       EntryKeyValue(w, s->bucket[k / 4].slot[k % 4].value, hash, &key, &value);
@@ -2010,6 +2103,10 @@ void RegisterEngines_spash(EngineRegistry& registry) {
       OptionSpec::Bool("nta_reads", false,
                        "searches ask for the bucket as non-temporal (prefetchnta), so buckets "
                        "do not evict the directory from the cache (not in the paper)"),
+      OptionSpec::Bool("filter", false,
+                       "a one-byte Bloom filter per directory entry, in DRAM beside the "
+                       "directory: most searches of absent keys answer from it, reading "
+                       "neither the entry nor the segment (not in the paper)"),
       OptionSpec::Bool("first_try", true,
                        "searches of 8-byte keys try a short path first (inline entries, no "
                        "call; not in the paper); off: every search takes the general one, "

@@ -135,6 +135,11 @@
 // in a real RTM transaction (eadr only: a flush aborts one), from the lock of the range
 // to its release, so the busy marks are never seen and a conflict aborts it.
 // read_lock makes searches lock too (the paper's "w/ write & read lock", Fig. 12c).
+// With `filter` (not in the paper; directory.h) a search reads its entry's filter byte
+// after asking for the entry, and answers NotFound if the key's two probe bits are not
+// both set. An insert sets them while it holds the range (InsertAt), a split stores its
+// range's exact bytes, a doubling stage stores the next table's (RefineFilters), a write
+// to a range whose byte is unknown rebuilds the range's; deletes leave their bits.
 #pragma once
 
 #include <atomic>
@@ -460,6 +465,19 @@ class Spash : public Engine {
                       std::string_view value) const;
   void TableOneWriteBack(Commit& c, const void* at, uint64_t bytes, bool hot);
   void SetHint(Commit& c, Segment* s, int b, int j, bool on);
+  // The filter (option `filter`): the held range's bytes after a key of hash h went into
+  // part k (its bits added, or the part's bytes rebuilt if the key's was unknown), and
+  // the exact bytes of entries [first, first + count) of t for the n keys of `hashes`.
+  void NoteInFilter(Commit& c, int k, uint64_t h);
+  void StoreFilters(spash::Directory::Table* t, uint64_t first, uint64_t count,
+                    const uint64_t* hashes, int n);
+  // The exact bytes of entries [first, first + count) of t, within the range from
+  // range_first that names `entry`'s segment (whose writers are held off).
+  void StoreSegmentFilters(spash::Directory::Table* t, uint64_t entry, uint64_t range_first,
+                           uint64_t first, uint64_t count);
+  // Directory::Refine: a doubling stage's exact bytes.
+  static void RefineFilters(void* ctx, spash::Directory::Table* next, uint64_t first,
+                            uint64_t count);
   // Splits part k's full segment, which the key of hash h found full.
   Status Split(Commit& c, int k, uint64_t h, Outcome* outcome);
   unsigned DeleteLocked(Commit& c, int slot, uint64_t h);
@@ -505,6 +523,7 @@ class Spash : public Engine {
   double htm_abort_rate_ = 0;
   bool read_lock_ = false;
   bool nta_reads_ = false;
+  bool filter_ = false;  // the directory's negative filter (directory.h; not in the paper)
   bool inline_keys_ = true;  // false under a test hash (Engine::key_hash_invertible)
   bool first_try_ = true;    // DoGet may answer on its short path (no option changes it)
   std::function<void(uint64_t)> read_hook_;

@@ -67,8 +67,8 @@ TEST(SpashTest, InlineAndRecordEntriesRoundTrip) {
   ExpectMatches(index.get(), model);
 }
 
-TEST(SpashTest, SplitsDoublesMergesAndHalves) {
-  Options o = SpashOptions();
+void SplitsDoublesMergesAndHalvesWith(const char* filter) {
+  Options o = SpashOptions({{"filter", filter}});
   o.initial_capacity = 16;  // 8 segments at depth 3
   auto index = OpenOrDie(o);
   ASSERT_NE(index, nullptr);
@@ -79,6 +79,7 @@ TEST(SpashTest, SplitsDoublesMergesAndHalves) {
     model[Key8(i)] = Key8(i + 1);
   }
   ExpectMatches(index.get(), model);
+  EXPECT_TRUE(AsSpash(index.get())->CheckInvariants().ok());  // filter bytes hold every key
   EXPECT_GT(Counter(index.get(), "splits"), 300u);
   EXPECT_GT(Counter(index.get(), "doublings"), 3u);
   const IndexStats st = index->Stats();
@@ -91,10 +92,18 @@ TEST(SpashTest, SplitsDoublesMergesAndHalves) {
     if (i % 997 == 0) ExpectMatches(index.get(), model);
   }
   ExpectMatches(index.get(), model);
+  EXPECT_TRUE(AsSpash(index.get())->CheckInvariants().ok());
   EXPECT_GT(Counter(index.get(), "merges"), 300u);
   EXPECT_GT(Counter(index.get(), "halvings"), 3u);
   EXPECT_EQ(AsSpash(index.get())->global_depth(), 3u);
   EXPECT_EQ(AsSpash(index.get())->segments(), 8u);
+}
+
+TEST(SpashTest, SplitsDoublesMergesAndHalves) {
+  for (const char* filter : {"off", "on"}) {
+    SCOPED_TRACE(std::string("filter=") + filter);
+    SplitsDoublesMergesAndHalvesWith(filter);
+  }
 }
 
 TEST(SpashTest, OverflowEntriesCarryHintsAndNegativeSearchesStopAtTheMainBucket) {
@@ -138,9 +147,9 @@ TEST(SpashTest, FullSegmentIsRefusedWithResizeOff) {
   EXPECT_TRUE(AsSpash(index.get())->CheckInvariants().ok());
 }
 
-TEST(SpashTest, ReopensCleanlyAndAfterACrash) {
+void ReopensCleanlyAndAfterACrashWith(const char* filter) {
   TempDir dir("spash");
-  Options o = SpashOptions();
+  Options o = SpashOptions({{"filter", filter}});
   o.path = dir.File("pool");
   o.create_if_missing = true;
   o.initial_capacity = 16;
@@ -178,7 +187,16 @@ TEST(SpashTest, ReopensCleanlyAndAfterACrash) {
       model[Key8(i)] = std::string(40, 'm');
     }
     ExpectMatches(index.get(), model);
+    EXPECT_TRUE(AsSpash(index.get())->CheckInvariants().ok());
     ASSERT_TRUE(index->Close().ok());
+  }
+}
+
+TEST(SpashTest, ReopensCleanlyAndAfterACrash) {
+  // With the filter, an open leaves every byte unknown and writes rebuild them.
+  for (const char* filter : {"off", "on"}) {
+    SCOPED_TRACE(std::string("filter=") + filter);
+    ReopensCleanlyAndAfterACrashWith(filter);
   }
 }
 
@@ -288,6 +306,68 @@ TEST(SpashTest, FirstTryReadsTheEntryAgainBeforeItAnswersNotFound) {
   EXPECT_EQ(AsSpash(index.get())->global_depth(), 4u);
 }
 
+TEST(SpashTest, FilterAnswersMostMissesWithoutReadingPm) {
+  // Counted (the general search): a miss the filter answers reads no PM line; without
+  // the filter every miss reads its main bucket at least.
+  uint64_t lines_without = 0;
+  for (const char* filter : {"off", "on"}) {
+    Options o = SpashOptions({{"filter", filter}});
+    o.initial_capacity = 16;
+    o.count_stats = true;
+    auto index = OpenOrDie(o);
+    for (uint64_t i = 0; i < 4000; ++i) ASSERT_TRUE(index->Insert(Key8(i), Key8(i)).ok());
+    const uint64_t before = index->Stats().persist.lines_read;
+    std::string v;
+    for (uint64_t i = 1'000'000; i < 1'002'000; ++i) ASSERT_TRUE(index->Get(Key8(i), &v).IsNotFound());
+    const uint64_t lines = index->Stats().persist.lines_read - before;
+    if (std::string(filter) == "off") {
+      EXPECT_GE(lines, 2000u);
+      lines_without = lines;
+    } else {
+      // 4,000 keys in 1,024 entries (depth 10): about 4 keys a byte let 40% of misses
+      // through (the stat's model, (bits set / 8)^2 a byte).
+      EXPECT_EQ(AsSpash(index.get())->global_depth(), 10u);
+      EXPECT_LT(lines * 2, lines_without);
+      EXPECT_LT(Counter(index.get(), "filter_pass_permille"), 500u);
+      for (uint64_t i = 0; i < 4000; ++i) ASSERT_TRUE(index->Get(Key8(i), &v).ok()) << i;
+    }
+  }
+}
+
+TEST(SpashTest, FilterOfTheOldTableNeverMissesAKeyWrittenToTheNext) {
+  // A search resolves its key to the current table; before it reads the filter byte
+  // there, a writer doubles the directory (each stage copied to the next table) and
+  // inserts the key, into the next table. The old table's byte must not answer
+  // NotFound: the stage that copied it made it unknown.
+  Options o = SpashOptions({{"filter", "on"}}, 64ull << 20);
+  o.initial_capacity = 16;
+  o.count_stats = false;  // the first try, where the hook is
+  auto index = OpenOrDie(o);
+  for (const std::string& k : KeysWithHashBits(0, 0, 3, 0, 20, 2'000'000)) {
+    ASSERT_TRUE(index->Insert(k, k).ok());
+  }
+  const unsigned depth = AsSpash(index.get())->global_depth();
+  const std::string key = KeysWithHashBits(0, 0, 3, 5, 1)[0];  // prefix 5: its bytes are 0
+  bool fired = false;
+  AsSpash(index.get())->TEST_SetReadHook([&](uint64_t) {
+    if (fired) return;
+    fired = true;
+    std::thread writer([&] {
+      for (const std::string& k : KeysWithHashBits(0, 0, 3, 0, 400, 3'000'000)) {
+        if (AsSpash(index.get())->global_depth() > depth) break;
+        ASSERT_TRUE(index->Insert(k, k).ok());
+      }
+      ASSERT_TRUE(index->Insert(key, Key8(1)).ok());
+    });
+    writer.join();
+  });
+  std::string v;
+  EXPECT_TRUE(index->Get(key, &v).ok());
+  EXPECT_EQ(v, Key8(1));
+  EXPECT_TRUE(fired);
+  EXPECT_GT(AsSpash(index.get())->global_depth(), depth);
+}
+
 TEST(SpashTest, ScanSnapshotReadsTheEntryAgain) {
   // ForEach reads the directory entry of prefix 5's segment S; before it copies S, S
   // splits and is reused for prefix 2's keys. The snapshot must be taken again: each key
@@ -326,14 +406,17 @@ TEST(SpashTest, ThreadsSplitAndReadWhileTheDirectoryDoubles) {
   // are present throughout (every read must find its key with its value) and keys that
   // are never written (every read must miss). Uncounted, searches take DoGet's first try;
   // counted, the general path.
-  for (const bool counted : {false, true}) {
-    Options o = SpashOptions({}, 64ull << 20);
-    o.initial_capacity = 16;
-    o.count_stats = counted;
-    auto index = OpenOrDie(o);
-    EXPECT_EQ(ReadWhileWritersSplit(index.get(), 2000, 20000), 0u) << counted;
-    EXPECT_GT(Counter(index.get(), "doublings"), 5u);
-    EXPECT_TRUE(AsSpash(index.get())->CheckInvariants().ok());
+  // With the filter, misses answered from the bytes that stage copies carry over.
+  for (const char* filter : {"off", "on"}) {
+    for (const bool counted : {false, true}) {
+      Options o = SpashOptions({{"filter", filter}}, 64ull << 20);
+      o.initial_capacity = 16;
+      o.count_stats = counted;
+      auto index = OpenOrDie(o);
+      EXPECT_EQ(ReadWhileWritersSplit(index.get(), 2000, 20000), 0u) << counted << filter;
+      EXPECT_GT(Counter(index.get(), "doublings"), 5u);
+      EXPECT_TRUE(AsSpash(index.get())->CheckInvariants().ok());
+    }
   }
 }
 
