@@ -648,9 +648,16 @@ Status Spash::DoGet(std::string_view key, uint64_t h, std::string* value) {
     EpochReclaimer::Guard guard(dir_.epochs());
     const OptimisticReadScope unchecked_by_tsan;  // validated by the directory entry
     const Directory::Place place = dir_.Resolve(h);
-    const uint64_t e = Directory::Load(place);  // asked for before the filter's answer
+    if (filter_) {
+      // The entry asked for now, its load later: a miss the byte answers does not wait
+      // for the entry (a load would hold its retirement), a key it lets through does not
+      // wait for the byte before asking.
+      __builtin_prefetch(&place.table->entries[place.index], 0, 3);
+      if (read_hook_) [[unlikely]] read_hook_(h);
+      if (!Directory::MayHold(place, h)) return Status::NotFound();
+    }
+    const uint64_t e = Directory::Load(place);
     if (read_hook_) [[unlikely]] read_hook_(h);
-    if (filter_ && !Directory::MayHold(place, h)) return Status::NotFound();
     if (!DirEntry::Busy(e)) {
       const Segment* s = SegmentAt(e);
       const int b = MainBucket(h);
@@ -688,7 +695,10 @@ __attribute__((noinline)) Status Spash::GetFull(std::string_view key, uint64_t h
   const int b = MainBucket(h);
   for (int attempt = 0;; ++attempt) {
     const Directory::Place place = dir_.Resolve(h);
-    if (filter_ && !Directory::MayHold(place, h)) return Status::NotFound();
+    if (filter_) {
+      __builtin_prefetch(&place.table->entries[place.index], 0, 3);  // as DoGet
+      if (!Directory::MayHold(place, h)) return Status::NotFound();
+    }
     const uint64_t e = Directory::Load(place);
     if (DirEntry::Busy(e)) {
       SpinBackoff(attempt);

@@ -334,8 +334,9 @@ class Spash : public Engine {
   // Tests only: called with the hash by a lock-free read (a search's first try, a Scan's
   // or ForEach's segment snapshot) after it read the directory entry and before it reads
   // the segment, inside the window a concurrent split needs, so that a test can run
-  // writers there (on a thread of their own: this one holds its epoch guard). Unset
-  // outside tests (one predicted branch).
+  // writers there (on a thread of their own: this one holds its epoch guard). With
+  // `filter`, the first try calls it once more before, between its resolve and its read
+  // of the filter byte. Unset outside tests (one predicted branch).
   void TEST_SetReadHook(std::function<void(uint64_t)> hook) { read_hook_ = std::move(hook); }
 
  private:

@@ -336,7 +336,7 @@ TEST(SpashTest, FilterAnswersMostMissesWithoutReadingPm) {
 
 TEST(SpashTest, FilterOfTheOldTableNeverMissesAKeyWrittenToTheNext) {
   // A search resolves its key to the current table; before it reads the filter byte
-  // there, a writer doubles the directory (each stage copied to the next table) and
+  // there (the read hook's first call), a writer doubles the directory (each stage copied to the next table) and
   // inserts the key, into the next table. The old table's byte must not answer
   // NotFound: the stage that copied it made it unknown.
   Options o = SpashOptions({{"filter", "on"}}, 64ull << 20);
@@ -406,9 +406,11 @@ TEST(SpashTest, ThreadsSplitAndReadWhileTheDirectoryDoubles) {
   // are present throughout (every read must find its key with its value) and keys that
   // are never written (every read must miss). Uncounted, searches take DoGet's first try;
   // counted, the general path.
-  // With the filter, misses answered from the bytes that stage copies carry over.
+  // With the filter (uncounted: the first try, which answers most misses from it),
+  // misses answered from the bytes that stage copies carry over.
   for (const char* filter : {"off", "on"}) {
     for (const bool counted : {false, true}) {
+      if (counted && std::string(filter) == "on") continue;
       Options o = SpashOptions({{"filter", filter}}, 64ull << 20);
       o.initial_capacity = 16;
       o.count_stats = counted;
