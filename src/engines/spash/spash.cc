@@ -929,9 +929,9 @@ void Spash::NoteInFilter(Commit& c, int k, uint64_t h) {
     return;
   }
   // Not known since an open (or saturated): rebuilt from the part's segment, which holds
-  // the new key already.
+  // the new key already (a region's stores are in memory while it runs).
   const Commit::Part& part = c.parts[k];
-  StoreSegmentFilters(t, part.word, part.first & ~(part.count - 1), part.first, part.count);
+  StoreSegmentFilters(t, part.word, part.first, part.first, part.count);
 }
 
 void Spash::StoreSegmentFilters(Directory::Table* t, uint64_t entry, uint64_t range_first,
