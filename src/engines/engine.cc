@@ -473,7 +473,7 @@ void Engine::Write(std::span<const WriteOp> ops, std::span<Status> statuses) {
       return;
     }
     hashes[j % depth] = KeyHash(op.key);
-    Prefetch(hashes[j % depth]);
+    PrefetchWrite(hashes[j % depth]);
   };
   for (; ahead < n && ahead < depth; ++ahead) start(ahead);
   for (size_t i = 0; i < n; ++i) {

@@ -201,6 +201,9 @@ class Engine : public Index {
   // be hidden). A hint taken with no lock: it may touch a stale table, so it
   // may only prefetch, never dereference what it has not validated.
   virtual void Prefetch(uint64_t hash) const { (void)hash; }
+  // The same for the pipelined Write (capabilities.pipelined_write), whose inserts read
+  // what a search of an absent key may skip: Prefetch unless the engine says otherwise.
+  virtual void PrefetchWrite(uint64_t hash) const { Prefetch(hash); }
 
   // ---- Lifecycle ----
   // Reads engine options (sizes, switches) through the declared list, and checks what

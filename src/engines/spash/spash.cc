@@ -767,7 +767,7 @@ Status Spash::GetLocked(std::string_view key, uint64_t h, std::string* value) {
   }
 }
 
-void Spash::Prefetch(uint64_t hash) const {
+void Spash::PrefetchAhead(uint64_t hash, bool skip_filtered) const {
   // Two stages, as the paper's pipeline (Fig. 5a) loads the directory (step 1) before the
   // bucket (step 2): this key's directory entry is prefetched now, and the main bucket
   // of the key prefetched kPrefetchLag calls ago, whose entry has had that long to arrive.
@@ -781,7 +781,10 @@ void Spash::Prefetch(uint64_t hash) const {
   uint64_t& slot = ts.pipeline[ts.pipeline_pos++ % kPrefetchLag];
   const uint64_t earlier = slot;
   slot = hash;
-  const uint64_t e = Directory::Load(dir_.Resolve(earlier));
+  const Directory::Place at = dir_.Resolve(earlier);
+  // A search its byte (asked for then) answers needs neither its entry nor its bucket.
+  if (skip_filtered && !Directory::MayHold(at, earlier)) return;
+  const uint64_t e = Directory::Load(at);
   if (!DirEntry::Busy(e)) persister().Prefetch(&SegmentAt(e)->bucket[MainBucket(earlier)]);
 }
 

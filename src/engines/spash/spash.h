@@ -318,7 +318,8 @@ class Spash : public Engine {
   PMHASH_ENGINE_KIT_OVERRIDES;
   // The key's directory entry now, and the main bucket of the key prefetched
   // kPrefetchLag calls before (a two-stage pipeline over the kit's MultiGet and Write).
-  void Prefetch(uint64_t hash) const override;
+  void Prefetch(uint64_t hash) const override { PrefetchAhead(hash, filter_); }
+  void PrefetchWrite(uint64_t hash) const override { PrefetchAhead(hash, false); }
   Status Shutdown() override;
   // Frees directory tables no reader can hold any more.
   void WaitForBackgroundWork() override;
@@ -466,6 +467,9 @@ class Spash : public Engine {
                       std::string_view value) const;
   void TableOneWriteBack(Commit& c, const void* at, uint64_t bytes, bool hot);
   void SetHint(Commit& c, Segment* s, int b, int j, bool on);
+  // Prefetch's pipeline; with `skip_filtered`, a key the filter answers is not followed
+  // to its bucket (searches; writes follow every key).
+  void PrefetchAhead(uint64_t hash, bool skip_filtered) const;
   // The filter (option `filter`): the held range's bytes after a key of hash h went into
   // part k (its bits added, or the part's bytes rebuilt if the key's was unknown), and
   // the exact bytes of entries [first, first + count) of t for the n keys of `hashes`.
