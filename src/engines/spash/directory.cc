@@ -7,7 +7,7 @@
 
 namespace pmhash::engines::spash {
 
-std::unique_ptr<Directory::Table> Directory::Table::Make(unsigned d, bool filter) {
+std::unique_ptr<Directory::Table> Directory::Table::Make(unsigned d, bool filter, bool hint) {
   static_assert(sizeof(std::atomic<uint64_t>) == sizeof(uint64_t) &&
                     std::atomic<uint64_t>::is_always_lock_free,
                 "an entry is a plain 8-byte word in zeroed memory");
@@ -15,21 +15,32 @@ std::unique_ptr<Directory::Table> Directory::Table::Make(unsigned d, bool filter
   t->depth = d;
   t->size = uint64_t{1} << d;
   static_assert(sizeof(std::atomic<uint8_t>) == 1, "a filter byte is a plain byte");
+  static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t), "a hint is a plain word");
+  // Entries, then hints (4-byte aligned after 8-byte entries), then filter bytes.
   const uint64_t entry_bytes = t->size * sizeof(uint64_t);
-  Result<DramBuffer> memory = DramBuffer::Allocate(entry_bytes + (filter ? t->size : 0));  // zeroed
+  const uint64_t hint_bytes =
+      hint ? ((t->size + (uint64_t{1} << kHintShift) - 1) >> kHintShift) * sizeof(uint32_t) : 0;
+  Result<DramBuffer> memory =
+      DramBuffer::Allocate(entry_bytes + hint_bytes + (filter ? t->size : 0));  // zeroed
   if (!memory.ok()) return nullptr;
   t->memory = std::move(memory.value());
-  t->entries = static_cast<std::atomic<uint64_t>*>(t->memory.data());
-  if (filter) {
-    t->filter = reinterpret_cast<std::atomic<uint8_t>*>(static_cast<char*>(t->memory.data()) +
-                                                         entry_bytes);
-  }
+  char* base = static_cast<char*>(t->memory.data());
+  t->entries = reinterpret_cast<std::atomic<uint64_t>*>(base);
+  if (hint) t->hint = reinterpret_cast<std::atomic<uint32_t>*>(base + entry_bytes);
+  if (filter) t->filter = reinterpret_cast<std::atomic<uint8_t>*>(base + entry_bytes + hint_bytes);
   return t;
 }
 
 void Directory::FillFilter(Table* t, uint8_t byte) {
   if (t->filter == nullptr) return;
   for (uint64_t i = 0; i < t->size; ++i) t->filter[i].store(byte, std::memory_order_relaxed);
+}
+
+void Directory::FillHints(Table* t) {
+  if (t->hint == nullptr) return;
+  for (uint64_t i = 0; i < t->size; i += uint64_t{1} << kHintShift) {
+    NoteHint(t, i, t->entries[i].load(std::memory_order_relaxed));
+  }
 }
 
 Status Directory::OutOfMemory(unsigned depth) {
@@ -176,6 +187,7 @@ void Directory::ReleaseAs(const Held& held, uint64_t first, uint64_t count, uint
   const uint64_t rest = DirEntry::WithCount(word, 0);
   for (uint64_t i = first; i < first + count; ++i) {
     held.table->entries[i].store(i == first ? word : rest, std::memory_order_release);
+    NoteHint(held.table, i, word);
   }
 }
 
@@ -215,10 +227,12 @@ void Directory::CopyStage(Table* from, uint64_t partition) {
     if (doubling) {
       to->entries[2 * i].store(w, std::memory_order_relaxed);
       to->entries[2 * i + 1].store(DirEntry::WithCount(w, 0), std::memory_order_relaxed);
+      NoteHint(to, 2 * i, w);
     } else if (i % 2 == 0) {
       // Halving: entries 2k and 2k+1 name the same segment (every depth < G); 2k is the
       // primary if either is.
       to->entries[i / 2].store(w, std::memory_order_relaxed);
+      NoteHint(to, i / 2, w);
     }
   }
   if (from->filter != nullptr) {
@@ -240,7 +254,7 @@ void Directory::CopyStage(Table* from, uint64_t partition) {
 }
 
 Directory::Table* Directory::BeginTransition(Table* from, unsigned to_depth) {
-  std::unique_ptr<Table> next = Table::Make(to_depth, filter_);
+  std::unique_ptr<Table> next = Table::Make(to_depth, filter_, hint_);
   if (next == nullptr) return nullptr;
   const uint64_t partitions = (from->size + kPartition - 1) / kPartition;
   from->stage.reset(new std::atomic<uint8_t>[partitions]);

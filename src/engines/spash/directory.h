@@ -41,6 +41,18 @@
 // before it marks the stage done: a reader still on the old table never answers from a
 // byte that misses a key written to the next one.
 //
+// ---- The segment hint (option `hint` of spash; not in the paper) ---------------------
+//
+// With it, each table keeps one 4-byte word per group of 4 entries beside the entries:
+// the segment field of the group's first entry, an eighth of the entries' bytes, so it
+// stays in the cache where the entries do not. A search or write reads its group's word
+// and prefetches its main bucket in that segment while its own entry is still on its
+// way: when the entry names the same segment (every key of a segment of depth <= G-2,
+// half of those of depth G-1, a quarter at depth G) the segment's miss no longer waits
+// for the entry's. A hint is advice only: nothing is read through it but a prefetch, so
+// a stale one costs a wasted prefetch, never a wrong answer. Whoever stores a group's
+// first entry stores its word too (a release, a stage copy, a reset), without ordering.
+//
 // ---- Transitions (staged doubling and halving, Fig. 6) ------------------------------
 //
 // A transition links a new table `next` (depth G+1 or G-1) to the current one and copies
@@ -104,19 +116,22 @@ struct EntryFilter {
 class Directory {
  public:
   static constexpr unsigned kPartition = 8;  // entries per stage: one cache line
+  static constexpr unsigned kHintShift = 2;  // a hint word per 2^kHintShift entries
   static constexpr unsigned kMaxDepth = 40;  // 2^40 entries would be 8 TiB of DRAM
 
   struct Table {
     // A table of 2^depth zero entries, in DRAM backed by huge pages where the kernel
     // allows (util/dram_buffer.h: a lookup then costs a cache miss, not a page walk too);
     // null if the system has no memory for it.
-    // With `filter`, the table has a filter byte per entry too, zeroed.
-    static std::unique_ptr<Table> Make(unsigned depth, bool filter);
+    // With `filter`, the table has a filter byte per entry too, zeroed; with `hint`, a
+    // hint word per group of entries (zero: segment 0, no segment's, a harmless prefetch).
+    static std::unique_ptr<Table> Make(unsigned depth, bool filter, bool hint);
     unsigned depth;
     uint64_t size;
     DramBuffer memory;
     std::atomic<uint64_t>* entries;
     std::atomic<uint8_t>* filter = nullptr;  // EntryFilter bytes, if the directory has them
+    std::atomic<uint32_t>* hint = nullptr;   // segment hints, if the directory has them
     // The transition under way from this table (null: none) and its stages, one per
     // partition of this table: kPending, kCopying, kDone.
     std::atomic<Table*> next{nullptr};
@@ -160,16 +175,20 @@ class Directory {
     refine_ctx_ = ctx;
   }
   bool has_filter() const { return filter_; }
+  // Whether tables keep segment hints (set before the first Reset; spash's option).
+  void SetHint(bool on) { hint_ = on; }
+  bool has_hint() const { return hint_; }
 
   // Replaces everything by a table of 2^depth entries, entry i = init(i), every filter
   // byte `filter_byte` (0 for empty segments; unknown for recovered ones) (creation and
   // recovery; no other thread may use the directory).
   template <typename Init>
   Status Reset(unsigned depth, Init&& init, uint8_t filter_byte = EntryFilter::kUnknown) {
-    std::unique_ptr<Table> t = Table::Make(depth, filter_);
+    std::unique_ptr<Table> t = Table::Make(depth, filter_, hint_);
     if (t == nullptr) return OutOfMemory(depth);
     for (uint64_t i = 0; i < t->size; ++i) t->entries[i].store(init(i), std::memory_order_relaxed);
     FillFilter(t.get(), filter_byte);
+    FillHints(t.get());
     Free(current_.exchange(t.release(), std::memory_order_acq_rel));
     return Status::OK();
   }
@@ -177,10 +196,11 @@ class Directory {
   // unknown: it returns false to keep the current table (*installed false).
   template <typename Fill>
   Status ResetIf(unsigned depth, Fill&& fill, bool* installed) {
-    std::unique_ptr<Table> t = Table::Make(depth, filter_);
+    std::unique_ptr<Table> t = Table::Make(depth, filter_, hint_);
     if (t == nullptr) return OutOfMemory(depth);
     *installed = fill(t->entries);
     FillFilter(t.get(), EntryFilter::kUnknown);
+    FillHints(t.get());
     if (*installed) Free(current_.exchange(t.release(), std::memory_order_acq_rel));
     return Status::OK();
   }
@@ -207,6 +227,18 @@ class Directory {
   static bool MayHold(const Place& p, uint64_t hash) {
     const uint8_t bits = EntryFilter::Bits(hash);
     return (p.table->filter[p.index].load(std::memory_order_acquire) & bits) == bits;
+  }
+  // The hint (has_hint() only): the segment field of the first entry of `p`'s group, as
+  // it was when last stored; SegmentAt takes it as it takes an entry.
+  static uint64_t Hint(const Place& p) {
+    return p.table->hint[p.index >> kHintShift].load(std::memory_order_relaxed);
+  }
+  // Stores entry `index`'s segment as its group's hint if it is the group's first.
+  static void NoteHint(Table* t, uint64_t index, uint64_t entry) {
+    if (t->hint != nullptr && (index & ((uint64_t{1} << kHintShift) - 1)) == 0) {
+      t->hint[index >> kHintShift].store(static_cast<uint32_t>(DirEntry::Segment(entry)),
+                                         std::memory_order_relaxed);
+    }
   }
   // The filter byte of entry `index` of `t`, and its store: only by the holder of the
   // entry's range (or a stage copy, which froze it).
@@ -263,8 +295,10 @@ class Directory {
   void CopyStage(Table* from, uint64_t partition);
   static void Free(Table* t);
   static void FillFilter(Table* t, uint8_t byte);
+  static void FillHints(Table* t);
 
   bool filter_ = false;
+  bool hint_ = false;
   Refine refine_ = nullptr;
   void* refine_ctx_ = nullptr;
   std::atomic<Table*> current_{nullptr};

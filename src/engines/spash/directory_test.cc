@@ -82,6 +82,33 @@ TEST(SpashDirectoryTest, FilterBytesFollowTransitions) {
   EXPECT_FALSE(Directory::MayHold(dir.Resolve(hash | 1 << 2 | 2 << 5), hash | 1 << 2 | 2 << 5));
 }
 
+TEST(SpashDirectoryTest, HintsFollowReleasesAndTransitions) {
+  Directory dir;
+  dir.SetHint(true);
+  Fill(&dir);  // depth 3: groups of 4 entries start at segments 1 and 5
+  Directory::Table* t3 = dir.Current();
+  EXPECT_EQ(Directory::Hint({t3, 0}), 1u);
+  EXPECT_EQ(Directory::Hint({t3, 7}), 5u);
+  EpochReclaimer::Guard keep(dir.epochs());
+  ASSERT_TRUE(dir.Double(t3));
+  ASSERT_TRUE(dir.Double(dir.Current()));  // depth 5: one group per segment
+  Directory::Table* t5 = dir.Current();
+  for (uint64_t i = 0; i < 32; ++i) EXPECT_EQ(Directory::Hint({t5, i}), i / 4 + 1) << i;
+  // A release that names a new segment for the range's first entry moves its group's hint.
+  const Directory::Place place = dir.Resolve(uint64_t{26} << 59);
+  Directory::Held held;
+  ASSERT_EQ(dir.Lock(place, &held), Directory::LockResult::kLocked);
+  dir.ReleaseAs(held, held.first, held.count, DirEntry::Make(42, 3, 0, 1));
+  EXPECT_EQ(Directory::Hint(place), 42u);
+  dir.Halve(t5, 3, [](void*) { return true; }, nullptr);  // back to depth 4
+  Directory::Table* t4 = dir.Current();
+  ASSERT_EQ(t4->depth, 4u);
+  for (uint64_t i = 0; i < 16; ++i) {
+    EXPECT_EQ(Directory::Hint({t4, i}), DirEntry::Segment(Directory::Load({t4, i & ~3ull}))) << i;
+  }
+  EXPECT_EQ(Directory::Hint({t4, 13}), 42u);
+}
+
 TEST(SpashDirectoryTest, HalvingIsWithdrawnWhenNotAllowed) {
   Directory dir;
   Fill(&dir);

@@ -163,6 +163,8 @@ Status Spash::Configure(EngineOptions& options, const Options& index_options) {
   nta_reads_ = options.Bool("nta_reads");
   filter_ = options.Bool("filter");
   dir_.SetFilter(filter_, &Spash::RefineFilters, this);
+  hint_ = options.Bool("hint");
+  dir_.SetHint(hint_);
   // A test hash (the degenerate-hash run) is no bijection: every key is then a record.
   inline_keys_ = key_hash_invertible();
   first_try_ = options.Bool("first_try") && inline_keys_ && !read_lock_ && !nta_reads_;
@@ -638,6 +640,11 @@ bool Spash::Finish(Commit& c) {
 
 // ---- Search ---------------------------------------------------------------------------------
 
+[[gnu::always_inline]] inline void Spash::PrefetchHinted(const Directory::Place& place,
+                                                         uint64_t h) const {
+  if (hint_) persister().Prefetch(&SegmentAt(Directory::Hint(place))->bucket[MainBucket(h)]);
+}
+
 Status Spash::DoGet(std::string_view key, uint64_t h, std::string* value) {
   // The common search first, with no call on its path (issue 29's first try: the fewer
   // instructions a lookup takes, the more lookups' misses are in flight at once): an
@@ -656,6 +663,7 @@ Status Spash::DoGet(std::string_view key, uint64_t h, std::string* value) {
       if (read_hook_) [[unlikely]] read_hook_(h);
       if (!Directory::MayHold(place, h)) return Status::NotFound();
     }
+    PrefetchHinted(place, h);
     const uint64_t e = Directory::Load(place);
     if (read_hook_) [[unlikely]] read_hook_(h);
     if (!DirEntry::Busy(e)) {
@@ -800,6 +808,7 @@ Status Spash::DoWrite(std::string_view key, std::string_view value, uint64_t h, 
   for (int attempt = 0;; ++attempt) {
     // ---- Preparation, no lock (Sec. IV-A steps 1-4): segment, main bucket, slot, record.
     const Directory::Place place = dir_.Resolve(h);
+    PrefetchHinted(place, h);
     const uint64_t e = Directory::Load(place);
     // The commit sets the key's filter bits: its byte asked for now, beside the entry.
     if (filter_) __builtin_prefetch(&place.table->filter[place.index], 1, 3);
@@ -1185,6 +1194,7 @@ Status Spash::DoDelete(std::string_view key, uint64_t h) {
   unsigned aborts = 0;
   for (int attempt = 0;; ++attempt) {
     const Directory::Place place = dir_.Resolve(h);
+    PrefetchHinted(place, h);
     const uint64_t e = Directory::Load(place);
     if (DirEntry::Busy(e)) {  // a writer, or a stage copy: both end soon
       SpinBackoff(attempt);
@@ -1969,6 +1979,12 @@ Status Spash::CheckInvariants() const {
         return Status::Corruption(at + ": entry " + std::to_string(j) + " of its range differs");
       }
     }
+    for (uint64_t j = i; j < i + range; ++j) {
+      if (t->hint != nullptr && j % (uint64_t{1} << Directory::kHintShift) == 0 && Directory::Hint({t, j}) != DirEntry::Segment(e)) {
+        return Status::Corruption(at + ": the segment hint of entry " + std::to_string(j) +
+                                  " names another segment");
+      }
+    }
     const Segment* s = SegmentAt(e);
     if (!seen.insert(pool().ToOffset(s)).second) {
       return Status::Corruption(at + " names a segment another range names");
@@ -2120,6 +2136,10 @@ void RegisterEngines_spash(EngineRegistry& registry) {
                        "a one-byte Bloom filter per directory entry, in DRAM beside the "
                        "directory: most searches of absent keys answer from it, reading "
                        "neither the entry nor the segment (not in the paper)"),
+      OptionSpec::Bool("hint", false,
+                       "a 4-byte segment hint per 4 directory entries, in DRAM beside the "
+                       "directory: a search or write prefetches its bucket in the hinted "
+                       "segment while its own entry is on its way (not in the paper)"),
       OptionSpec::Bool("first_try", true,
                        "searches of 8-byte keys try a short path first (inline entries, no "
                        "call; not in the paper); off: every search takes the general one, "

@@ -396,6 +396,9 @@ class Spash : public Engine {
   Segment* SegmentAt(uint64_t entry) const {
     return pool().At<Segment>(DirEntry::Segment(entry) << 8);
   }
+  // The key's main bucket in the segment its group's hint names, asked for while its
+  // entry is on its way (directory.h, the segment hint).
+  void PrefetchHinted(const Directory::Place& place, uint64_t h) const;
   uint64_t SegmentIndex(const Segment* s) const { return pool().ToOffset(s) >> 8; }
   static uint64_t& KeyWordOf(Segment* s, int i) { return s->bucket[i / 4].slot[i % 4].key; }
   static const uint64_t& KeyWordOf(const Segment* s, int i) {
@@ -529,6 +532,7 @@ class Spash : public Engine {
   bool read_lock_ = false;
   bool nta_reads_ = false;
   bool filter_ = false;  // the directory's negative filter (directory.h; not in the paper)
+  bool hint_ = false;    // the directory's segment hints (directory.h; not in the paper)
   bool inline_keys_ = true;  // false under a test hash (Engine::key_hash_invertible)
   bool first_try_ = true;    // DoGet may answer on its short path (no option changes it)
   std::function<void(uint64_t)> read_hook_;

@@ -68,7 +68,7 @@ TEST(SpashTest, InlineAndRecordEntriesRoundTrip) {
 }
 
 void SplitsDoublesMergesAndHalvesWith(const char* filter) {
-  Options o = SpashOptions({{"filter", filter}});
+  Options o = SpashOptions({{"filter", filter}, {"hint", filter}});
   o.initial_capacity = 16;  // 8 segments at depth 3
   auto index = OpenOrDie(o);
   ASSERT_NE(index, nullptr);
@@ -79,7 +79,7 @@ void SplitsDoublesMergesAndHalvesWith(const char* filter) {
     model[Key8(i)] = Key8(i + 1);
   }
   ExpectMatches(index.get(), model);
-  EXPECT_TRUE(AsSpash(index.get())->CheckInvariants().ok());  // filter bytes hold every key
+  EXPECT_TRUE(AsSpash(index.get())->CheckInvariants().ok());  // filter bytes, hints
   EXPECT_GT(Counter(index.get(), "splits"), 300u);
   EXPECT_GT(Counter(index.get(), "doublings"), 3u);
   const IndexStats st = index->Stats();
@@ -101,7 +101,7 @@ void SplitsDoublesMergesAndHalvesWith(const char* filter) {
 
 TEST(SpashTest, SplitsDoublesMergesAndHalves) {
   for (const char* filter : {"off", "on"}) {
-    SCOPED_TRACE(std::string("filter=") + filter);
+    SCOPED_TRACE(std::string("filter and hint=") + filter);
     SplitsDoublesMergesAndHalvesWith(filter);
   }
 }
@@ -149,7 +149,7 @@ TEST(SpashTest, FullSegmentIsRefusedWithResizeOff) {
 
 void ReopensCleanlyAndAfterACrashWith(const char* filter) {
   TempDir dir("spash");
-  Options o = SpashOptions({{"filter", filter}});
+  Options o = SpashOptions({{"filter", filter}, {"hint", filter}});
   o.path = dir.File("pool");
   o.create_if_missing = true;
   o.initial_capacity = 16;
@@ -193,9 +193,10 @@ void ReopensCleanlyAndAfterACrashWith(const char* filter) {
 }
 
 TEST(SpashTest, ReopensCleanlyAndAfterACrash) {
-  // With the filter, an open leaves every byte unknown and writes rebuild them.
+  // With the filter, an open leaves every byte unknown and writes rebuild them; the
+  // segment hints are rebuilt with the directory.
   for (const char* filter : {"off", "on"}) {
-    SCOPED_TRACE(std::string("filter=") + filter);
+    SCOPED_TRACE(std::string("filter and hint=") + filter);
     ReopensCleanlyAndAfterACrashWith(filter);
   }
 }
@@ -407,11 +408,12 @@ TEST(SpashTest, ThreadsSplitAndReadWhileTheDirectoryDoubles) {
   // are never written (every read must miss). Uncounted, searches take DoGet's first try;
   // counted, the general path.
   // With the filter (uncounted: the first try, which answers most misses from it),
-  // misses answered from the bytes that stage copies carry over.
+  // misses answered from the bytes that stage copies carry over; with the segment hints,
+  // prefetches through the hints that stage copies and releases keep.
   for (const char* filter : {"off", "on"}) {
     for (const bool counted : {false, true}) {
       if (counted && std::string(filter) == "on") continue;
-      Options o = SpashOptions({{"filter", filter}}, 64ull << 20);
+      Options o = SpashOptions({{"filter", filter}, {"hint", filter}}, 64ull << 20);
       o.initial_capacity = 16;
       o.count_stats = counted;
       auto index = OpenOrDie(o);
