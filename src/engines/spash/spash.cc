@@ -1979,8 +1979,9 @@ Status Spash::CheckInvariants() const {
         return Status::Corruption(at + ": entry " + std::to_string(j) + " of its range differs");
       }
     }
-    for (uint64_t j = i; j < i + range; ++j) {
-      if (t->hint != nullptr && j % (uint64_t{1} << Directory::kHintShift) == 0 && Directory::Hint({t, j}) != DirEntry::Segment(e)) {
+    const uint64_t group = uint64_t{1} << Directory::kHintShift;
+    for (uint64_t j = i; t->hint != nullptr && j < i + range; ++j) {
+      if (j % group == 0 && Directory::Hint({t, j}) != DirEntry::Segment(e)) {
         return Status::Corruption(at + ": the segment hint of entry " + std::to_string(j) +
                                   " names another segment");
       }
