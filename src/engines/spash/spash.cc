@@ -808,6 +808,11 @@ Status Spash::DoWrite(std::string_view key, std::string_view value, uint64_t h, 
   for (int attempt = 0;; ++attempt) {
     // ---- Preparation, no lock (Sec. IV-A steps 1-4): segment, main bucket, slot, record.
     const Directory::Place place = dir_.Resolve(h);
+    // An update of a key the byte says is absent needs nothing else (as a search; first
+    // time round only, before anything is allocated).
+    if (filter_ && mode == WriteMode::kUpdate && attempt == 0 && !Directory::MayHold(place, h)) {
+      return Status::NotFound();
+    }
     PrefetchHinted(place, h);
     const uint64_t e = Directory::Load(place);
     // The commit sets the key's filter bits: its byte asked for now, beside the entry.
@@ -1194,6 +1199,8 @@ Status Spash::DoDelete(std::string_view key, uint64_t h) {
   unsigned aborts = 0;
   for (int attempt = 0;; ++attempt) {
     const Directory::Place place = dir_.Resolve(h);
+    // A key the byte says is absent: NotFound, as a search answers it.
+    if (filter_ && !Directory::MayHold(place, h)) return Status::NotFound();
     PrefetchHinted(place, h);
     const uint64_t e = Directory::Load(place);
     if (DirEntry::Busy(e)) {  // a writer, or a stage copy: both end soon
