@@ -326,7 +326,9 @@ TEST(SpashTest, FilterAnswersMostMissesWithoutReadingPm) {
     for (int op = 0; op < 3; ++op) {
       SCOPED_TRACE(op);
       const uint64_t before = index->Stats().persist.lines_read;
-      for (uint64_t i = 1'000'000; i < 1'002'000; ++i) ASSERT_TRUE(misses[op](Key8(i)).IsNotFound());
+      for (uint64_t i = 1'000'000; i < 1'002'000; ++i) {
+        ASSERT_TRUE(misses[op](Key8(i)).IsNotFound());
+      }
       const uint64_t lines = index->Stats().persist.lines_read - before;
       if (std::string(filter) == "off") {
         EXPECT_GE(lines, 2000u);
