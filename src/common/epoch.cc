@@ -7,6 +7,18 @@ namespace pmhash {
 
 EpochReclaimer::EpochReclaimer() : slots_(new Slot[pm::CounterTable::kMaxThreads + 1]) {}
 
+void EpochReclaimer::Guard::EnterSlowly(EpochReclaimer& r, size_t id) {
+  if (id >= pm::CounterTable::kMaxThreads) {
+    slot_ = &r.slots_[pm::CounterTable::kMaxThreads];
+    shared_ = true;
+    slot_->value.fetch_add(1, std::memory_order_seq_cst);
+    return;
+  }
+  slot_ = &r.slots_[id];
+  slot_->value.store(r.epoch_.load(std::memory_order_acquire), std::memory_order_relaxed);
+  LightFence();  // a full fence: membarrier is unavailable
+}
+
 EpochReclaimer::~EpochReclaimer() {
   for (Retired& r : retired_) r.free();
 }

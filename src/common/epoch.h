@@ -47,27 +47,44 @@ class EpochReclaimer {
   // (the inner guard leaves the slot alone).
   class Guard {
    public:
-    explicit Guard(EpochReclaimer& r) : slot_(r.MySlot()), shared_(r.IsShared(slot_)) {
-      if (shared_) {
-        slot_.value.fetch_add(1, std::memory_order_seq_cst);
-      } else {
-        slot_.value.store(r.epoch_.load(std::memory_order_acquire), std::memory_order_relaxed);
-        LightFence();
+    // Inline, the common case with no call: a thread with its own slot, membarrier
+    // available (a search's instructions decide how many searches' misses overlap).
+    explicit Guard(EpochReclaimer& r) {
+      if (!TryEnter(r, pm::CounterTable::ThisThreadId())) [[unlikely]] {
+        EnterSlowly(r, pm::CounterTable::ThisThreadId());
       }
     }
+    // The common case alone, for a path that must make no call (a search's first try):
+    // entered() is false where the guard above would take its slow way (the thread has no
+    // id yet or no slot of its own, or no membarrier), and then nothing was entered.
+    struct IfQuick {};
+    Guard(EpochReclaimer& r, IfQuick) { TryEnter(r, pm::CounterTable::KnownThreadId()); }
     ~Guard() {
-      if (shared_) {
-        slot_.value.fetch_sub(1, std::memory_order_release);
+      if (slot_ == nullptr) return;  // an IfQuick guard that did not enter
+      if (shared_) [[unlikely]] {
+        slot_->value.fetch_sub(1, std::memory_order_release);
       } else {
-        slot_.value.store(0, std::memory_order_release);
+        slot_->value.store(0, std::memory_order_release);
       }
     }
     Guard(const Guard&) = delete;
     Guard& operator=(const Guard&) = delete;
 
+    bool entered() const { return slot_ != nullptr; }
+
    private:
-    Slot& slot_;
-    const bool shared_;
+    bool TryEnter(EpochReclaimer& r, size_t id) {
+      if (id >= pm::CounterTable::kMaxThreads || !r.light_fence_) return false;
+      slot_ = &r.slots_[id];
+      slot_->value.store(r.epoch_.load(std::memory_order_acquire), std::memory_order_relaxed);
+      std::atomic_signal_fence(std::memory_order_seq_cst);  // LightFence, membarrier's
+      return true;
+    }
+    // The shared slot (a thread beyond kMaxThreads), or a full fence (no membarrier).
+    __attribute__((noinline)) void EnterSlowly(EpochReclaimer& r, size_t id);
+
+    Slot* slot_ = nullptr;
+    bool shared_ = false;
   };
 
   // Takes `free` (to run once no reader can reach what it frees): the caller has already
@@ -82,13 +99,8 @@ class EpochReclaimer {
   void Drain();
 
  private:
-  Slot& MySlot() const {
-    const size_t id = pm::CounterTable::ThisThreadId();
-    return slots_[id < pm::CounterTable::kMaxThreads ? id : pm::CounterTable::kMaxThreads];
-  }
-  bool IsShared(const Slot& s) const { return &s == &slots_[pm::CounterTable::kMaxThreads]; }
-
   std::atomic<uint64_t> epoch_{1};
+  const bool light_fence_ = HaveMembarrier();  // Guard's LightFence is a compiler barrier
   std::unique_ptr<Slot[]> slots_;  // kMaxThreads own slots, then the shared one
   std::mutex mu_;                  // guards retired_
   struct Retired {

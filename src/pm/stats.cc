@@ -90,6 +90,7 @@ struct ThreadIdHolder {
 
 size_t CounterTable::AcquireThreadId() {
   thread_local ThreadIdHolder holder;
+  this_thread_id_ = holder.id;
   return holder.id;
 }
 

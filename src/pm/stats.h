@@ -90,14 +90,20 @@ class CounterTable {
   CounterSlot* begin() { return &slots_[0]; }
   CounterSlot* end() { return &slots_[kMaxThreads]; }
 
-  // A small dense id for the calling thread, recycled when the thread exits.
+  // A small dense id for the calling thread, recycled when the thread exits. Inline and
+  // constant-initialized, so that a hot path pays one thread-local load and a compare
+  // (a dynamically initialized thread_local checks its guard on every access).
   static size_t ThisThreadId() {
-    thread_local size_t id = AcquireThreadId();
-    return id;
+    const size_t id = this_thread_id_;
+    return id != kNoThreadId ? id : AcquireThreadId();
   }
+  // The same without the call: kNoThreadId before the thread's first ThisThreadId.
+  static size_t KnownThreadId() { return this_thread_id_; }
+  static constexpr size_t kNoThreadId = ~size_t{0};
 
  private:
-  static size_t AcquireThreadId();
+  __attribute__((noinline)) static size_t AcquireThreadId();  // first call on a thread
+  static inline thread_local size_t this_thread_id_ = kNoThreadId;
   std::unique_ptr<CounterSlot[]> slots_;
 };
 

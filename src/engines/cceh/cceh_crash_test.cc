@@ -32,7 +32,7 @@ Options SmallSegments(PersistMode mode) {
   return o;
 }
 
-void InsertAll(Index* x, Model* m, const std::vector<std::string>& keys, size_t records) {
+void InsertAllCceh(Index* x, Model* m, const std::vector<std::string>& keys, size_t records) {
   for (size_t i = 0; i < keys.size(); ++i) {
     const std::string v = i < records ? "record value " + std::to_string(i) : Key8(i * 13);
     ASSERT_TRUE(x->Insert(keys[i], v).ok());
@@ -48,7 +48,7 @@ TEST_P(CcehCrashTest, SlotOperationsAreAllOrNothing) {
   // Seven keys in one window, the first two with record values.
   ExpectEachAllOrNothing(SmallSegments(GetParam()),
                          [&](Index* x, Model* m) {
-                           InsertAll(x, m, {keys.begin(), keys.begin() + 7}, 2);
+                           InsertAllCceh(x, m, {keys.begin(), keys.begin() + 7}, 2);
                            ASSERT_TRUE(x->Insert("a record key", "v").ok());
                            (*m)["a record key"] = "v";
                          },
@@ -72,7 +72,7 @@ TEST_P(CcehCrashTest, SplitThatDoublesIsAllOrNothing) {
           keys.push_back(left[i]);
           keys.push_back(right[i]);
         }
-        InsertAll(x, m, keys, 3);
+        InsertAllCceh(x, m, keys, 3);
       },
       left[8], "doublings", 6, InsertsAfterRecovery);
 }
@@ -92,7 +92,7 @@ TEST_P(CcehCrashTest, InsertIntoASlotASplitLeftBehindIsAllOrNothing) {
             keys.push_back(left[i]);
           }
           keys.push_back(left[8]);
-          InsertAll(x, m, keys, 6);
+          InsertAllCceh(x, m, keys, 6);
           ASSERT_EQ(Counter(x, "splits"), 1u);
         },
         [&](Index* x) { return x->Insert(left[9], record ? "a record value" : "8 bytes!"); },
@@ -135,11 +135,11 @@ TEST_P(CcehCrashTest, SplitOfARangeOfTwoEntriesIsAllOrNothing) {
   ExpectSplitWithoutDoublingAllOrNothing(
       GetParam(),
       [&](Index* x, Model* m) {
-        InsertAll(x, m, {l0.begin(), l0.begin() + 16}, 4);
-        InsertAll(x, m, KeysWithHashBits(15, 3, 1, 1, 1), 0);  // the first split
-        InsertAll(x, m, {l00}, 1);  // the left window is full again: the second split
+        InsertAllCceh(x, m, {l0.begin(), l0.begin() + 16}, 4);
+        InsertAllCceh(x, m, KeysWithHashBits(15, 3, 1, 1, 1), 0);  // the first split
+        InsertAllCceh(x, m, {l00}, 1);  // the left window is full again: the second split
         ASSERT_EQ(Counter(x, "global_depth"), 2u);
-        InsertAll(x, m, {r1.begin(), r1.begin() + 16}, 4);
+        InsertAllCceh(x, m, {r1.begin(), r1.begin() + 16}, 4);
         ASSERT_EQ(Counter(x, "segments"), 3u) << "the setup split more than planned";
       },
       r1[16]);
@@ -156,10 +156,10 @@ TEST_P(CcehCrashTest, SplitOfARangeOfSixteenEntriesIsAllOrNothing) {
   ExpectSplitWithoutDoublingAllOrNothing(
       GetParam(),
       [&](Index* x, Model* m) {
-        InsertAll(x, m, deep, 4);
-        InsertAll(x, m, one, 0);
+        InsertAllCceh(x, m, deep, 4);
+        InsertAllCceh(x, m, one, 0);
         ASSERT_EQ(Counter(x, "global_depth"), 5u);
-        InsertAll(x, m, {right.begin(), right.begin() + 16}, 3);
+        InsertAllCceh(x, m, {right.begin(), right.begin() + 16}, 3);
         ASSERT_EQ(Counter(x, "segments"), 6u) << "the setup split more than planned";
       },
       right[16]);

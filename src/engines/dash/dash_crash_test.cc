@@ -33,7 +33,7 @@ std::vector<std::string> Top(uint64_t home, uint64_t top, size_t n) {
   return KeysWithHashBits(3, home, 2, top, n, 1000000 * (top + 1) + 100000 * home);
 }
 
-void InsertAll(Index* x, Model* m, const std::vector<std::string>& keys, size_t records = 0) {
+void InsertDash(Index* x, Model* m, const std::vector<std::string>& keys, size_t records = 0) {
   for (size_t i = 0; i < keys.size(); ++i) {
     const std::string v = i < records ? "record value " + std::to_string(i) : Key8(i * 13);
     ASSERT_TRUE(x->Insert(keys[i], v).ok()) << i;
@@ -56,7 +56,7 @@ TEST_P(DashCrashTest, SlotOperationsAreAllOrNothing) {
   const std::vector<std::string> keys = Top(0, 0, 8);
   ExpectEachAllOrNothing(Small(GetParam()),
                          [&](Index* x, Model* m) {
-                           InsertAll(x, m, {keys.begin(), keys.begin() + 7}, 2);
+                           InsertDash(x, m, {keys.begin(), keys.begin() + 7}, 2);
                            ASSERT_TRUE(x->Insert("a record key", "v").ok());
                            (*m)["a record key"] = "v";
                          },
@@ -75,8 +75,8 @@ TEST_P(DashCrashTest, DisplacementIsAllOrNothing) {
   const OpCrashOutcome r = CrashDuringOp(
       Small(GetParam()),
       [&](Index* x, Model* m) {
-        InsertAll(x, m, Top(1, 0, 1), 1);
-        InsertAll(x, m, {keys.begin(), keys.begin() + 27}, 3);
+        InsertDash(x, m, Top(1, 0, 1), 1);
+        InsertDash(x, m, {keys.begin(), keys.begin() + 27}, 3);
         ASSERT_EQ(Counter(x, "displacements"), 0u);
       },
       [&](Index* x) {
@@ -96,7 +96,7 @@ TEST_P(DashCrashTest, StashInsertAndDeleteAreAllOrNothing) {
     // bucket 0, the fifth in bucket 1): the op puts the 6th into the stash.
     const OpCrashOutcome ins = CrashDuringOp(
         Small(GetParam()),
-        [&](Index* x, Model* m) { InsertAll(x, m, {keys.begin(), keys.begin() + 33}, 4); },
+        [&](Index* x, Model* m) { InsertDash(x, m, {keys.begin(), keys.begin() + 33}, 4); },
         [&](Index* x) {
           const Status s = x->Insert(keys[33], record ? "a record value" : "8 bytes!");
           EXPECT_EQ(Counter(x, "stash_inserts"), 6u);
@@ -108,7 +108,7 @@ TEST_P(DashCrashTest, StashInsertAndDeleteAreAllOrNothing) {
   for (const size_t victim : {28u, 32u}) {  // recorded in bucket 0 / in bucket 1
     const OpCrashOutcome del = CrashDuringOp(
         Small(GetParam()),
-        [&](Index* x, Model* m) { InsertAll(x, m, {keys.begin(), keys.begin() + 34}, 30); },
+        [&](Index* x, Model* m) { InsertDash(x, m, {keys.begin(), keys.begin() + 34}, 30); },
         [&](Index* x) { return x->Delete(keys[victim]); }, InsertsAfterRecovery);
     ExpectAllOrNothing(del, 2);
   }
@@ -120,7 +120,7 @@ TEST_P(DashCrashTest, SplitThatDoublesIsAllOrNothing) {
   const std::vector<std::string> keys = Cycle({0, 2, 1, 3}, 43);
   ExpectGrowthAllOrNothing(
       Small(GetParam()),
-      [&](Index* x, Model* m) { InsertAll(x, m, {keys.begin(), keys.begin() + 42}, 5); },
+      [&](Index* x, Model* m) { InsertDash(x, m, {keys.begin(), keys.begin() + 42}, 5); },
       keys[42], "doublings", 6, InsertsAfterRecovery);
 }
 
@@ -141,15 +141,15 @@ TEST_P(DashCrashTest, SplitOfARangeOfTwoEntriesIsAllOrNothing) {
           first.push_back(left[i]);
           first.push_back(right[i]);
         }
-        InsertAll(x, m, first, 4);
-        InsertAll(x, m, {left[21]});
+        InsertDash(x, m, first, 4);
+        InsertDash(x, m, {left[21]});
         ASSERT_EQ(Counter(x, "splits"), 1u);
         // The left segment holds 22: 20 more fill it, the 21st splits it (doubling).
-        InsertAll(x, m, {left.begin() + 22, left.begin() + 43});
+        InsertDash(x, m, {left.begin() + 22, left.begin() + 43});
         ASSERT_EQ(Counter(x, "splits"), 2u);
         ASSERT_EQ(Counter(x, "global_depth"), 2u);
         // The right segment holds 21: 21 more fill it.
-        InsertAll(x, m, {right.begin() + 21, right.begin() + 42}, 3);
+        InsertDash(x, m, {right.begin() + 21, right.begin() + 42}, 3);
         ASSERT_EQ(Counter(x, "splits"), 2u) << "the setup split more than planned";
         r_used = 42;
       },

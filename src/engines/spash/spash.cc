@@ -21,7 +21,11 @@ namespace {
 using spash::Bucket;
 using spash::BucketMatch;
 using spash::MatchBucket;
-using spash::MatchInline;
+using spash::Forms;
+using spash::HintBits;
+using spash::KeyWords;
+using spash::Matching;
+using spash::ReadKeyWords;
 using spash::DirEntry;
 using spash::EntryFilter;
 using spash::Directory;
@@ -645,49 +649,64 @@ bool Spash::Finish(Commit& c) {
   if (hint_) persister().Prefetch(&SegmentAt(Directory::Hint(place))->bucket[MainBucket(h)]);
 }
 
+template <bool kHooked>
+[[gnu::always_inline]] inline Optimistic Spash::FirstGet(uint64_t h, std::string* value) {
+  EpochReclaimer::Guard guard(dir_.epochs(), EpochReclaimer::Guard::IfQuick{});
+  if (!guard.entered()) [[unlikely]] return Optimistic::kRetry;
+  const OptimisticReadScope unchecked_by_tsan;  // validated by the directory entry
+  const Directory::Place place = dir_.Resolve(h);
+  if (filter_) {
+    // The entry asked for now, its load later: a miss the byte answers does not wait for
+    // the entry (a load would hold its retirement), a key it lets through does not wait
+    // for the byte before asking.
+    __builtin_prefetch(&place.table->entries[place.index], 0, 3);
+    if constexpr (kHooked) read_hook_(h);
+    if (!Directory::MayHold(place, h)) return Optimistic::kAbsent;
+  }
+  PrefetchHinted(place, h);
+  const uint64_t e = Directory::Load(place);
+  if constexpr (kHooked) read_hook_(h);
+  if (DirEntry::Busy(e)) return Optimistic::kRetry;
+  const Segment* s = SegmentAt(e);
+  const int b = MainBucket(h);
+  const uint64_t want = KeyWord::Inline(h);
+  const Bucket* bucket = &s->bucket[b];
+  const KeyWords words = ReadKeyWords(bucket);
+  unsigned eq = Matching(words, want);
+  if (eq == 0) {
+    // Overflow buckets only where the main bucket's hints point; none may hold a record.
+    uint64_t forms = Forms(words);
+    for (unsigned rest = HintBits(words) & 0xe; eq == 0 && rest != 0; rest &= rest - 1) {
+      bucket = &s->bucket[(b + std::countr_zero(rest)) & 3];
+      const KeyWords more = ReadKeyWords(bucket);
+      eq = Matching(more, want);
+      forms |= Forms(more);
+    }
+    if (eq == 0) {
+      const bool stands = (forms & KeyWord::kRecord) == 0 && Directory::Load(place) == e;
+      return stands ? Optimistic::kAbsent : Optimistic::kRetry;
+    }
+  }
+  const uint64_t v = Load(&bucket->slot[std::countr_zero(eq)].value);
+  if (Directory::Load(place) != e || value->size() != sizeof(v)) return Optimistic::kRetry;
+  std::memcpy(value->data(), &v, sizeof(v));
+  return Optimistic::kFound;
+}
+
+__attribute__((noinline)) Optimistic Spash::FirstGetHooked(uint64_t h, std::string* value) {
+  return FirstGet<true>(h, value);
+}
+
 Status Spash::DoGet(std::string_view key, uint64_t h, std::string* value) {
-  // The common search first, with no call on its path (issue 29's first try: the fewer
-  // instructions a lookup takes, the more lookups' misses are in flight at once): an
-  // 8-byte key inline in its main bucket or in an overflow bucket its hints name, or
-  // absent from them, none holding a record. Anything else (counted reads, a writer in
-  // the segment, a record, options that change the search) is GetFull, out of line.
-  if (reads_unnoted() && first_try_ && key.size() == sizeof(uint64_t)) {
-    EpochReclaimer::Guard guard(dir_.epochs());
-    const OptimisticReadScope unchecked_by_tsan;  // validated by the directory entry
-    const Directory::Place place = dir_.Resolve(h);
-    if (filter_) {
-      // The entry asked for now, its load later: a miss the byte answers does not wait
-      // for the entry (a load would hold its retirement), a key it lets through does not
-      // wait for the byte before asking.
-      __builtin_prefetch(&place.table->entries[place.index], 0, 3);
-      if (read_hook_) [[unlikely]] read_hook_(h);
-      if (!Directory::MayHold(place, h)) return Status::NotFound();
-    }
-    PrefetchHinted(place, h);
-    const uint64_t e = Directory::Load(place);
-    if (read_hook_) [[unlikely]] read_hook_(h);
-    if (!DirEntry::Busy(e)) {
-      const Segment* s = SegmentAt(e);
-      const int b = MainBucket(h);
-      const uint64_t want = KeyWord::Inline(h);
-      uint64_t forms = 0;  // the OR of the key words read: a record's form bit?
-      const Bucket* bucket = &s->bucket[b];
-      unsigned hints = 0;  // the main bucket's: slot k's bit, bucket b + k holds some
-      unsigned eq = MatchInline(bucket, want, &forms, &hints);
-      for (unsigned rest = hints & 0xe; eq == 0 && rest != 0; rest &= rest - 1) {
-        bucket = &s->bucket[(b + std::countr_zero(rest)) & 3];
-        eq = MatchInline(bucket, want, &forms, &hints);
-      }
-      if (eq != 0) {
-        const uint64_t v = Load(&bucket->slot[std::countr_zero(eq)].value);
-        if (Directory::Load(place) == e) {
-          AssignWord(value, v);
-          return Status::OK();
-        }
-      } else if ((forms & KeyWord::kRecord) == 0 && Directory::Load(place) == e) {
-        return Status::NotFound();
-      }
-    }
+  // The common search first (issue 29's first try: the fewer instructions a lookup takes,
+  // the more lookups' misses are in flight at once): an 8-byte key inline in its main
+  // bucket or in an overflow bucket its hints name, or absent from them, none holding a
+  // record. Anything else (counted reads, a writer in the segment, a record, options that
+  // change the search, a value string not of 8 bytes) is GetFull, out of line.
+  if (reads_unnoted() && first_try_ && key.size() == sizeof(uint64_t)) [[likely]] {
+    const Optimistic a = read_hook_ ? FirstGetHooked(h, value) : FirstGet<false>(h, value);
+    if (a == Optimistic::kFound) return Status::OK();
+    if (a == Optimistic::kAbsent) return Status::NotFound();
   }
   return GetFull(key, h, value);
 }

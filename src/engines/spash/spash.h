@@ -271,21 +271,42 @@ struct BucketMatch {
   return m;
 }
 
-// The first try's match (Spash::DoGet): bit j set if slot j holds `want`, an inline key
-// word (its hint bit aside); ORs the key words into *forms (a record's form bit) and
-// sets bit j of *hints to slot j's hint bit. Fewer instructions than MatchBucket.
-[[gnu::always_inline]] inline unsigned MatchInline(const Bucket* b, uint64_t want,
-                                                   uint64_t* forms, unsigned* hints) {
-  unsigned eq = 0, hint = 0;
+// The first try's reads (Spash::DoGet): a bucket's four key words, read once. A search
+// that finds its key needs only Matching; a miss goes on to the hint bits and the forms of
+// the same words, so that a hit's path stays short (its instructions decide how many
+// single-call searches' misses are in flight at once).
+struct KeyWords {
+  uint64_t w[4];
+};
+
+[[gnu::always_inline]] inline KeyWords ReadKeyWords(const Bucket* b) {
+  KeyWords k;
+#pragma GCC unroll 4
+  for (unsigned j = 0; j < 4; ++j) k.w[j] = __atomic_load_n(&b->slot[j].key, __ATOMIC_ACQUIRE);
+  return k;
+}
+
+// Bit j set if slot j holds `want`, an inline key word (its hint bit aside).
+[[gnu::always_inline]] inline unsigned Matching(const KeyWords& k, uint64_t want) {
+  unsigned eq = 0;
 #pragma GCC unroll 4
   for (unsigned j = 0; j < 4; ++j) {
-    const uint64_t w = __atomic_load_n(&b->slot[j].key, __ATOMIC_ACQUIRE);
-    eq |= static_cast<unsigned>((w & ~KeyWord::kHint) == want) << j;
-    hint |= static_cast<unsigned>(w >> 61 & 1) << j;
-    *forms |= w;
+    eq |= static_cast<unsigned>((k.w[j] & ~KeyWord::kHint) == want) << j;
   }
-  *hints = hint;
   return eq;
+}
+
+// Bit j set if slot j's hint bit is (bucket b + j holds an entry of this bucket's).
+[[gnu::always_inline]] inline unsigned HintBits(const KeyWords& k) {
+  unsigned hints = 0;
+#pragma GCC unroll 4
+  for (unsigned j = 0; j < 4; ++j) hints |= static_cast<unsigned>(k.w[j] >> 61 & 1) << j;
+  return hints;
+}
+
+// The OR of the key words: a record's form bit is set in it if any slot holds one.
+[[gnu::always_inline]] inline uint64_t Forms(const KeyWords& k) {
+  return k.w[0] | k.w[1] | k.w[2] | k.w[3];
 }
 
 }  // namespace spash
@@ -456,6 +477,12 @@ class Spash : public Engine {
                    int attempt);
   // Fences and releases; false if the region aborted (nothing happened: retry).
   bool Finish(Commit& c);
+  // DoGet's first try, with no call on its path: kFound (the value stored into *value,
+  // which held 8 bytes already) and kAbsent stand; kRetry sends DoGet to GetFull.
+  // kHooked: with the test's read hook (FirstGetHooked, out of line).
+  template <bool kHooked>
+  Optimistic FirstGet(uint64_t h, std::string* value);
+  Optimistic FirstGetHooked(uint64_t h, std::string* value);
   Status GetFull(std::string_view key, uint64_t h, std::string* value);
   Status GetLocked(std::string_view key, uint64_t h, std::string* value);
   Outcome InsertLocked(Commit& c, int free_slot, std::string_view key, std::string_view value,

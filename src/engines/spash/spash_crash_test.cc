@@ -37,7 +37,7 @@ Options Small(PersistMode mode, std::map<std::string, std::string> engine_option
 // KeysWithHashBits(0, 0, 3, p, n), KeysWithHashBits(3, b, 3, p, n).
 
 // Inserts `keys`, every third with a record value (chunked, 40 bytes).
-void InsertAll(Index* x, Model* m, const std::vector<std::string>& keys) {
+void InsertAllSpash(Index* x, Model* m, const std::vector<std::string>& keys) {
   for (size_t i = 0; i < keys.size(); ++i) {
     const std::string v = i % 3 == 0 ? std::string(24, 'r') + Key8(i) : Key8(i * 7);
     ASSERT_TRUE(x->Insert(keys[i], v).ok());
@@ -51,7 +51,7 @@ TEST_P(SpashCrashTest, SlotOperationsAreAllOrNothing) {
   const std::vector<std::string> keys = KeysWithHashBits(0, 0, 3, 3, 6);
   // keys[0] and keys[3] hold records; the others inline values (InsertAll).
   ExpectEachAllOrNothing(Small(GetParam()),
-                         [&](Index* x, Model* m) { InsertAll(x, m, {keys[0], keys[1], keys[2],
+                         [&](Index* x, Model* m) { InsertAllSpash(x, m, {keys[0], keys[1], keys[2],
                                                                     keys[3], keys[4]}); },
                          SlotEncodingOps({.absent_inline = keys[5],
                                           .absent_record = keys[5],
@@ -67,11 +67,11 @@ TEST_P(SpashCrashTest, OverflowInsertAndHintClearingDeleteAreAllOrNothing) {
   const std::vector<std::string> keys = KeysWithHashBits(3, 1, 3, 5, 5);
   OpCrashOutcome r = CrashDuringOp(
       Small(GetParam()),
-      [&](Index* x, Model* m) { InsertAll(x, m, {keys[0], keys[1], keys[2], keys[3]}); },
+      [&](Index* x, Model* m) { InsertAllSpash(x, m, {keys[0], keys[1], keys[2], keys[3]}); },
       [&](Index* x) { return x->Insert(keys[4], Key8(44)); });
   ExpectAllOrNothing(r, 2);
   r = CrashDuringOp(
-      Small(GetParam()), [&](Index* x, Model* m) { InsertAll(x, m, keys); },
+      Small(GetParam()), [&](Index* x, Model* m) { InsertAllSpash(x, m, keys); },
       [&](Index* x) { return x->Delete(keys[3]); });
   ExpectAllOrNothing(r, 2);
 }
@@ -87,13 +87,13 @@ TEST_P(SpashCrashTest, SplitIsAllOrNothing) {
       [&](Index* x, Model* m) {
         // A split and a merge first: the segment freed by the merge, its entries still in
         // it, is the one the split below takes.
-        InsertAll(x, m, stale);
+        InsertAllSpash(x, m, stale);
         for (const std::string& k : stale) {
           ASSERT_TRUE(x->Delete(k).ok());
           m->erase(k);
         }
         ASSERT_EQ(Counter(x, "merges"), 1u);
-        InsertAll(x, m, std::vector<std::string>(keys.begin(), keys.begin() + 16));
+        InsertAllSpash(x, m, std::vector<std::string>(keys.begin(), keys.begin() + 16));
       },
       keys[16], "splits", 4);
 }
@@ -115,7 +115,7 @@ TEST_P(SpashCrashTest, MergeIsAllOrNothing) {
   OpCrashOutcome r = CrashDuringOp(
       Small(GetParam()),
       [&](Index* x, Model* m) {
-        InsertAll(x, m, keys);
+        InsertAllSpash(x, m, keys);
         for (size_t i = 0; i < to_delete; ++i) {
           ASSERT_TRUE(x->Delete(upper[i]).ok());
           m->erase(upper[i]);
@@ -139,7 +139,7 @@ TEST_P(SpashCrashTest, AtomicRegionsWithInjectedAbortsAreAllOrNothing) {
   const std::vector<std::string> keys = KeysWithHashBits(0, 0, 3, 6, 6);
   const Options o = Small(GetParam(), {{"htm_emulated", "on"}, {"htm_abort_rate", "0.5"}});
   ExpectEachAllOrNothing(
-      o, [&](Index* x, Model* m) { InsertAll(x, m, {keys[0], keys[1], keys[2], keys[3]}); },
+      o, [&](Index* x, Model* m) { InsertAllSpash(x, m, {keys[0], keys[1], keys[2], keys[3]}); },
       {{"in-place record update",
         [&](Index* x) { return x->Update(keys[0], std::string(24, 'n') + Key8(5)); }},
        {"inline update", [&](Index* x) { return x->Update(keys[1], Key8(99)); }},

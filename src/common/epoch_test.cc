@@ -1,0 +1,106 @@
+#include "common/epoch.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "pm/stats.h"
+
+namespace pmhash {
+namespace {
+
+// Retires one structure; `freed` is set when the reclaimer frees it.
+void RetireFlag(EpochReclaimer& r, std::atomic<bool>* freed) {
+  r.Retire([freed] { freed->store(true); });
+}
+
+TEST(EpochReclaimerTest, AGuardHoldsWhatWasRetiredWhileItWasInside) {
+  EpochReclaimer r;
+  std::atomic<bool> freed{false};
+  {
+    EpochReclaimer::Guard guard(r);
+    EXPECT_TRUE(guard.entered());
+    RetireFlag(r, &freed);
+    r.Collect();
+    EXPECT_FALSE(freed.load()) << "freed under a reader that entered before the retire";
+  }
+  r.Collect();
+  EXPECT_TRUE(freed.load());
+  EXPECT_FALSE(r.HasRetired());
+}
+
+TEST(EpochReclaimerTest, AQuickGuardEntersOnlyOnceTheThreadHasItsId) {
+  EpochReclaimer r;
+  std::atomic<bool> freed{false};
+  std::thread([&] {
+    {
+      // A new thread: no id yet, so the quick guard enters nothing (its caller takes the
+      // full way) and holds nothing back.
+      EpochReclaimer::Guard quick(r, EpochReclaimer::Guard::IfQuick{});
+      EXPECT_FALSE(quick.entered());
+      RetireFlag(r, &freed);
+      r.Collect();
+      EXPECT_TRUE(freed.load());
+    }
+    freed.store(false);
+    (void)pm::CounterTable::ThisThreadId();
+    {
+      EpochReclaimer::Guard quick(r, EpochReclaimer::Guard::IfQuick{});
+      EXPECT_TRUE(quick.entered());
+      RetireFlag(r, &freed);
+      r.Collect();
+      EXPECT_FALSE(freed.load()) << "freed under a quick guard that entered";
+    }
+    r.Collect();
+    EXPECT_TRUE(freed.load());
+  }).join();
+}
+
+TEST(EpochReclaimerTest, ThreadsBeyondTheSlotsShareOneThatHoldsEverything) {
+  // Threads are started and parked until one is given an id beyond the own slots.
+  EpochReclaimer r;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool release = false;
+  std::atomic<bool> beyond_seen{false};
+  std::vector<std::thread> parked;
+  for (size_t i = 0; i <= pm::CounterTable::kMaxThreads && !beyond_seen.load(); ++i) {
+    std::atomic<bool> started{false};
+    parked.emplace_back([&] {
+      const bool beyond = pm::CounterTable::ThisThreadId() >= pm::CounterTable::kMaxThreads;
+      if (beyond) {
+        std::atomic<bool> freed{false};
+        {
+          EpochReclaimer::Guard quick(r, EpochReclaimer::Guard::IfQuick{});
+          EXPECT_FALSE(quick.entered()) << "no own slot: the quick guard must not enter";
+          EpochReclaimer::Guard guard(r);  // the shared slot
+          EXPECT_TRUE(guard.entered());
+          RetireFlag(r, &freed);
+          r.Collect();
+          EXPECT_FALSE(freed.load()) << "freed while a shared-slot reader was inside";
+        }
+        r.Collect();
+        EXPECT_TRUE(freed.load());
+        beyond_seen.store(true);
+      }
+      started.store(true);
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return release; });
+    });
+    while (!started.load()) std::this_thread::yield();
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+  for (std::thread& t : parked) t.join();
+  EXPECT_TRUE(beyond_seen.load());
+}
+
+}  // namespace
+}  // namespace pmhash
