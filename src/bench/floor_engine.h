@@ -1,8 +1,8 @@
-// The floor's test engine, `floor-api`: an Engine whose DoGet reads one random 64-byte
-// line of a table as large as its pool and returns the line's first word. `pmhash bench
-// --floor` runs its lookups through the whole public path (the bench loop, Index::Get,
-// the kit's key check, hash and operation bracket, the virtual DoGet, Status and the
-// value copy) and prints them as "lookup through the API" beside the plain lookup loop
+// The floor's test engine, `floor-api`: an Engine whose QuickGet (and DoGet) reads one
+// random 64-byte line of a table as large as its pool and returns the line's first word.
+// `pmhash bench --floor` runs its lookups through the whole public path (the bench loop,
+// Index::Get, the kit's key check, hash and operation bracket, the virtual QuickGet or
+// DoGet, Status and the value copy) and prints them as "lookup through the API" beside the plain lookup loop
 // over the same kind of table: the gap between the two is what the path costs, the part
 // every engine pays before its own probe (BENCHMARKS.md, issue 29).
 //

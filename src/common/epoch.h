@@ -33,15 +33,15 @@
 namespace pmhash {
 
 class EpochReclaimer {
-  struct alignas(64) Slot {
-    std::atomic<uint64_t> value{0};  // own slot: entered epoch or 0; shared: holders
-  };
-
  public:
   EpochReclaimer();
   ~EpochReclaimer();  // frees whatever is still retired: no reader may be inside
   EpochReclaimer(const EpochReclaimer&) = delete;
   EpochReclaimer& operator=(const EpochReclaimer&) = delete;
+
+  struct alignas(64) Slot {
+    std::atomic<uint64_t> value{0};  // own slot: entered epoch or 0; shared: holders
+  };
 
   // One reader's stay. A thread may nest guards of one reclaimer only through Nested
   // (the inner guard leaves the slot alone).
@@ -49,43 +49,33 @@ class EpochReclaimer {
    public:
     // Inline, the common case with no call: a thread with its own slot, membarrier
     // available (a search's instructions decide how many searches' misses overlap).
-    explicit Guard(EpochReclaimer& r) {
-      if (!TryEnter(r, pm::CounterTable::ThisThreadId())) [[unlikely]] {
-        EnterSlowly(r, pm::CounterTable::ThisThreadId());
-      }
+    explicit Guard(EpochReclaimer& r) : slot_(r.TryEnter(pm::CounterTable::ThisThreadId())) {
+      if (slot_ == nullptr) [[unlikely]] EnterSlowly(r, pm::CounterTable::ThisThreadId());
     }
-    // The common case alone, for a path that must make no call (a search's first try):
-    // entered() is false where the guard above would take its slow way (the thread has no
-    // id yet or no slot of its own, or no membarrier), and then nothing was entered.
-    struct IfQuick {};
-    Guard(EpochReclaimer& r, IfQuick) { TryEnter(r, pm::CounterTable::KnownThreadId()); }
     ~Guard() {
-      if (slot_ == nullptr) return;  // an IfQuick guard that did not enter
       if (shared_) [[unlikely]] {
         slot_->value.fetch_sub(1, std::memory_order_release);
       } else {
-        slot_->value.store(0, std::memory_order_release);
+        Leave(slot_);
       }
     }
     Guard(const Guard&) = delete;
     Guard& operator=(const Guard&) = delete;
 
-    bool entered() const { return slot_ != nullptr; }
-
    private:
-    bool TryEnter(EpochReclaimer& r, size_t id) {
-      if (id >= pm::CounterTable::kMaxThreads || !r.light_fence_) return false;
-      slot_ = &r.slots_[id];
-      slot_->value.store(r.epoch_.load(std::memory_order_acquire), std::memory_order_relaxed);
-      std::atomic_signal_fence(std::memory_order_seq_cst);  // LightFence, membarrier's
-      return true;
-    }
     // The shared slot (a thread beyond kMaxThreads), or a full fence (no membarrier).
     __attribute__((noinline)) void EnterSlowly(EpochReclaimer& r, size_t id);
 
-    Slot* slot_ = nullptr;
+    Slot* slot_;
     bool shared_ = false;
   };
+
+  // Guard's common case as a pair of calls, for a path that must keep nothing in memory
+  // (a search's first try, where GCC keeps an object with a destructor in the frame): the
+  // thread's slot, entered; or nullptr, nothing entered, where Guard would take its slow
+  // way (the thread has no id yet or no slot of its own, or no membarrier).
+  Slot* EnterQuickly() { return TryEnter(pm::CounterTable::KnownThreadId()); }
+  static void Leave(Slot* slot) { slot->value.store(0, std::memory_order_release); }
 
   // Takes `free` (to run once no reader can reach what it frees): the caller has already
   // made the structure unreachable for readers that enter from now on.
@@ -99,6 +89,15 @@ class EpochReclaimer {
   void Drain();
 
  private:
+  // The own slot of thread `id`, entered; nullptr if it has none or membarrier is missing.
+  Slot* TryEnter(size_t id) {
+    if (id >= pm::CounterTable::kMaxThreads || !light_fence_) return nullptr;
+    Slot* slot = &slots_[id];
+    slot->value.store(epoch_.load(std::memory_order_acquire), std::memory_order_relaxed);
+    std::atomic_signal_fence(std::memory_order_seq_cst);  // LightFence, membarrier's
+    return slot;
+  }
+
   std::atomic<uint64_t> epoch_{1};
   const bool light_fence_ = HaveMembarrier();  // Guard's LightFence is a compiler barrier
   std::unique_ptr<Slot[]> slots_;  // kMaxThreads own slots, then the shared one

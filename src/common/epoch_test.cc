@@ -23,7 +23,6 @@ TEST(EpochReclaimerTest, AGuardHoldsWhatWasRetiredWhileItWasInside) {
   std::atomic<bool> freed{false};
   {
     EpochReclaimer::Guard guard(r);
-    EXPECT_TRUE(guard.entered());
     RetireFlag(r, &freed);
     r.Collect();
     EXPECT_FALSE(freed.load()) << "freed under a reader that entered before the retire";
@@ -33,28 +32,24 @@ TEST(EpochReclaimerTest, AGuardHoldsWhatWasRetiredWhileItWasInside) {
   EXPECT_FALSE(r.HasRetired());
 }
 
-TEST(EpochReclaimerTest, AQuickGuardEntersOnlyOnceTheThreadHasItsId) {
+TEST(EpochReclaimerTest, AQuickStayEntersOnlyOnceTheThreadHasItsId) {
   EpochReclaimer r;
   std::atomic<bool> freed{false};
   std::thread([&] {
-    {
-      // A new thread: no id yet, so the quick guard enters nothing (its caller takes the
-      // full way) and holds nothing back.
-      EpochReclaimer::Guard quick(r, EpochReclaimer::Guard::IfQuick{});
-      EXPECT_FALSE(quick.entered());
-      RetireFlag(r, &freed);
-      r.Collect();
-      EXPECT_TRUE(freed.load());
-    }
+    // A new thread: no id yet, so EnterQuickly enters nothing (its caller takes the full
+    // way, a Guard) and holds nothing back.
+    EXPECT_EQ(r.EnterQuickly(), nullptr);
+    RetireFlag(r, &freed);
+    r.Collect();
+    EXPECT_TRUE(freed.load());
     freed.store(false);
     (void)pm::CounterTable::ThisThreadId();
-    {
-      EpochReclaimer::Guard quick(r, EpochReclaimer::Guard::IfQuick{});
-      EXPECT_TRUE(quick.entered());
-      RetireFlag(r, &freed);
-      r.Collect();
-      EXPECT_FALSE(freed.load()) << "freed under a quick guard that entered";
-    }
+    EpochReclaimer::Slot* stay = r.EnterQuickly();
+    ASSERT_NE(stay, nullptr);
+    RetireFlag(r, &freed);
+    r.Collect();
+    EXPECT_FALSE(freed.load()) << "freed under a quick stay";
+    EpochReclaimer::Leave(stay);
     r.Collect();
     EXPECT_TRUE(freed.load());
   }).join();
@@ -75,10 +70,8 @@ TEST(EpochReclaimerTest, ThreadsBeyondTheSlotsShareOneThatHoldsEverything) {
       if (beyond) {
         std::atomic<bool> freed{false};
         {
-          EpochReclaimer::Guard quick(r, EpochReclaimer::Guard::IfQuick{});
-          EXPECT_FALSE(quick.entered()) << "no own slot: the quick guard must not enter";
+          EXPECT_EQ(r.EnterQuickly(), nullptr) << "no own slot: nothing to enter quickly";
           EpochReclaimer::Guard guard(r);  // the shared slot
-          EXPECT_TRUE(guard.entered());
           RetireFlag(r, &freed);
           r.Collect();
           EXPECT_FALSE(freed.load()) << "freed while a shared-slot reader was inside";

@@ -81,6 +81,18 @@ inline constexpr size_t kMaxMultiGetDepth = 64;
 // A key hash that replaces the pool's, for tests only (Engine::SetKeyHashForTesting).
 using KeyHashFn = uint64_t (*)(std::string_view key);
 
+// The answer of a search that takes no lock (validated by a VersionedRwLock): kFound or
+// kAbsent stand; kRetry means a writer was in, try again; kLocked means only the locked
+// search can answer (e.g. the key's bytes are in a record).
+enum class Optimistic : uint8_t { kFound, kAbsent, kRetry, kLocked };
+
+// What a quick lookup answered (Engine::QuickGet), in two registers: kFound with the
+// value word, kAbsent, or anything else for DoGet to answer.
+struct QuickAnswer {
+  uint64_t value_word;
+  Optimistic answer;
+};
+
 class Engine : public Index {
  public:
   // Without Close() the pool is dropped unclean (as Abandon): a base-class destructor
@@ -204,6 +216,20 @@ class Engine : public Index {
   // The same for the pipelined Write (capabilities.pipelined_write), whose inserts read
   // what a search of an absent key may skip: Prefetch unless the engine says otherwise.
   virtual void PrefetchWrite(uint64_t hash) const { Prefetch(hash); }
+  // The quick lookup (issue 29's first try, one call from Get): an engine whose searches
+  // of 8-byte keys can mostly be answered with no lock overrides it and turns it on with
+  // SetQuickGet. Get then calls it first for an 8-byte key when reads go unnoted
+  // (key_word: the key's 8 bytes); kFound and kAbsent stand, any other answer goes on to
+  // DoGet. It calls nothing on its path: a leaf answering in two registers, with no Status
+  // and no string, so that a search's instructions between one miss and the next stay few.
+  virtual QuickAnswer QuickGet(uint64_t hash, uint64_t key_word) {
+    (void)hash;
+    (void)key_word;
+    return {0, Optimistic::kRetry};
+  }
+  // On only where reads go unnoted (reads_unnoted) and operations need no bracket or test
+  // hash (GetChecked's). Configure may call it, or later.
+  void SetQuickGet(bool on) { quick_get_ = on && reads_unnoted_ && !checked_ops_; }
 
   // ---- Lifecycle ----
   // Reads engine options (sizes, switches) through the declared list, and checks what
@@ -362,6 +388,7 @@ class Engine : public Index {
   // Every operation takes the checked path: it is bracketed for the counters
   // (persister_->tracks_ops()) or hashed by SetKeyHashForTesting's hash (Start).
   bool checked_ops_ = false;
+  bool quick_get_ = false;  // SetQuickGet
   bool reads_unnoted_ = false;  // !persister_->notes_reads()
   bool resize_enabled_ = true;
   uint64_t initial_capacity_ = 0;
@@ -435,10 +462,6 @@ inline void AssignWord(std::string* value, uint64_t word) {
   std::memcpy(value->data(), &word, sizeof(word));
 }
 
-// The answer of a search that takes no lock (validated by a VersionedRwLock): kFound or
-// kAbsent stand; kRetry means a writer was in, try again; kLocked means only the locked
-// search can answer (e.g. the key's bytes are in a record).
-enum class Optimistic : uint8_t { kFound, kAbsent, kRetry, kLocked };
 inline constexpr int kOptimisticTries = 4;
 
 // One lock-free search's state: the key as the inline word it would be stored as, the
@@ -452,6 +475,9 @@ struct OptimisticRead {
       : persister(persister), inline_key(key.size() == 8), notes(notes) {
     if (inline_key) std::memcpy(&key_word, key.data(), 8);
   }
+  // An 8-byte key's word, nothing noted (QuickTry).
+  OptimisticRead(pm::Persister& persister, uint64_t key_word)
+      : persister(persister), inline_key(true), notes(false), key_word(key_word) {}
   // Starts a try under `mu`: false if a writer holds it (retry).
   bool Begin(const VersionedRwLock& mu) {
     version = mu.ReadBegin();
@@ -582,6 +608,16 @@ template <typename Find>
     std::memcpy(value->data(), &read.value_word, sizeof(read.value_word));
   }
   return a;
+}
+
+// An engine's QuickGet on its `find` (OptimisticGet's): one try with nothing noted, its
+// answer and value word as they are.
+template <typename Find>
+[[gnu::always_inline]] inline QuickAnswer QuickTry(pm::Persister& persister, uint64_t key_word,
+                                                   Find find) {
+  OptimisticRead read(persister, key_word);
+  const Optimistic a = find(&read);
+  return {read.value_word, a};
 }
 
 // An engine's DoGet on FirstTry: the one try when its reads go unnoted, else (or when that

@@ -34,12 +34,13 @@ class Cceh : public CcehCore {
   // segments (CcehCore::ScanSteps); CheckInvariants checks invariants 1-5 of cceh_core.h
   // by a full scan.
   PMHASH_ENGINE_KIT_OVERRIDES;
+  QuickAnswer QuickGet(uint64_t hash, uint64_t key_word) override;
   Status Shutdown() override;  // frees the retired directories
   // The probe window's lines of the key's start bucket.
   void Prefetch(uint64_t hash) const override;
 
  private:
-  bool first_try_ = true;  // DoGet tries CcehCore::GetFirstTry first
+  bool first_try_ = true;  // Get tries CcehCore::FirstTry first
 };
 
 }  // namespace pmhash::engines

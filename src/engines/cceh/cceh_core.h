@@ -384,13 +384,16 @@ class CcehCore : public Engine {
   }
   // Get: FindOptimistic, then the shared lock for records and after failed tries.
   Status GetFromSegments(std::string_view key, uint64_t hash, std::string* value);
-  // A search's first try (reads unnoted, an 8-byte key): GetFromSegments' lock-free try
+  // A search's first try (reads unnoted, an 8-byte key k): GetFromSegments' lock-free try
   // in one function with no call, so consecutive searches overlap their misses (issue
-  // 29). kFound (*value set) or kAbsent when it answers; kRetry, having changed nothing,
-  // for a record in the window, a writer, a moving segment.
-  Optimistic GetFirstTry(std::string_view key, uint64_t hash, std::string* value) const {
-    return window_avx2_ ? FirstTryAvx2(key, hash, value) : FirstTrySse2(key, hash, value);
+  // 29). kFound (with the value) or kAbsent when it answers; kRetry, having changed
+  // nothing, for a record in the window, a writer, a moving segment. With the tests' hook
+  // set, FirstTryHooked.
+  QuickAnswer FirstTry(uint64_t k, uint64_t hash) const {
+    return window_avx2_ ? FirstTryAvx2(k, hash) : FirstTrySse2(k, hash);
   }
+  bool first_try_hooked() const { return first_try_hook_ != nullptr; }
+  QuickAnswer FirstTryHooked(uint64_t k, uint64_t hash) const;
   // The value of a live slot, as a view into PM (the slot itself when inline: never into
   // a copy of its words, which would dangle).
   std::string_view SlotValue(const KvWords& w) const {
@@ -567,7 +570,7 @@ class CcehCore : public Engine {
   bool Place(CcehImage* image, const KvWords& w, uint64_t hash) const;
   std::string Where(const void* p) const;
 
-  // Find, SearchWindow and GetFirstTry: one body each, compiled for each way of matching
+  // Find, SearchWindow and FirstTry: one body each, compiled for each way of matching
   // a window's lines (window.h), SSE2 and AVX2; window_avx2_ (cpuid, at Configure) picks.
   template <class Window>
   Optimistic SearchWindowWith(const KvWords* slots, uint64_t hash, OptimisticRead* read) const;
@@ -577,10 +580,10 @@ class CcehCore : public Engine {
   Probe FindWith(const CcehSeg* s, std::string_view key, uint64_t hash) const;
   Probe FindSse2(const CcehSeg* s, std::string_view key, uint64_t hash) const;
   Probe FindAvx2(const CcehSeg* s, std::string_view key, uint64_t hash) const;
-  template <class Window>
-  Optimistic FirstTryWith(std::string_view key, uint64_t hash, std::string* value) const;
-  Optimistic FirstTrySse2(std::string_view key, uint64_t hash, std::string* value) const;
-  Optimistic FirstTryAvx2(std::string_view key, uint64_t hash, std::string* value) const;
+  template <class Window, bool kHooked>
+  QuickAnswer FirstTryWith(uint64_t k, uint64_t hash) const;
+  QuickAnswer FirstTrySse2(uint64_t k, uint64_t hash) const;
+  QuickAnswer FirstTryAvx2(uint64_t k, uint64_t hash) const;
 
   // Geometry.
   uint64_t segment_bytes_ = kCcehDefaultSegmentBytes;

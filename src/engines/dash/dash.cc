@@ -93,6 +93,7 @@ Status Dash::Configure(EngineOptions& options, const Options& /*index_options*/)
   stash_ = options.Uint("stash_buckets");
   initial_segments_ = options.Uint("segments");
   first_try_ = options.Bool("first_try");
+  SetQuickGet(first_try_ && first_try_hook_ == nullptr);
   if (!std::has_single_bit(buckets_)) {
     return Status::InvalidArgument(name() + ": buckets must be a power of two, not " +
                                    std::to_string(buckets_));
@@ -436,69 +437,86 @@ Optimistic Dash::FindOptimistic(uint64_t hash, OptimisticRead* read) const {
 // redirects the entries before it prunes, with the buckets odd); the home bucket's
 // fingerprints and, on a match, the slot, validated by the home version alone; then the
 // next bucket. No side table, no prefetch. The stash, a record or a writer: kRetry.
-[[gnu::always_inline]] inline Optimistic Dash::GetFirstTry(std::string_view key, uint64_t hash,
-                                                          std::string* value) const {
-  uint64_t k = 0;
-  std::memcpy(&k, key.data(), sizeof(k));
-  if (IsRecord(k)) return Optimistic::kRetry;
+template <bool kHooked>
+[[gnu::always_inline]] inline QuickAnswer Dash::FirstTry(uint64_t k, uint64_t hash) const {
+  constexpr QuickAnswer kRetry{0, Optimistic::kRetry};
+  if (IsRecord(k)) return kRetry;
   const OptimisticReadScope unchecked_by_tsan;  // validated by the buckets' versions
   const uint64_t w = dir_word_.load(std::memory_order_acquire);
   const auto depth = static_cast<uint32_t>(w & kDepthMask);
   const uint64_t* e = DirEntries(w & ~kDepthMask) + (depth == 0 ? 0 : hash >> (64 - depth));
   const uint64_t entry = __atomic_load_n(e, __ATOMIC_ACQUIRE);
-  if (first_try_hook_) [[unlikely]] first_try_hook_(FirstTryPoint::kEntryRead);
+  if constexpr (kHooked) first_try_hook_(FirstTryPoint::kEntryRead);
   const uint64_t off = (entry >> (64 - kSealedPayloadBits)) & ~kDepthMask;
-  if (SegIndex(off) >= table_.size()) return Optimistic::kRetry;
+  if (SegIndex(off) >= table_.size()) return kRetry;
   const DashBucket* bk = BucketsOf(off);
   const size_t b = Home(hash);
   const DashBucket* B = &bk[b];
   const DashBucket* N = &bk[Next(b)];
   const uint32_t v1 = LoadAcq(&B->version), v2 = LoadAcq(&N->version);
-  if (((v1 | v2) & 1) != 0) return Optimistic::kRetry;
+  if (((v1 | v2) & 1) != 0) return kRetry;
   if (dir_word_.load(std::memory_order_acquire) != w || LoadAcq(e) != entry) {
-    return Optimistic::kRetry;
+    return kRetry;
   }
   const uint8_t f = Fp(hash);
-  // The slots of `mask` in X: kFound (value stored) on the key, kRetry on a record that
+  // The slots of `mask` in X: kFound (with the value) on the key, kRetry on a record that
   // may hold it, else kAbsent.
   auto probe = [&](const DashBucket* X, uint32_t mask) __attribute__((always_inline)) {
     for (mask &= MatchSse2x16(X->fp, f); mask != 0; mask &= mask - 1) {
       const KvWords* s = &X->slot[std::countr_zero(mask)];
       const uint64_t w0 = LoadAcq(&s->word0);
       if (w0 == k) {
-        if (first_try_hook_) [[unlikely]] first_try_hook_(FirstTryPoint::kKeyMatched);
+        if constexpr (kHooked) first_try_hook_(FirstTryPoint::kKeyMatched);
         const uint64_t v = LoadAcq(&s->word1);
-        if (!Validate(X, X == B ? v1 : v2)) return Optimistic::kRetry;
-        AssignWord(value, v);
-        return Optimistic::kFound;
+        if (!Validate(X, X == B ? v1 : v2)) return kRetry;
+        return QuickAnswer{v, Optimistic::kFound};
       }
-      if (IsRecord(w0) && LoadAcq(&s->word1) == hash) return Optimistic::kRetry;
+      if (IsRecord(w0) && LoadAcq(&s->word1) == hash) return kRetry;
     }
-    return Optimistic::kAbsent;
+    return QuickAnswer{0, Optimistic::kAbsent};
   };
   const uint32_t bb = LoadAcq(&B->bits);
-  if (const Optimistic a = probe(B, Alloc(bb) & ~Member(bb)); a != Optimistic::kAbsent) return a;
+  if (const QuickAnswer a = probe(B, Alloc(bb) & ~Member(bb)); a.answer != Optimistic::kAbsent) {
+    return a;
+  }
   const uint32_t nb = LoadAcq(&N->bits);
-  if (const Optimistic a = probe(N, Alloc(nb) & Member(nb)); a != Optimistic::kAbsent) return a;
+  if (const QuickAnswer a = probe(N, Alloc(nb) & Member(nb)); a.answer != Optimistic::kAbsent) {
+    return a;
+  }
   // Absent from both buckets: the stash may hold it when the home has uncounted stash
   // entries or an overflow fingerprint of either bucket matches (the full path reads it).
-  if (LoadAcq(&B->ocount) != 0) return Optimistic::kRetry;
+  if (LoadAcq(&B->ocount) != 0) return kRetry;
   const uint8_t ob = LoadAcq(&B->obits), on = LoadAcq(&N->obits);
   for (uint32_t m = (ob & ~(ob >> 4)) & 0xf; m != 0; m &= m - 1) {
-    if (LoadAcq(&B->ofp[std::countr_zero(m)]) == f) return Optimistic::kRetry;
+    if (LoadAcq(&B->ofp[std::countr_zero(m)]) == f) return kRetry;
   }
   for (uint32_t m = (on & (on >> 4)) & 0xf; m != 0; m &= m - 1) {
-    if (LoadAcq(&N->ofp[std::countr_zero(m)]) == f) return Optimistic::kRetry;
+    if (LoadAcq(&N->ofp[std::countr_zero(m)]) == f) return kRetry;
   }
-  if (!Validate(B, v1) || !Validate(N, v2)) return Optimistic::kRetry;
-  return Optimistic::kAbsent;
+  if (!Validate(B, v1) || !Validate(N, v2)) return kRetry;
+  return {0, Optimistic::kAbsent};
+}
+
+__attribute__((noinline)) QuickAnswer Dash::FirstTryHooked(uint64_t k, uint64_t hash) const {
+  return FirstTry<true>(k, hash);
+}
+
+QuickAnswer Dash::QuickGet(uint64_t hash, uint64_t key_word) {
+  return FirstTry<false>(key_word, hash);
 }
 
 Status Dash::DoGet(std::string_view key, uint64_t hash, std::string* value) {
+  // The kit's Get runs the first try as QuickGet; here it runs when that is off (a hook
+  // set, for the tests).
   if (first_try_ && reads_unnoted() && key.size() == sizeof(uint64_t)) {
-    const Optimistic a = GetFirstTry(key, hash, value);
-    if (a == Optimistic::kFound) return Status::OK();
-    if (a == Optimistic::kAbsent) return Status::NotFound();
+    uint64_t k = 0;
+    std::memcpy(&k, key.data(), sizeof(k));
+    const QuickAnswer a = first_try_hook_ ? FirstTryHooked(k, hash) : FirstTry<false>(k, hash);
+    if (a.answer == Optimistic::kFound) {
+      AssignWord(value, a.value_word);
+      return Status::OK();
+    }
+    if (a.answer == Optimistic::kAbsent) return Status::NotFound();
     return GetFull(key, hash, value);
   }
   return OptimisticGet(

@@ -104,7 +104,7 @@
 // bucket begun (even); the segment's DRAM state (depth, pattern) checked to serve the
 // hash; fingerprints matched; a stash bucket's version begun when read; all validated
 // at the end (kit: OptimisticRead, SearchOptimistically). An 8-byte key's first try
-// (GetFirstTry) reads as the original does instead: the two versions, then the directory
+// (FirstTry) reads as the original does instead: the two versions, then the directory
 // word and entry again (unchanged: no split redirected the key's range since, and a split
 // prunes only after it redirects), with no side table. A record (not 8-byte key) is
 // read under the segment's shared lock. Writers take the segment's lock exclusively (a
@@ -207,11 +207,14 @@ class Dash : public Engine {
   // read; after a slot's key word matched), so that a test can run that write there, on
   // the searching thread. Unset outside tests (one predicted branch).
   enum class FirstTryPoint { kEntryRead, kKeyMatched };
+  // With a hook set the first try runs in DoGet (the kit's QuickGet is off).
   void TEST_SetFirstTryHook(std::function<void(FirstTryPoint)> hook) {
+    SetQuickGet(first_try_ && hook == nullptr);
     first_try_hook_ = std::move(hook);
   }
 
   PMHASH_ENGINE_KIT_OVERRIDES;
+  QuickAnswer QuickGet(uint64_t hash, uint64_t key_word) override;
   Status Shutdown() override;  // flushes the version words, frees the retired directories
   void Prefetch(uint64_t hash) const override;
 
@@ -288,9 +291,12 @@ class Dash : public Engine {
   // Search in a segment (its lock held) for key.
   Loc Find(const DashBucket* bk, std::string_view key, uint64_t hash) const;
   Optimistic FindOptimistic(uint64_t hash, OptimisticRead* read) const;
-  // A search's first try (an 8-byte key, reads unnoted): kFound (value stored), kAbsent,
-  // or kRetry for the full path.
-  Optimistic GetFirstTry(std::string_view key, uint64_t hash, std::string* value) const;
+  // A search's first try (an 8-byte key k, reads unnoted), with no call on its path: kFound
+  // (with the value), kAbsent, or kRetry for the full path. kHooked: with the test's hook
+  // (FirstTryHooked, out of line).
+  template <bool kHooked>
+  QuickAnswer FirstTry(uint64_t k, uint64_t hash) const;
+  QuickAnswer FirstTryHooked(uint64_t k, uint64_t hash) const;
   Status GetFull(std::string_view key, uint64_t hash, std::string* value);
   Status GetLocked(std::string_view key, uint64_t hash, std::string* value);
 
@@ -330,7 +336,7 @@ class Dash : public Engine {
   uint64_t buckets_ = kDashDefaultBuckets;
   uint64_t stash_ = kDashDefaultStash;
   uint64_t initial_segments_ = 0;  // 0: auto
-  bool first_try_ = true;          // DoGet tries GetFirstTry first
+  bool first_try_ = true;          // Get tries FirstTry first
   std::function<void(FirstTryPoint)> first_try_hook_;
 
   std::atomic<uint64_t> dir_word_{0};  // directory offset | G

@@ -48,6 +48,7 @@ GroupHash::~GroupHash() = default;
 // ---- Options, creation, recovery ----------------------------------------------------
 
 Status GroupHash::Configure(EngineOptions& options, const Options& /*index_options*/) {
+  SetQuickGet(true);  // FindOptimistic's first try, from Get
   group_size_ = options.Uint("group_size");
   group_size_given_ = options.Given("group_size");
   tags_ = options.Bool("tags");
@@ -402,6 +403,13 @@ GroupHash::Probe GroupHash::Find(std::string_view key, uint64_t hash, uint64_t h
     return Optimistic::kRetry;
   }
   return answer;
+}
+
+QuickAnswer GroupHash::QuickGet(uint64_t hash, uint64_t key_word) {
+  return QuickTry(persister(), key_word,
+                  [this, hash](OptimisticRead* read) __attribute__((always_inline)) {
+                    return FindOptimistic(hash, read);
+                  });
 }
 
 Status GroupHash::DoGet(std::string_view key, uint64_t hash, std::string* value) {

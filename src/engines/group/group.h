@@ -198,6 +198,7 @@ class GroupHash : public Engine {
   // iterating); other threads' resizes wait until ForEach returns. CheckInvariants
   // checks invariants 1-3 by a full scan.
   PMHASH_ENGINE_KIT_OVERRIDES;
+  QuickAnswer QuickGet(uint64_t hash, uint64_t key_word) override;
 
  private:
   struct alignas(64) Stripe {

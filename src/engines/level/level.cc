@@ -61,6 +61,7 @@ LevelHash::Candidates LevelHash::CandidatesOf(uint64_t hash, uint64_t n) {
 // ---- Options and blocks -------------------------------------------------------------
 
 Status LevelHash::Configure(EngineOptions& options, const Options& /*index_options*/) {
+  SetQuickGet(true);  // FindOptimistic's first try, from Get
   initial_top_ = options.Uint("top_buckets");
   min_resize_load_ = options.Double("min_resize_load");
   prefetch_buckets_ = options.Bool("prefetch_buckets");
@@ -441,6 +442,13 @@ void LevelHash::Prefetch(uint64_t hash) const {
   const LevelBucket* top = top_.load(std::memory_order_acquire);
   persister().Prefetch(top + c.t1);
   persister().Prefetch(top + c.t2);
+}
+
+QuickAnswer LevelHash::QuickGet(uint64_t hash, uint64_t key_word) {
+  return QuickTry(persister(), key_word,
+                  [this, hash](OptimisticRead* read) __attribute__((always_inline)) {
+                    return FindOptimistic(hash, read);
+                  });
 }
 
 Status LevelHash::DoGet(std::string_view key, uint64_t hash, std::string* value) {

@@ -190,6 +190,7 @@ class LevelHash : public Engine {
   // Index's contract (include/pmhash/index.h). ForEach copies the whole table under every
   // stripe shared, then calls fn with none held. CheckInvariants checks invariants 1-4.
   PMHASH_ENGINE_KIT_OVERRIDES;
+  QuickAnswer QuickGet(uint64_t hash, uint64_t key_word) override;
   void Prefetch(uint64_t hash) const override;
 
  private:

@@ -33,6 +33,7 @@ constexpr size_t kTableCheckedBytes = offsetof(LinearTable, check);
 // ---- Setup --------------------------------------------------------------------------
 
 Status LinearProbing::Configure(EngineOptions& options, const Options& /*index_options*/) {
+  SetQuickGet(true);  // FindOptimistic's first try, from Get
   max_load_ = options.Double("max_load");
   // `cells` sizes the first table in cells, as the paper does; else initial_capacity
   // keys fill it to a load factor of 0.5, as they fill `group`'s.
@@ -267,6 +268,13 @@ void LinearProbing::PublishView() {
   }
   noted.Flush();
   return read->Valid(mu_) ? answer : Optimistic::kRetry;
+}
+
+QuickAnswer LinearProbing::QuickGet(uint64_t hash, uint64_t key_word) {
+  return QuickTry(persister(), key_word,
+                  [this, hash](OptimisticRead* read) __attribute__((always_inline)) {
+                    return FindOptimistic(hash, read);
+                  });
 }
 
 Status LinearProbing::DoGet(std::string_view key, uint64_t hash, std::string* value) {

@@ -161,6 +161,7 @@ class LinearProbing : public Engine {
   // the index's read lock while calling fn: fn must not call mutating methods of the
   // same index (it would deadlock). CheckInvariants checks invariants 1-4 by a full scan.
   PMHASH_ENGINE_KIT_OVERRIDES;
+  QuickAnswer QuickGet(uint64_t hash, uint64_t key_word) override;
 
  private:
   // Where a probe for a key ended.

@@ -90,6 +90,7 @@ uint64_t PathHash::HashOf(SlotForm form, const KvWords& words) const {
 // ---- Options, creation, recovery ------------------------------------------------------
 
 Status PathHash::Configure(EngineOptions& options, const Options& /*index_options*/) {
+  SetQuickGet(true);  // FindOptimistic's first try, from Get
   reserved_ = options.Uint("reserved_levels");
   reserved_given_ = options.Given("reserved_levels");
   prefetch_ = options.Bool("prefetch");
@@ -293,6 +294,13 @@ PathHash::Probe PathHash::Find(std::string_view key, uint64_t hash) const {
     answer = MatchSlots<kPathCellsPerLine>(LoadForms(l2->form), l2->cell, hash, read);
   }
   return read->Valid(mu_) ? answer : Optimistic::kRetry;
+}
+
+QuickAnswer PathHash::QuickGet(uint64_t hash, uint64_t key_word) {
+  return QuickTry(persister(), key_word,
+                  [this, hash](OptimisticRead* read) __attribute__((always_inline)) {
+                    return FindOptimistic(hash, read);
+                  });
 }
 
 Status PathHash::DoGet(std::string_view key, uint64_t hash, std::string* value) {

@@ -183,6 +183,7 @@ class PathHash : public Engine {
   // table. ForEach holds the index's read lock while calling fn: fn must not
   // call mutating methods of the same index. CheckInvariants checks invariants 1-3.
   PMHASH_ENGINE_KIT_OVERRIDES;
+  QuickAnswer QuickGet(uint64_t hash, uint64_t key_word) override;
   void Prefetch(uint64_t hash) const override;
 
  private:

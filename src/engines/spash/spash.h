@@ -340,6 +340,7 @@ class Spash : public Engine {
   // The key's directory entry now, and the main bucket of the key prefetched
   // kPrefetchLag calls before (a two-stage pipeline over the kit's MultiGet and Write).
   void Prefetch(uint64_t hash) const override { PrefetchAhead(hash, filter_); }
+  QuickAnswer QuickGet(uint64_t hash, uint64_t key_word) override;
   void PrefetchWrite(uint64_t hash) const override { PrefetchAhead(hash, false); }
   Status Shutdown() override;
   // Frees directory tables no reader can hold any more.
@@ -359,7 +360,11 @@ class Spash : public Engine {
   // writers there (on a thread of their own: this one holds its epoch guard). With
   // `filter`, the first try calls it once more before, between its resolve and its read
   // of the filter byte. Unset outside tests (one predicted branch).
-  void TEST_SetReadHook(std::function<void(uint64_t)> hook) { read_hook_ = std::move(hook); }
+  // The hook runs in DoGet's first try (the kit's QuickGet is off while one is set).
+  void TEST_SetReadHook(std::function<void(uint64_t)> hook) {
+    SetQuickGet(first_try_ && hook == nullptr);
+    read_hook_ = std::move(hook);
+  }
 
  private:
   using Segment = spash::Segment;
@@ -477,12 +482,14 @@ class Spash : public Engine {
                    int attempt);
   // Fences and releases; false if the region aborted (nothing happened: retry).
   bool Finish(Commit& c);
-  // DoGet's first try, with no call on its path: kFound (the value stored into *value,
-  // which held 8 bytes already) and kAbsent stand; kRetry sends DoGet to GetFull.
-  // kHooked: with the test's read hook (FirstGetHooked, out of line).
+  // The first try (QuickGet's, DoGet's), with no call on its path: kFound (with the
+  // value word) and kAbsent stand; kRetry sends DoGet to GetFull. kHooked: with the
+  // test's read hook (FirstGetHooked, out of line).
   template <bool kHooked>
-  Optimistic FirstGet(uint64_t h, std::string* value);
-  Optimistic FirstGetHooked(uint64_t h, std::string* value);
+  QuickAnswer FirstGet(uint64_t h);
+  template <bool kHooked>
+  QuickAnswer FirstGetEntered(uint64_t h);
+  QuickAnswer FirstGetHooked(uint64_t h);
   Status GetFull(std::string_view key, uint64_t h, std::string* value);
   Status GetLocked(std::string_view key, uint64_t h, std::string* value);
   Outcome InsertLocked(Commit& c, int free_slot, std::string_view key, std::string_view value,

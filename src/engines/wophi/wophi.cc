@@ -61,6 +61,7 @@ Wophi::~Wophi() { StopBackgroundWork(); }
 // ---- Options and sizes --------------------------------------------------------------
 
 Status Wophi::Configure(EngineOptions& options, const Options& /*index_options*/) {
+  SetQuickGet(true);  // FindOptimistic's first try, from Get
   initial_buckets_ = options.Uint("buckets");
   pab_block_opt_ = options.Uint("pab_buckets");
   pab_low_opt_ = options.Uint("pab_low");
@@ -585,6 +586,13 @@ void Wophi::Prefetch(uint64_t hash) const {
   // stale pair points into the old or the new array, either a harmless prefetch.
   const uint64_t n = main_buckets_.load(std::memory_order_acquire);
   persister().Prefetch(mb_.load(std::memory_order_acquire) + Reduce(hash, n));
+}
+
+QuickAnswer Wophi::QuickGet(uint64_t hash, uint64_t key_word) {
+  return QuickTry(persister(), key_word,
+                  [this, hash](OptimisticRead* read) __attribute__((always_inline)) {
+                    return FindOptimistic(hash, read);
+                  });
 }
 
 Status Wophi::DoGet(std::string_view key, uint64_t hash, std::string* value) {

@@ -230,6 +230,7 @@ class Wophi : public Engine {
   // any method of this index (a resize that an Insert from fn would start is deferred).
   // CheckInvariants checks invariants 1-4 by a full walk.
   PMHASH_ENGINE_KIT_OVERRIDES;
+  QuickAnswer QuickGet(uint64_t hash, uint64_t key_word) override;
   // The key's main bucket (line 0: tokens, next, slots 0-2).
   void Prefetch(uint64_t hash) const override;
   void StopBackgroundWork() override;
