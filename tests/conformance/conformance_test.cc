@@ -175,6 +175,36 @@ TEST_P(Conformance, GetsOfInlineKeysAllocateNothing) {
   EXPECT_GT(HeapAllocationsOf([&] { v = std::string(64, 'x'); }), 0u);
 }
 
+TEST_P(Conformance, GetsIntoStringsOfAnySizeAnswerAlike) {
+  // Get stores a found value whatever the caller's string held (empty, shorter, longer:
+  // the kit's quick lookup resizes it after one probe) and leaves it as it was on
+  // NotFound, for 8-byte keys with 8-byte values and with longer ones.
+  auto index = Fresh();
+  ASSERT_NE(index, nullptr);
+  std::vector<std::pair<std::string, std::string>> stored;
+  for (uint64_t i = 0; i < 200; ++i) {
+    const std::string value = i % 4 == 0 ? std::string(40, static_cast<char>('a' + i % 26))
+                                         : Key8(i * 7);
+    const Status st = index->Insert(Key8(i), value);
+    if (Refused(st)) continue;
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    stored.emplace_back(Key8(i), value);
+  }
+  WaitForBackgroundWork(index.get());
+  for (const std::string& before : {std::string(), std::string(3, 'q'), std::string(8, 'q'),
+                                    std::string(100, 'q')}) {
+    for (const auto& [key, value] : stored) {
+      std::string v = before;
+      const Status st = index->Get(key, &v);
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      EXPECT_EQ(v, value) << "string of " << before.size() << " bytes before";
+    }
+    std::string v = before;
+    EXPECT_TRUE(index->Get(Key8(1'000'000), &v).IsNotFound());
+    EXPECT_EQ(v, before) << "NotFound changed the caller's string";
+  }
+}
+
 TEST_P(Conformance, MultiGetMatchesGet) {
   auto index = Fresh();
   ASSERT_TRUE(index->Insert("a", "1").ok());
