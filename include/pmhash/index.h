@@ -103,6 +103,15 @@ class Index {
   // Copies the value into *value. NotFound if absent (*value is then unchanged).
   virtual Status Get(std::string_view key, std::string* value) = 0;
 
+  // Get for an 8-byte key with an 8-byte value, in machine words: the key is the 8 bytes
+  // of `key` as it lies in memory (Get(std::string_view(reinterpret_cast<const char*>(&key),
+  // 8), ...) names the same key), and *value receives the value's 8 bytes likewise. OK
+  // with *value set; NotFound if absent; InvalidArgument if the key's value is not 8 bytes
+  // long (say so: it was stored by Put of another size). *value is unchanged unless OK.
+  // The answer is Get's; the call is shorter (no string to fill), which is what a
+  // lookup-heavy caller with word-sized keys and values would use.
+  virtual Status GetU64(uint64_t key, uint64_t* value);
+
   // Removes the key. NotFound if absent.
   virtual Status Delete(std::string_view key) = 0;
 

@@ -144,6 +144,7 @@ Json BenchConfig::ToJson() const {
   j.Set("latency_sampling", sample_every == 0 ? Json("auto") : Json(uint64_t{sample_every}));
   j.Set("redundancy", redundancy);
   j.Set("batch", uint64_t{batch});
+  j.Set("lookups", get_u64 ? "u64" : "get");
   j.Set("pin", pin);
   j.Set("floor", floor);
   j.Set("floor_prefetch", uint64_t{floor_prefetch});
@@ -220,7 +221,7 @@ Status ParseBenchArgs(const std::vector<std::string>& args, BenchConfig* config,
   std::string engines, threads, phases, mix, dist, value_size, load_factor, pool_size;
   std::string persist, flush;
   std::vector<std::string> opts, hash_seeds;
-  std::string recovery, seed, key_size, write_latency, sampling, batch;
+  std::string recovery, seed, key_size, write_latency, sampling, batch, lookups;
   std::string read_latency, media_model, media_dimms, media_interleave, media_buffer;
   std::string eadr_cache, eadr_write_back, counters, inserts;
   bool redundancy = config->redundancy;
@@ -335,6 +336,10 @@ Status ParseBenchArgs(const std::vector<std::string>& args, BenchConfig* config,
                       "own ('search (batch N)'); latency per operation = time per call / N; "
                       "1..4096 (default 1: single calls only)")
            ->type_name("UINT"));
+  last(app.add_option("--lookups", lookups,
+                      "get | u64: the call of every search and negative phase: Index::Get into "
+                      "a string (default), or Index::GetU64 with the key and value in words "
+                      "(needs --key-size 8 and --value-size 8)"));
   last(app.add_option("--repeat", repeat,
                       "Rounds of the whole engine x thread-count matrix, each in a new "
                       "order (seeded); figures are the median with min and max, ratios "
@@ -490,6 +495,12 @@ Status ParseBenchArgs(const std::vector<std::string>& args, BenchConfig* config,
                                      std::to_string(kMaxBatch));
     }
     config->batch = static_cast<uint32_t>(b);
+  }
+  if (!lookups.empty()) {
+    if (lookups != "get" && lookups != "u64") {
+      return Status::InvalidArgument("--lookups '" + lookups + "': expected get or u64");
+    }
+    config->get_u64 = lookups == "u64";
   }
   if (!records.empty() && !ParseUint(records, &config->records)) {
     return Status::InvalidArgument("--records '" + records + "': expected a whole number");

@@ -86,6 +86,9 @@ struct BenchConfig {
   // > 1: every search and negative phase also runs through Index::MultiGet, this many
   // keys a call, as a row of its own (PhaseResult::batch); 1: Gets only.
   uint32_t batch = 1;
+  // Search and negative phases call Index::GetU64 instead of Get (--lookups u64; 8-byte
+  // keys and values only). MultiGet rows and mixed phases are unchanged.
+  bool get_u64 = false;
   bool pin = false;  // pin each worker thread to a CPU (threads.h)
   // Measure the machine's floor beside the engines (floor.h), prefetching this many
   // lookups ahead in its prefetch loop.

@@ -410,6 +410,9 @@ TEST(BenchArgs, RejectsBadFlagsWithOneLineNamingTheFlag) {
       {{"--eadr-write-back", "sometimes"}, "--eadr-write-back 'sometimes'"},
       {{"--counters", "maybe"}, "--counters 'maybe'"},
       {{"--inserts", "upsert"}, "--inserts must be insert or put"},
+      {{"--lookups", "words"}, "--lookups 'words'"},
+      {{"--lookups", "u64", "--value-size", "16"}, "--lookups u64"},
+      {{"--lookups", "u64", "--key-size", "16"}, "--lookups u64"},
       {{"--counters", "off", "--redundancy"}, "--counters off"},
       {{"--floor", "--read-latency-ns", "100"}, "--floor cannot be combined with --read-latency-ns"},
       {{"--records", "10", "--ops", "20", "--phases", "load,delete"}, "delete"},
@@ -545,6 +548,34 @@ TEST(BenchJson, InsertsPutWritesNewKeysWithPut) {
     EXPECT_EQ(load->Find("count")->number(), 500);
     EXPECT_EQ(load->Find("engine_counters")->Find("puts")->number(), put ? 500 : 0);
   }
+}
+
+// --lookups u64: search and negative phases call GetU64 and read what Get reads (the same
+// checksum, no errors) and say so in their rows' notes (its refusals: BadArguments...).
+TEST(BenchJson, LookupsThroughGetU64ReadWhatGetReads) {
+  uint64_t checksums[2] = {};
+  for (const bool words : {false, true}) {
+    Captured cap;
+    int code = -1;
+    std::vector<std::string> args = {"--engine", "bench-test", "--records", "2000", "--ops",
+                                     "1000", "--phases", "load,search,negative", "--pool",
+                                     "dram", "--pool-size", "8M"};
+    if (words) args.insert(args.end(), {"--lookups", "u64"});
+    Json doc = RunJson(args, &cap, &code);
+    ASSERT_EQ(code, 0) << cap.err;
+    EXPECT_EQ(doc.Find("config")->Find("lookups")->string(), words ? "u64" : "get");
+    for (const char* phase : {"search", "negative"}) {
+      const Json* row = Result(doc, "bench-test", phase);
+      ASSERT_NE(row, nullptr) << phase;
+      EXPECT_EQ(row->Find("errors")->uint(), 0u) << row->Find("first_error")->Dump(-1);
+      const Json* note = row->Find("note");
+      const bool noted = note != nullptr && note->string().find("GetU64") != std::string::npos;
+      EXPECT_EQ(noted, words) << phase;
+    }
+    checksums[words] = Result(doc, "bench-test", "search")->Find("checksum")->uint();
+  }
+  EXPECT_NE(checksums[0], 0u);
+  EXPECT_EQ(checksums[1], checksums[0]);
 }
 
 TEST(BenchJson, PersistNoneCostsNoFlushOrFence) {

@@ -9,6 +9,11 @@
 namespace pmhash::bench {
 
 Status ValidateConfig(const BenchConfig& config) {
+  if (config.get_u64 && (config.key_size != 8 || !config.value_size.fixed() ||
+                         config.value_size.min != 8)) {
+    return Status::InvalidArgument("--lookups u64 calls GetU64, which takes 8-byte keys and "
+                                   "values: it needs --key-size 8 and --value-size 8");
+  }
   const bool lf = config.load_factor.has_value();
   uint64_t live = 0;  // keys present, when known without opening (load mode)
   bool loaded = lf;

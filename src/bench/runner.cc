@@ -154,6 +154,9 @@ Status RunEngine(const BenchConfig& config, const BenchEnv& env, const std::stri
     const IndexStats before = opened.get()->Stats();
     Measured m = RunWorkers(opened.get(), values, config, plans, false, env,
                             Describe(engine, threads, what));
+    const bool through_get_u64 =
+        config.get_u64 && !plans.empty() && plans[0].batch == 1 && plans[0].kinds.empty() &&
+        (plans[0].kind == OpKind::kSearch || plans[0].kind == OpKind::kNegative);
     plans.clear();
     // The timer has stopped; the engine's background work belongs to this phase.
     Quiesce(opened.get());
@@ -162,6 +165,7 @@ Status RunEngine(const BenchConfig& config, const BenchEnv& env, const std::stri
     FillFromStats(config, before, after, r);
     r->note = lf_note;
     add_note(&r->note, sim_note);
+    if (through_get_u64) add_note(&r->note, "through Index::GetU64 (--lookups u64)");
   };
 
   for (size_t pos = 0; pos < config.phases.size(); ++pos) {

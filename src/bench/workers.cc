@@ -53,6 +53,7 @@ struct WorkerContext {
   double ticks_per_ns;
   uint32_t sample_every;  // time 1 operation in this many (1: all)
   bool put_inserts;       // new keys through Index::Put (--inserts put)
+  bool get_u64;           // lookups through Index::GetU64 (--lookups u64)
 };
 
 // A negative search found its key: Corruption in *s, and not the expected status.
@@ -159,11 +160,13 @@ void WriteBatches(const WorkerContext& ctx, const ThreadPlan& plan, ThreadOutcom
   out->errors = errors;
 }
 
-// A search or negative phase issued through Get: the loop of Worker below with nothing
-// but a lookup in it, so that its own work between one Get and the next is a handful of
-// instructions (issue 29: the loop's share of a lookup was 92 instructions, and what
-// lies between one lookup's miss and the next one's load decides whether the two
-// overlap). Sampling, checks and progress as in Worker.
+// A search or negative phase issued through Get (or, kWords, through GetU64 with 8-byte
+// keys and values): the loop of Worker below with nothing but a lookup in it, so that
+// its own work between one Get and the next is a handful of instructions (issue 29: the
+// loop's share of a lookup was 92 instructions, and what lies between one lookup's miss
+// and the next one's load decides whether the two overlap). Sampling, checks and progress
+// as in Worker; a word found folds into the checksum as an 8-byte string would.
+template <bool kWords>
 void Lookups(const WorkerContext& ctx, const ThreadPlan& plan, ThreadOutcome* out) {
   const uint64_t n = plan.n, every = ctx.sample_every;
   uint64_t next_sample = plan.sample_offset % every;
@@ -178,8 +181,24 @@ void Lookups(const WorkerContext& ctx, const ThreadPlan& plan, ThreadOutcome* ou
     const std::string_view key(keys + i * key_size, key_size);
     const bool sample = i == next_sample;
     const uint64_t t0 = sample ? Ticks() : 0;
-    Status s = index->Get(key, &value);
-    const bool ok = CheckLookup(kind, value, &s, &checksum);
+    uint64_t word = 0;
+    Status s = [&] {  // built in place: a Status assigned over costs its reset
+      if constexpr (kWords) {
+        uint64_t key_word;
+        std::memcpy(&key_word, key.data(), sizeof(key_word));
+        return index->GetU64(key_word, &word);
+      } else {
+        return index->Get(key, &value);
+      }
+    }();
+    bool ok;
+    if constexpr (kWords) {
+      checksum += s.ok() ? word ^ sizeof(word) : 0;
+      ok = s.ok() ? kind == OpKind::kSearch || NegativeFound(&s)
+                  : kind == OpKind::kNegative && s.IsNotFound();
+    } else {
+      ok = CheckLookup(kind, value, &s, &checksum);
+    }
     if (sample) [[unlikely]] {
       out->lat.Record(static_cast<uint64_t>(static_cast<double>(Ticks() - t0) / ctx.ticks_per_ns));
       next_sample += every;
@@ -220,7 +239,7 @@ void Worker(const WorkerContext& ctx, const ThreadPlan& plan, ThreadOutcome* out
     return WriteBatches(ctx, plan, out);
   }
   if (!mixed && (plan.kind == OpKind::kSearch || plan.kind == OpKind::kNegative)) {
-    return Lookups(ctx, plan, out);
+    return ctx.get_u64 ? Lookups<true>(ctx, plan, out) : Lookups<false>(ctx, plan, out);
   }
   uint64_t i = 0;
   for (; i < n; ++i) {
@@ -289,7 +308,8 @@ Measured RunWorkers(Index* index, const ValuePool& values, const BenchConfig& co
                     &stop,
                     TicksPerNs(),
                     every,
-                    config.put_inserts};
+                    config.put_inserts,
+                    config.get_u64};
   // A fixed value size of 0 bytes would read as "varies": keep the sizes array then.
   if (config.value_size.fixed() && config.value_size.min == 0) ctx.fixed_value = 0;
   // Progress until every thread has finished (or a refusal stopped them).

@@ -22,6 +22,18 @@ Status Index::Put(std::string_view key, std::string_view value) {
   }
 }
 
+Status Index::GetU64(uint64_t key, uint64_t* value) {
+  std::string found;
+  Status s = Get(std::string_view(reinterpret_cast<const char*>(&key), sizeof(key)), &found);
+  if (!s.ok()) return s;
+  if (found.size() != sizeof(*value)) {
+    return Status::InvalidArgument("GetU64: the key's value is " + std::to_string(found.size()) +
+                                   " bytes long, not 8 (use Get)");
+  }
+  std::memcpy(value, found.data(), sizeof(*value));
+  return Status::OK();
+}
+
 void Index::MultiGet(std::span<const std::string_view> keys, std::span<std::string> values,
                      std::span<Status> statuses) {
   for (size_t i = 0; i < keys.size(); ++i) statuses[i] = Get(keys[i], &values[i]);
@@ -373,6 +385,23 @@ __attribute__((flatten)) Status Engine::Get(std::string_view key, std::string* v
   if (key.size() > kShortHashBytes || checked_ops_) [[unlikely]] return GetChecked(key, value);
   return DoGet(key, ShortHash64(key.data(), key.size(), hash_seed_), value);
 }
+
+// Get's quick lookup with the key and value in words; anything it does not answer goes
+// through Get into a string (Index::GetU64), which checks the value's size.
+__attribute__((flatten)) Status Engine::GetU64(uint64_t key, uint64_t* value) {
+  if (quick_get_) [[likely]] {
+    const uint64_t hash = ShortHash64(&key, sizeof(key), hash_seed_);
+    const QuickAnswer a = QuickGet(hash, key);
+    if (a.answer == Optimistic::kFound) {
+      *value = a.value_word;
+      return Status::OK();
+    }
+    if (a.answer == Optimistic::kAbsent) return Status::NotFound();
+  }
+  return GetU64Slowly(key, value);
+}
+
+Status Engine::GetU64Slowly(uint64_t key, uint64_t* value) { return Index::GetU64(key, value); }
 
 Status Engine::GetChecked(std::string_view key, std::string* value) {
   PMHASH_RETURN_IF_ERROR(SlotCodec::CheckKey(key));

@@ -105,6 +105,8 @@ class Engine : public Index {
   Status Update(std::string_view key, std::string_view value) final;
   Status Put(std::string_view key, std::string_view value) final;
   Status Get(std::string_view key, std::string* value) final;
+  // The quick lookup (QuickGet) straight into *value; else Index::GetU64 (through Get).
+  Status GetU64(uint64_t key, uint64_t* value) final;
   Status Delete(std::string_view key) final;
   // Engines with capabilities.pipelined_multiget: key i + depth is hashed and prefetched
   // before key i is finished (depth: the multiget_depth option). Others: Get after Get.
@@ -367,6 +369,7 @@ class Engine : public Index {
                                                 WriteMode mode);
   __attribute__((noinline)) Status GetChecked(std::string_view key, std::string* value);
   __attribute__((noinline)) Status DeleteChecked(std::string_view key);
+  __attribute__((noinline)) Status GetU64Slowly(uint64_t key, uint64_t* value);
   // MultiGet's pipelined path.
   void MultiGetPipelined(std::span<const std::string_view> keys, std::span<std::string> values,
                          std::span<Status> statuses);

@@ -205,6 +205,65 @@ TEST_P(Conformance, GetsIntoStringsOfAnySizeAnswerAlike) {
   }
 }
 
+// GetU64 answers as Get does for every key of 8 bytes: the value's word where it is 8
+// bytes long (inserted so, updated to another word, or after a delete and a reinsert),
+// InvalidArgument where it is of another size, NotFound where the key is absent or was
+// deleted; *value changes only on OK.
+TEST_P(Conformance, GetU64AnswersAsGetDoes) {
+  auto index = Fresh();
+  ASSERT_NE(index, nullptr);
+  const auto word_of = [](const std::string& key8) {
+    uint64_t w;
+    std::memcpy(&w, key8.data(), sizeof(w));
+    return w;
+  };
+  std::vector<uint64_t> keys;
+  for (uint64_t i = 0; i < 300; ++i) {
+    const std::string value = i % 5 == 0   ? std::string(40, static_cast<char>('a' + i % 26))
+                              : i % 5 == 1 ? std::string(3, 'v')
+                                           : Key8(i * 7 + 1);
+    const Status st = index->Insert(Key8(i), value);
+    if (Refused(st)) continue;
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    keys.push_back(i);
+  }
+  for (uint64_t i : keys) {
+    Status st;
+    if (i % 7 == 2) st = index->Update(Key8(i), Key8(i + 99));  // a word to another word
+    if (i % 7 == 3) st = index->Update(Key8(i), std::string(20, 'u'));  // to a longer value
+    if (i % 7 == 4) st = index->Delete(Key8(i));
+    if (i % 7 == 5 && index->Delete(Key8(i)).ok()) st = index->Insert(Key8(i), Key8(i + 5));
+    if (Refused(st)) continue;
+    ASSERT_TRUE(st.ok()) << i << ": " << st.ToString();
+  }
+  WaitForBackgroundWork(index.get());
+  size_t words = 0, others = 0, absent = 0;
+  for (uint64_t i = 0; i < 400; ++i) {
+    std::string expected;
+    const Status want = index->Get(Key8(i), &expected);
+    uint64_t got = 0x5eed;
+    const Status st = index->GetU64(word_of(Key8(i)), &got);
+    if (want.ok() && expected.size() == 8) {
+      ASSERT_TRUE(st.ok()) << i << ": " << st.ToString();
+      EXPECT_EQ(got, word_of(expected)) << i;
+      ++words;
+    } else if (want.ok()) {
+      EXPECT_TRUE(st.IsInvalidArgument()) << i << ": " << st.ToString();
+      EXPECT_EQ(got, 0x5eedu) << i;
+      ++others;
+    } else {
+      ASSERT_TRUE(want.IsNotFound()) << want.ToString();
+      EXPECT_TRUE(st.IsNotFound()) << i << ": " << st.ToString();
+      EXPECT_EQ(got, 0x5eedu) << i;
+      ++absent;
+    }
+  }
+  // Each answer was exercised (a degenerate hash refuses most keys: a few of each remain).
+  EXPECT_GE(words, 10u);
+  EXPECT_GE(others, 5u);
+  EXPECT_GE(absent, 100u);
+}
+
 TEST_P(Conformance, MultiGetMatchesGet) {
   auto index = Fresh();
   ASSERT_TRUE(index->Insert("a", "1").ok());
