@@ -107,9 +107,9 @@ class Index {
   // of `key` as it lies in memory (Get(std::string_view(reinterpret_cast<const char*>(&key),
   // 8), ...) names the same key), and *value receives the value's 8 bytes likewise. OK
   // with *value set; NotFound if absent; InvalidArgument if the key's value is not 8 bytes
-  // long (say so: it was stored by Put of another size). *value is unchanged unless OK.
-  // The answer is Get's; the call is shorter (no string to fill), which is what a
-  // lookup-heavy caller with word-sized keys and values would use.
+  // long (it was stored with a value of another size). *value is unchanged unless OK.
+  // The answer is Get's; the call is shorter (no string to fill): the one for a
+  // lookup-heavy caller whose keys and values are words.
   virtual Status GetU64(uint64_t key, uint64_t* value);
 
   // Removes the key. NotFound if absent.
