@@ -126,7 +126,10 @@ class Index {
   // during Write leaves ops[0, k) applied and the others not, for some k. Every op whose
   // status is OK is durable when Write returns (as a single call's is when it returns),
   // and a key written twice in one batch ends with the later write. Engines may pipeline
-  // the batch: load the buckets of the next ops while the earlier ones commit.
+  // the batch: load the buckets of the next ops while the earlier ones commit. An engine
+  // option may group the batch's commits under one fence (spash's group_commit): a crash
+  // during Write then leaves each key at the state after a prefix of its own ops in the
+  // batch (the keys' prefixes may differ); the rest of this contract holds as said.
   virtual void Write(std::span<const WriteOp> ops, std::span<Status> statuses);
 
   // Number of keys stored. Exact when no mutation is in flight.

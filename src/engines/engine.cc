@@ -520,6 +520,7 @@ void Engine::Write(std::span<const WriteOp> ops, std::span<Status> statuses) {
     PrefetchWrite(hashes[j % depth]);
   };
   for (; ahead < n && ahead < depth; ++ahead) start(ahead);
+  BeginWriteBatch();
   for (size_t i = 0; i < n; ++i) {
     if (valid[i % depth]) {
       const WriteOp& op = ops[i];
@@ -537,6 +538,7 @@ void Engine::Write(std::span<const WriteOp> ops, std::span<Status> statuses) {
     }
     if (ahead < n) start(ahead++);  // into the slot op i just left
   }
+  EndWriteBatch();
 }
 
 // ---- Engine: the root header --------------------------------------------------------

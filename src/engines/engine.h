@@ -118,7 +118,8 @@ class Engine : public Index {
   // Engines with capabilities.pipelined_write: op i + depth is checked, hashed and
   // prefetched (Prefetch) before op i runs (depth: the write_depth option); the others
   // run Insert / Update / Put / Delete one after another (Index::Write). Either way each
-  // op is an operation of its own for the counters and runs whole before the next.
+  // op is an operation of its own for the counters and runs whole before the next (but
+  // for what an engine defers to EndWriteBatch: below).
   void Write(std::span<const WriteOp> ops, std::span<Status> statuses) final;
   // The cursor (engines/scan.h) decoded and checked, the engine's DoScan, then fn over
   // the page with no lock held, and the next cursor.
@@ -218,6 +219,11 @@ class Engine : public Index {
   // The same for the pipelined Write (capabilities.pipelined_write), whose inserts read
   // what a search of an absent key may skip: Prefetch unless the engine says otherwise.
   virtual void PrefetchWrite(uint64_t hash) const { Prefetch(hash); }
+  // Around a pipelined Write, on its thread: BeginWriteBatch before the first op,
+  // EndWriteBatch after the last. An engine may hold back what makes an op durable until
+  // EndWriteBatch (spash's group_commit), which must leave every OK op durable.
+  virtual void BeginWriteBatch() {}
+  virtual void EndWriteBatch() {}
   // The quick lookup (issue 29's first try, one call from Get): an engine whose searches
   // of 8-byte keys can mostly be answered with no lock overrides it and turns it on with
   // SetQuickGet. Get then calls it first for an 8-byte key when reads go unnoted

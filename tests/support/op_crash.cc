@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <memory>
 #include <random>
+#include <set>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -48,11 +50,33 @@ std::string InsertsAfterRecovery(Index* recovered) {
 
 namespace {
 
+// Whether every key of `m` (and every key of the states) has in `m` its value in one of
+// `states` (absent counts as a value): each key at some prefix of its own ops.
+bool EachKeyAtAState(const Model& m, const std::vector<Model>& states) {
+  std::set<std::string> keys;
+  for (const auto& [k, v] : m) keys.insert(k);
+  for (const Model& st : states) {
+    for (const auto& [k, v] : st) keys.insert(k);
+  }
+  for (const std::string& k : keys) {
+    const auto got = m.find(k);
+    const bool seen = std::any_of(states.begin(), states.end(), [&](const Model& st) {
+      const auto want = st.find(k);
+      return want == st.end() ? got == m.end() : got != m.end() && got->second == want->second;
+    });
+    if (!seen) return false;
+  }
+  return true;
+}
+
 // CrashDuringOp, and CrashDuringBatch when `states` is set: then an image must hold one of
-// the models states(before) returns, instead of the state before or after the op.
+// the models states(before) returns (or, kPerKey, each key as one of them holds it),
+// instead of the state before or after the op, and an image made after the op returns
+// must hold the last of them.
 OpCrashOutcome CrashDuring(const Options& options, const OpCrashSetup& setup,
                            const OpCrashOp& op, const OpCrashCheck& check, double store_rate,
-                           const std::function<std::vector<Model>(const Model&)>& states) {
+                           const std::function<std::vector<Model>(const Model&)>& states,
+                           BatchOrder order = BatchOrder::kPrefix) {
   OpCrashOutcome out;
   const EngineSpec spec = FindSpec(options.engine);
   EXPECT_TRUE(spec.make) << "no engine " << options.engine;
@@ -112,9 +136,30 @@ OpCrashOutcome CrashDuring(const Options& options, const OpCrashSetup& setup,
     const std::vector<Model> allowed = states(before);
     EXPECT_EQ(after, allowed.back()) << "the batch did not end in its last state";
     for (const Model& m : not_before) {
-      if (std::find(allowed.begin(), allowed.end(), m) == allowed.end()) {
-        NoteBad(&out, "an image holds no prefix of the batch");
+      const bool good = order == BatchOrder::kPrefix
+                            ? std::find(allowed.begin(), allowed.end(), m) != allowed.end()
+                            : EachKeyAtAState(m, allowed);
+      if (!good) {
+        NoteBad(&out, order == BatchOrder::kPrefix ? "an image holds no prefix of the batch"
+                                                   : "an image holds a key at no prefix of "
+                                                     "its ops in the batch");
       }
+    }
+    // Every acknowledged op durable on return: nothing unflushed written back.
+    std::unique_ptr<pm::Pool> image;
+    Status st = sim.MakePool(pm::CrashSim::ImageKind::kNone, rng, opts.engine, &image);
+    std::unique_ptr<Index> recovered;
+    if (st.ok()) {
+      st = OpenOnPool(spec, std::move(image), /*fresh=*/false, opts, nullptr, &recovered);
+    }
+    Model got;
+    const std::string why = st.ok() ? CheckRecovered(recovered.get(), check, &got)
+                                    : "recovery failed: " + st.ToString();
+    ++out.images;
+    if (!why.empty()) {
+      NoteBad(&out, "the image after the batch returned: " + why);
+    } else if (got != after) {
+      NoteBad(&out, "the image after the batch returned lacks an acknowledged op");
     }
   } else {
     for (const Model& m : not_before) {
@@ -134,7 +179,7 @@ OpCrashOutcome CrashDuringOp(const Options& options, const OpCrashSetup& setup,
 }
 
 OpCrashOutcome CrashDuringBatch(const Options& options, const OpCrashSetup& setup,
-                                const std::vector<WriteOp>& ops) {
+                                const std::vector<WriteOp>& ops, BatchOrder order) {
   return CrashDuring(
       options, setup,
       [&](Index* x) {
@@ -169,7 +214,8 @@ OpCrashOutcome CrashDuringBatch(const Options& options, const OpCrashSetup& setu
           states.push_back(m);
         }
         return states;
-      });
+      },
+      order);
 }
 
 void ExpectAllOrNothing(const OpCrashOutcome& r, int min_crash_points) {

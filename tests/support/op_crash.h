@@ -54,12 +54,20 @@ OpCrashOutcome CrashDuringOp(const Options& options, const OpCrashSetup& setup,
                              const OpCrashOp& op, const OpCrashCheck& check = nullptr,
                              double store_rate = 1.0);
 
+// What a crash inside a batch may leave: the state after some prefix of the batch (the
+// Index::Write contract), or, with an engine that groups a batch's commits (spash's
+// group_commit), every key at the state after some prefix of its own ops.
+enum class BatchOrder : uint8_t { kPrefix, kPerKey };
+
 // Crashes inside one Index::Write of `ops` (a batch), as CrashDuringOp does inside one
-// operation, except that a good image holds the state after some prefix of the batch
-// (each op applied as its single call would), and the batch must end in the last one.
-// Statuses NotFound and AlreadyExists count as the op's answer, any other failure fails.
+// operation, except that a good image holds a state `order` allows (each op applied as
+// its single call would), and the batch must end in the last one; an image made right
+// after Write returns, with nothing written back that was not flushed and fenced, must
+// hold that last state too. Statuses NotFound and AlreadyExists count as the op's
+// answer, any other failure fails.
 OpCrashOutcome CrashDuringBatch(const Options& options, const OpCrashSetup& setup,
-                                const std::vector<WriteOp>& ops);
+                                const std::vector<WriteOp>& ops,
+                                BatchOrder order = BatchOrder::kPrefix);
 
 // The usual verdict on an outcome: at least `min_crash_points` crash points (the op
 // reached the stores and fences it should) and no image holding neither state.

@@ -77,12 +77,12 @@ bool Frozen(const Directory::Table* t, uint64_t i) {
 
 }  // namespace
 
-Directory::LockResult Directory::Lock(const Place& place, Held* held) {
+Directory::LockResult Directory::Lock(const Place& place, Held* held, bool copy) {
   Table* t = place.table;
   const uint64_t e = t->entries[place.index].load(std::memory_order_acquire);
   if (DirEntry::Busy(e)) {
     if (Frozen(t, place.index)) {
-      CopyStages(t, place.index, 1);
+      if (copy) CopyStages(t, place.index, 1);
       return LockResult::kMoved;
     }
     return LockResult::kBusy;
@@ -98,7 +98,7 @@ Directory::LockResult Directory::Lock(const Place& place, Held* held) {
     const uint64_t n = t->depth > cur->depth ? std::max<uint64_t>(count >> 1, 1) : count << 1;
     for (uint64_t p = from / kPartition; p <= (from + n - 1) / kPartition; ++p) {
       if (cur->stage[p].load(std::memory_order_acquire) != kDone) {
-        CopyStages(cur, from, n);
+        if (copy) CopyStages(cur, from, n);
         return LockResult::kMoved;
       }
     }
@@ -127,7 +127,7 @@ Directory::LockResult Directory::Lock(const Place& place, Held* held) {
       t->entries[i].fetch_and(~DirEntry::kBusy, std::memory_order_release);
     }
     if (frozen) {
-      CopyStages(t, first, count);
+      if (copy) CopyStages(t, first, count);
       return LockResult::kMoved;
     }
     return LockResult::kBusy;

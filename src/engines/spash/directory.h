@@ -156,7 +156,8 @@ class Directory {
     kLocked,  // *held is set
     kBusy,    // another writer holds it: back off, resolve again
     kMoved,   // part of the range was frozen by a transition, whose stages for the range
-              // this call has now copied: resolve again (the range is in `next`)
+              // this call has now copied (unless told not to): resolve again (the range
+              // is in `next`)
   };
 
   Directory() = default;
@@ -251,8 +252,10 @@ class Directory {
 
   // Locks the range of the segment named by entry `at` of `place.table` (the entry as
   // read before: `seen`, not busy). kLocked only if the entry still holds `seen`'s
-  // segment and depth (its version may have moved: the caller validates).
-  LockResult Lock(const Place& place, Held* held);
+  // segment and depth (its version may have moved: the caller validates). With `copy`
+  // false, kMoved copies nothing: a caller that holds other ranges must not copy a stage,
+  // which waits for every writer of its partition (it then releases them and retries).
+  LockResult Lock(const Place& place, Held* held, bool copy = true);
   // Inside a hardware transaction, in place of Lock: the range Lock would hold, with no
   // store: every entry of it read (a writer that then locks one, or a stage that freezes
   // one, aborts the transaction) and none busy. False (take the lock) if one is, or if

@@ -169,6 +169,7 @@ Status Spash::Configure(EngineOptions& options, const Options& index_options) {
   dir_.SetFilter(filter_, &Spash::RefineFilters, this);
   hint_ = options.Bool("hint");
   dir_.SetHint(hint_);
+  group_commit_ = options.Bool("group_commit");
   // A test hash (the degenerate-hash run) is no bijection: every key is then a record.
   inline_keys_ = key_hash_invertible();
   first_try_ = options.Bool("first_try") && inline_keys_ && !read_lock_ && !nta_reads_;
@@ -177,6 +178,11 @@ Status Spash::Configure(EngineOptions& options, const Options& index_options) {
     return Status::InvalidArgument("option hot_keys=" + std::to_string(hot) +
                                    " must be hot_per_partition (" + std::to_string(per) +
                                    ") times a power of two");
+  }
+  if (group_commit_ && (htm_ || rtm_)) {
+    return Status::InvalidArgument(
+        "option group_commit=on holds ranges across a batch's commits, which a transaction "
+        "(htm_emulated, htm_rtm) cannot: turn one of them off");
   }
   if (rtm_) {
     if (htm_) return Status::InvalidArgument("options htm_emulated and htm_rtm exclude each other");
@@ -580,13 +586,15 @@ Spash::Acquired Spash::Acquire(const Directory::Place& place, uint64_t seen, boo
     return Acquired::kHeld;
   }
   Directory::Held held;
-  switch (dir_.Lock(place, &held)) {
+  const bool holding = group_.owner == this && group_.n != 0;
+  switch (dir_.Lock(place, &held, /*copy=*/!holding)) {
     case Directory::LockResult::kLocked:
       break;
     case Directory::LockResult::kBusy:
-      SpinBackoff(attempt);
+      if (!FlushBeforeWaiting()) SpinBackoff(attempt);  // perhaps a range this batch holds
       return Acquired::kRetry;
     case Directory::LockResult::kMoved:
+      FlushBeforeWaiting();  // a stage copy waits for every range its partition holds
       return Acquired::kRetry;
   }
   c->Init(held);
@@ -620,6 +628,16 @@ bool Spash::Finish(Commit& c) {
     htm_commits_.fetch_add(1, std::memory_order_relaxed);
   }
   if (c.changed) {
+    if (Group* g = GroupFor(c)) {
+      // Held until the group's fence: no reader validates it, no writer builds on it,
+      // and its records stay allocated, before it is durable. Its lines are flushed
+      // then too: a flush still under way would hold up the next commit's lock (a
+      // locked instruction waits for it as a fence does).
+      if (g->n == kMaxGroup || g->nlines + c.ndirty > kMaxGroupLines) FlushGroup(*g);
+      g->held[g->n++] = {c.held, c.parts[0].word, {c.to_free[0], c.to_free[1]}, c.nfree};
+      for (int i = 0; i < c.ndirty; ++i) g->lines[g->nlines++] = c.dirty[i];
+      return true;
+    }
     for (int i = 0; i < c.ndirty; ++i) p.Flush(c.dirty[i], 1);
     p.Fence();  // durable (adr) or ordered (eadr) before any reader can validate it
     const uint64_t version = DirEntry::Version(c.held.word) + 1;
@@ -641,6 +659,50 @@ bool Spash::Finish(Commit& c) {
   for (int i = 0; i < c.nfree; ++i) FreeRecord(c.to_free[i]);
   for (int i = 0; i < c.nretired; ++i) FreeSegment(c.retired[i]);  // their free records durable
   return true;
+}
+
+// ---- Group commit (option group_commit) ---------------------------------------------------
+
+thread_local Spash::Group Spash::group_;
+
+Spash::Group* Spash::GroupFor(const Commit& c) {
+  if (group_.owner != this || c.nparts != 1 || c.nretired != 0 || c.write_back != nullptr) {
+    return nullptr;
+  }
+  return &group_;
+}
+
+void Spash::FlushGroup(Group& g) {
+  if (g.n == 0) return;
+  pm::Persister& p = persister();
+  for (int i = 0; i < g.nlines; ++i) p.Flush(g.lines[i], 1);
+  g.nlines = 0;
+  p.Fence();  // every grouped commit durable (adr) or ordered (eadr) at once
+  for (int i = 0; i < g.n; ++i) {
+    const Deferred& d = g.held[i];
+    const uint64_t w = d.word;
+    dir_.ReleaseAs(d.held, d.held.first, d.held.count,
+                   DirEntry::Make(DirEntry::Segment(w), DirEntry::Depth(w), DirEntry::Count(w),
+                                  DirEntry::Version(d.held.word) + 1));
+    for (int k = 0; k < d.nfree; ++k) FreeRecord(d.to_free[k]);
+  }
+  g.n = 0;
+}
+
+bool Spash::FlushBeforeWaiting() {
+  if (group_.owner != this || group_.n == 0) return false;
+  FlushGroup(group_);
+  return true;
+}
+
+void Spash::BeginWriteBatch() {
+  if (group_commit_) group_.owner = this;
+}
+
+void Spash::EndWriteBatch() {
+  if (group_.owner != this) return;
+  FlushGroup(group_);
+  group_.owner = nullptr;
 }
 
 // ---- Search ---------------------------------------------------------------------------------
@@ -853,8 +915,8 @@ Status Spash::DoWrite(std::string_view key, std::string_view value, uint64_t h, 
     const uint64_t e = Directory::Load(place);
     // The commit sets the key's filter bits: its byte asked for now, beside the entry.
     if (filter_) __builtin_prefetch(&place.table->filter[place.index], 1, 3);
-    if (DirEntry::Busy(e)) {  // a writer, or a stage copy: both end soon
-      SpinBackoff(attempt);
+    if (DirEntry::Busy(e)) {  // a writer, or a stage copy: both end soon (this batch's too)
+      if (!FlushBeforeWaiting()) SpinBackoff(attempt);
       continue;
     }
     Probe p;
@@ -908,6 +970,7 @@ Status Spash::DoWrite(std::string_view key, std::string_view value, uint64_t h, 
       ++aborts;
       continue;
     }
+    if (o == Outcome::kNeedsDoubling || o == Outcome::kBlocked) FlushBeforeWaiting();
     if (o == Outcome::kNeedsDoubling) {
       if (!dir_.Double(c.held.table)) {
         if (record != 0) FreeRecord(record);
@@ -1239,8 +1302,8 @@ Status Spash::DoDelete(std::string_view key, uint64_t h) {
     if (filter_ && !Directory::MayHold(place, h)) return Status::NotFound();
     PrefetchHinted(place, h);
     const uint64_t e = Directory::Load(place);
-    if (DirEntry::Busy(e)) {  // a writer, or a stage copy: both end soon
-      SpinBackoff(attempt);
+    if (DirEntry::Busy(e)) {  // a writer, or a stage copy: both end soon (this batch's too)
+      if (!FlushBeforeWaiting()) SpinBackoff(attempt);
       continue;
     }
     Probe p;
@@ -1271,7 +1334,10 @@ Status Spash::DoDelete(std::string_view key, uint64_t h) {
     }
     if (!result.ok()) return result;
     AddDelta(-1);
-    if (left * 2 <= static_cast<unsigned>(merge_fill_ * kSlots)) MaybeMerge(h);
+    if (merge_fill_ > 0 && left * 2 <= static_cast<unsigned>(merge_fill_ * kSlots)) {
+      FlushBeforeWaiting();  // the segment is one the group holds: released, it may merge
+      MaybeMerge(h);
+    }
     return result;
   }
 }
@@ -1404,6 +1470,7 @@ void Spash::MaybeHalve() {
         depth_count_[g].load(std::memory_order_relaxed) != 0 || !ShallowEnough(g)) {
       return;
     }
+    FlushBeforeWaiting();  // a transition waits for every range held
     dir_.Halve(t, floor_depth_, &Spash::HalvingAllowed, this);
     if (dir_.Current() == t) return;  // not halved: a split came first
   }
@@ -2184,6 +2251,11 @@ void RegisterEngines_spash(EngineRegistry& registry) {
                        "a 4-byte segment hint per 4 directory entries, in DRAM beside the "
                        "directory: a search or write prefetches its bucket in the hinted "
                        "segment while its own entry is on its way (not in the paper)"),
+      OptionSpec::Bool("group_commit", false,
+                       "adr and eadr, a write batch (Index::Write): commits that changed one "
+                       "segment are flushed but not fenced, their ranges held, until one fence "
+                       "at the batch's end (or before the thread would wait); a crash then "
+                       "leaves each key at a prefix of its own ops (not in the paper)"),
       OptionSpec::Bool("first_try", true,
                        "searches of 8-byte keys try a short path first (inline entries, no "
                        "call; not in the paper); off: every search takes the general one, "

@@ -117,6 +117,12 @@
 //  new block: header and zeroed records / usage written and flushed; root.table
 //    published (fence, store, persist).
 //  clean Close: usage maps written and flushed; root.usage_saved = 1 published.
+//  group_commit, inside a write batch: an insert, update or delete that changed one
+//    segment and split nothing makes the same stores but neither flushes nor fences; its
+//    range stays busy and its freed record allocated. The group's end (the batch's end,
+//    16 commits, or before the thread would wait) flushes every line of the group, fences
+//    once, then releases the ranges and frees. Fences inside an op (a record before its
+//    publish, a split's) stay where they are.
 //
 // ---- Concurrency ----------------------------------------------------------------------
 //
@@ -342,6 +348,9 @@ class Spash : public Engine {
   void Prefetch(uint64_t hash) const override { PrefetchAhead(hash, filter_); }
   QuickAnswer QuickGet(uint64_t hash, uint64_t key_word) override;
   void PrefetchWrite(uint64_t hash) const override { PrefetchAhead(hash, false); }
+  // With group_commit, the batch's thread groups its commits (Finish) until the end.
+  void BeginWriteBatch() override;
+  void EndWriteBatch() override;
   Status Shutdown() override;
   // Frees directory tables no reader can hold any more.
   void WaitForBackgroundWork() override;
@@ -480,8 +489,41 @@ class Spash : public Engine {
   // ---- Operations ----
   Acquired Acquire(const Directory::Place& place, uint64_t seen, bool try_region, Commit* c,
                    int attempt);
-  // Fences and releases; false if the region aborted (nothing happened: retry).
+  // Fences and releases; false if the region aborted (nothing happened: retry). In a
+  // group (below) a commit that changed one range only is flushed and left held.
   bool Finish(Commit& c);
+
+  // ---- Group commit (option group_commit; not in the paper) ----
+  // Inside a write batch, the calling thread's commits that changed one range and split
+  // nothing stay held (busy), their lines unflushed and their records' frees waiting:
+  // FlushGroup flushes every line, fences once, then releases them (version + 1) and
+  // frees. So no reader
+  // validates, and no writer builds on, what is not durable; two ops of one segment
+  // meet its busy range, which flushes the group first (each key's ops stay in order).
+  // The thread never waits while it holds a group: before a backoff, a stage copy (Lock
+  // with copy off), a doubling, a transition's end or a merge, it flushes.
+  static constexpr int kMaxGroup = 16;
+  static constexpr int kMaxGroupLines = 64;
+  struct Deferred {
+    Directory::Held held;
+    uint64_t word;  // the range's new word but for its version
+    uint64_t to_free[2];
+    int nfree;
+  };
+  struct Group {
+    const Spash* owner = nullptr;  // the engine whose batch this thread runs
+    int n = 0;
+    Deferred held[kMaxGroup];
+    int nlines = 0;
+    const void* lines[kMaxGroupLines];  // to flush before the fence
+  };
+  static thread_local Group group_;
+  // The calling thread's group if it runs a batch of this engine with group_commit and c
+  // can join it; else null.
+  Group* GroupFor(const Commit& c);
+  void FlushGroup(Group& g);
+  // Flushes the calling thread's group if it holds one of this engine: true if it did.
+  bool FlushBeforeWaiting();
   // The first try (QuickGet's, DoGet's), with no call on its path: kFound (with the
   // value word) and kAbsent stand; kRetry sends DoGet to GetFull. kHooked: with the
   // test's read hook (FirstGetHooked, out of line).
@@ -567,6 +609,7 @@ class Spash : public Engine {
   bool nta_reads_ = false;
   bool filter_ = false;  // the directory's negative filter (directory.h; not in the paper)
   bool hint_ = false;    // the directory's segment hints (directory.h; not in the paper)
+  bool group_commit_ = false;  // a write batch's commits fenced once (above; not in the paper)
   bool inline_keys_ = true;  // false under a test hash (Engine::key_hash_invertible)
   bool first_try_ = true;    // DoGet may answer on its short path (no option changes it)
   std::function<void(uint64_t)> read_hook_;

@@ -3,8 +3,8 @@
 // and must hold exactly the state before or after the operation, with the engine's
 // invariants intact (segments partition the hash space, exact hints, counts). Covers the
 // slot encoding's seven operations, an insert into an overflow bucket (hint and entry in
-// two lines), a delete that clears a hint, a split (with the doubling before it), a merge
-// and the atomic regions of htm_emulated with injected aborts.
+// two lines), a delete that clears a hint, a split (with the doubling before it), a merge,
+// the atomic regions of htm_emulated with injected aborts and a batch of group_commit.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -146,6 +146,35 @@ TEST_P(SpashCrashTest, AtomicRegionsWithInjectedAbortsAreAllOrNothing) {
        {"insert", [&](Index* x) { return x->Insert(keys[5], Key8(55)); }},
        {"delete", [&](Index* x) { return x->Delete(keys[2]); }}},
       1);
+}
+
+TEST_P(SpashCrashTest, GroupedBatchLeavesEachKeyAtAPrefixOfItsOps) {
+  // group_commit: the batch's commits are fenced once, at its end (or when an op meets a
+  // segment the batch holds). Each key must be at a prefix of its own ops, and every op
+  // durable when Write returns. A's old record, freed by its out-of-place update, must
+  // not be handed to E's insert (same size class) before the update is durable.
+  std::vector<std::string> k;
+  for (uint64_t p = 1; p <= 6; ++p) k.push_back(KeysWithHashBits(0, 0, 3, p, 1)[0]);
+  const std::string b2 = KeysWithHashBits(0, 0, 3, 2, 2)[1];  // B's segment
+  const std::string a = k[0], b = k[1], c = k[2], d = k[3], e = k[4], f = k[5];
+  const std::string record1 = std::string(24, 'r') + Key8(1);
+  const std::string record2 = std::string(24, 's') + Key8(2);
+  const std::vector<WriteOp> ops = {
+      {WriteOp::Kind::kUpdate, a, record2},    // out of place: A's old record freed
+      {WriteOp::Kind::kInsert, e, record1},    // a record of the same size class
+      {WriteOp::Kind::kDelete, b, {}},
+      {WriteOp::Kind::kPut, b, Key8(21)},      // B again: its segment is held
+      {WriteOp::Kind::kDelete, d, {}},
+      {WriteOp::Kind::kInsert, f, Key8(61)},
+      {WriteOp::Kind::kPut, a, Key8(11)},      // record -> inline, A's second op
+      {WriteOp::Kind::kUpdate, c, Key8(31)},   // inline, in place
+      {WriteOp::Kind::kInsert, b2, Key8(22)},  // B's segment once more
+      {WriteOp::Kind::kDelete, c, {}},
+  };
+  const OpCrashOutcome r = CrashDuringBatch(
+      Small(GetParam(), {{"group_commit", "on"}}),
+      [&](Index* x, Model* m) { InsertAllSpash(x, m, {a, b, c, d}); }, ops, BatchOrder::kPerKey);
+  ExpectAllOrNothing(r, 3);
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, SpashCrashTest, testing::PersistModes(),

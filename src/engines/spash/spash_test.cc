@@ -441,6 +441,136 @@ TEST(SpashTest, ThreadsSplitAndReadWhileTheDirectoryDoubles) {
   }
 }
 
+// group_commit: a batch of deletes and puts of keys of different segments is fenced once;
+// two ops of one segment are fenced apart (the second meets the range the batch holds),
+// and a key written twice in the batch ends with the later write.
+TEST(SpashTest, GroupCommitFencesABatchOnce) {
+  for (const char* group : {"off", "on"}) {
+    // 256 segments, no merge (a delete that may merge flushes the group first).
+    Options o = SpashOptions({{"group_commit", group}, {"merge_fill", "0"}});
+    o.initial_capacity = 4096;
+    auto index = OpenOrDie(o);
+    std::vector<std::string> keys;
+    for (uint64_t p = 0; p < 16; ++p) keys.push_back(KeysWithHashBits(0, 0, 8, p * 16, 1)[0]);
+    for (const std::string& k : keys) ASSERT_TRUE(index->Insert(k, Key8(1)).ok());
+    std::vector<WriteOp> ops;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      ops.push_back({i % 2 ? WriteOp::Kind::kDelete : WriteOp::Kind::kPut, keys[i], Key8(2)});
+    }
+    std::vector<Status> statuses(ops.size());
+    const uint64_t before = index->Stats().persist.fences;
+    index->Write(ops, statuses);
+    const uint64_t fences = index->Stats().persist.fences - before;
+    for (const Status& s : statuses) EXPECT_TRUE(s.ok()) << s.ToString();
+    EXPECT_EQ(fences, std::string(group) == "on" ? 1u : 16u) << group;
+    // Put, delete, put of one key: the second and third each wait for a fence first.
+    const std::vector<WriteOp> same = {{WriteOp::Kind::kPut, keys[1], Key8(3)},
+                                       {WriteOp::Kind::kDelete, keys[1], {}},
+                                       {WriteOp::Kind::kPut, keys[1], Key8(4)},
+                                       {WriteOp::Kind::kDelete, keys[2], {}}};
+    statuses.assign(same.size(), Status::OK());
+    const uint64_t again = index->Stats().persist.fences;
+    index->Write(same, statuses);
+    for (const Status& s : statuses) EXPECT_TRUE(s.ok()) << s.ToString();
+    EXPECT_EQ(index->Stats().persist.fences - again, std::string(group) == "on" ? 3u : 4u);
+    std::string v;
+    ASSERT_TRUE(index->Get(keys[1], &v).ok());
+    EXPECT_EQ(v, Key8(4));
+    EXPECT_TRUE(index->Get(keys[2], &v).IsNotFound());
+    EXPECT_TRUE(AsSpash(index.get())->CheckInvariants().ok());
+  }
+}
+
+TEST(SpashTest, GroupCommitIsRefusedWithTransactions) {
+  std::unique_ptr<Index> index;
+  const Status s =
+      Open(SpashOptions({{"group_commit", "on"}, {"htm_emulated", "on"}}), &index);
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_NE(s.ToString().find("group_commit"), std::string::npos) << s.ToString();
+}
+
+// Two threads write batches with group_commit (inserts that split segments and double the
+// directory, puts, deletes that merge and halve) while a reader looks up keys present
+// throughout: no thread waits for ever on a range another's batch holds (a batch flushes
+// before it would wait), and every key ends as its thread's model says.
+TEST(SpashTest, GroupedBatchesOfTwoThreadsRaceSplitsMergesAndReaders) {
+  Options o = SpashOptions({{"group_commit", "on"}}, 64ull << 20);
+  o.initial_capacity = 16;
+  auto index = OpenOrDie(o);
+  std::vector<std::string> stable;
+  for (uint64_t i = 0; i < 200; ++i) {
+    stable.push_back(Key8(900000000 + i));
+    ASSERT_TRUE(index->Insert(stable.back(), Key8(i)).ok());
+  }
+  std::atomic<bool> writing{true};
+  std::atomic<uint64_t> bad{0};
+  std::thread reader([&] {
+    std::string v;
+    for (uint64_t n = 0; writing.load(std::memory_order_relaxed); ++n) {
+      const uint64_t i = n % stable.size();
+      if (!index->Get(stable[i], &v).ok() || v != Key8(i)) bad.fetch_add(1);
+    }
+  });
+  std::vector<Model> models(2);
+  std::vector<std::thread> writers;
+  for (uint64_t t = 0; t < 2; ++t) {
+    writers.emplace_back([&, t] {
+      std::mt19937_64 rng(t + 1);
+      Model& m = models[t];
+      const auto run = [&](std::vector<WriteOp>& ops) {
+        std::vector<Status> statuses(ops.size());
+        index->Write(ops, statuses);
+        for (size_t j = 0; j < ops.size(); ++j) {
+          const std::string key(ops[j].key);
+          if (ops[j].kind == WriteOp::Kind::kPut) {
+            if (!statuses[j].ok()) bad.fetch_add(1);
+            m[key] = key;
+          } else {
+            if (m.count(key) != 0 ? !statuses[j].ok() : !statuses[j].IsNotFound()) bad.fetch_add(1);
+            m.erase(key);
+          }
+        }
+      };
+      std::vector<std::string> keys(16);
+      for (int round = 0; round < 2; ++round) {
+        // Grow (puts and some deletes of 6,000 keys): splits and doublings.
+        for (int batch = 0; batch < 450; ++batch) {
+          std::vector<WriteOp> ops(16);
+          for (size_t j = 0; j < ops.size(); ++j) {
+            keys[j] = Key8(t * 100000 + rng() % 6000);
+            ops[j] = {rng() % 8 < 6 ? WriteOp::Kind::kPut : WriteOp::Kind::kDelete, keys[j],
+                      keys[j]};
+          }
+          run(ops);
+        }
+        // Shrink (every key deleted, a put now and then): merges and halvings.
+        std::vector<std::string> present;
+        for (const auto& [k, v] : m) present.push_back(k);
+        for (size_t i = 0; i < present.size(); i += 15) {
+          std::vector<WriteOp> ops;
+          for (size_t j = i; j < std::min(present.size(), i + 15); ++j) {
+            ops.push_back({WriteOp::Kind::kDelete, present[j], {}});
+          }
+          keys[0] = Key8(t * 100000 + rng() % 6000);
+          ops.push_back({WriteOp::Kind::kPut, keys[0], keys[0]});
+          run(ops);
+        }
+      }
+    });
+  }
+  for (std::thread& w : writers) w.join();
+  writing = false;
+  reader.join();
+  EXPECT_EQ(bad.load(), 0u);
+  Model all;
+  for (const Model& m : models) all.insert(m.begin(), m.end());
+  for (uint64_t i = 0; i < stable.size(); ++i) all[stable[i]] = Key8(i);
+  ExpectMatches(index.get(), all);
+  EXPECT_GT(Counter(index.get(), "doublings"), 3u);
+  EXPECT_GT(Counter(index.get(), "merges"), 10u);
+  EXPECT_TRUE(AsSpash(index.get())->CheckInvariants().ok());
+}
+
 // A whole Scan with `max_keys` per page, calling between(page) after each page: how often
 // each key was passed (at most 2 each, else the cursor goes round: the scan stops).
 std::map<std::string, int> ScanCounts(const Index& index, size_t max_keys,
