@@ -701,7 +701,12 @@ void Spash::BeginWriteBatch() {
 
 void Spash::EndWriteBatch() {
   if (group_.owner != this) return;
-  FlushGroup(group_);
+  if (group_.n != 0) {
+    // The first release lets a stage copy finish and retire the table the others are
+    // released in: stay in an epoch until the last (inside an op, the op's guard does).
+    EpochReclaimer::Guard guard(dir_.epochs());
+    FlushGroup(group_);
+  }
   group_.owner = nullptr;
 }
 

@@ -521,6 +521,8 @@ class Spash : public Engine {
   // The calling thread's group if it runs a batch of this engine with group_commit and c
   // can join it; else null.
   Group* GroupFor(const Commit& c);
+  // Inside an epoch guard (an op's, or EndWriteBatch's): a release may let a transition
+  // retire the table of the ranges released after it.
   void FlushGroup(Group& g);
   // Flushes the calling thread's group if it holds one of this engine: true if it did.
   bool FlushBeforeWaiting();
