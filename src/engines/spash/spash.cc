@@ -2257,10 +2257,11 @@ void RegisterEngines_spash(EngineRegistry& registry) {
                        "directory: a search or write prefetches its bucket in the hinted "
                        "segment while its own entry is on its way (not in the paper)"),
       OptionSpec::Bool("group_commit", false,
-                       "adr and eadr, a write batch (Index::Write): commits that changed one "
-                       "segment are flushed but not fenced, their ranges held, until one fence "
-                       "at the batch's end (or before the thread would wait); a crash then "
-                       "leaves each key at a prefix of its own ops (not in the paper)"),
+                       "a write batch (Index::Write): commits that changed one segment are "
+                       "neither flushed nor fenced, their ranges held, until the group's end "
+                       "flushes them and fences once (the batch's end, 16 commits, or before "
+                       "the thread would wait); a crash then leaves each key at a prefix of "
+                       "its own ops (not in the paper)"),
       OptionSpec::Bool("first_try", true,
                        "searches of 8-byte keys try a short path first (inline entries, no "
                        "call; not in the paper); off: every search takes the general one, "
