@@ -159,16 +159,18 @@ TEST_P(SpashCrashTest, GroupedBatchLeavesEachKeyAtAPrefixOfItsOps) {
   const std::string a = k[0], b = k[1], c = k[2], d = k[3], e = k[4], f = k[5];
   const std::string record1 = std::string(24, 'r') + Key8(1);
   const std::string record2 = std::string(24, 's') + Key8(2);
+  const std::string v11 = Key8(11), v21 = Key8(21), v22 = Key8(22), v31 = Key8(31),
+                    v61 = Key8(61);  // the ops' views outlive them
   const std::vector<WriteOp> ops = {
-      {WriteOp::Kind::kUpdate, a, record2},    // out of place: A's old record freed
-      {WriteOp::Kind::kInsert, e, record1},    // a record of the same size class
+      {WriteOp::Kind::kUpdate, a, record2},   // out of place: A's old record freed
+      {WriteOp::Kind::kInsert, e, record1},   // a record of the same size class
       {WriteOp::Kind::kDelete, b, {}},
-      {WriteOp::Kind::kPut, b, Key8(21)},      // B again: its segment is held
+      {WriteOp::Kind::kPut, b, v21},          // B again: its segment is held
       {WriteOp::Kind::kDelete, d, {}},
-      {WriteOp::Kind::kInsert, f, Key8(61)},
-      {WriteOp::Kind::kPut, a, Key8(11)},      // record -> inline, A's second op
-      {WriteOp::Kind::kUpdate, c, Key8(31)},   // inline, in place
-      {WriteOp::Kind::kInsert, b2, Key8(22)},  // B's segment once more
+      {WriteOp::Kind::kInsert, f, v61},
+      {WriteOp::Kind::kPut, a, v11},          // record -> inline, A's second op
+      {WriteOp::Kind::kUpdate, c, v31},       // inline, in place
+      {WriteOp::Kind::kInsert, b2, v22},      // B's segment once more
       {WriteOp::Kind::kDelete, c, {}},
   };
   const OpCrashOutcome r = CrashDuringBatch(

@@ -453,9 +453,10 @@ TEST(SpashTest, GroupCommitFencesABatchOnce) {
     std::vector<std::string> keys;
     for (uint64_t p = 0; p < 16; ++p) keys.push_back(KeysWithHashBits(0, 0, 8, p * 16, 1)[0]);
     for (const std::string& k : keys) ASSERT_TRUE(index->Insert(k, Key8(1)).ok());
+    const std::string v2 = Key8(2), v3 = Key8(3), v4 = Key8(4);  // the ops' views outlive them
     std::vector<WriteOp> ops;
     for (size_t i = 0; i < keys.size(); ++i) {
-      ops.push_back({i % 2 ? WriteOp::Kind::kDelete : WriteOp::Kind::kPut, keys[i], Key8(2)});
+      ops.push_back({i % 2 ? WriteOp::Kind::kDelete : WriteOp::Kind::kPut, keys[i], v2});
     }
     std::vector<Status> statuses(ops.size());
     const uint64_t before = index->Stats().persist.fences;
@@ -464,9 +465,9 @@ TEST(SpashTest, GroupCommitFencesABatchOnce) {
     for (const Status& s : statuses) EXPECT_TRUE(s.ok()) << s.ToString();
     EXPECT_EQ(fences, std::string(group) == "on" ? 1u : 16u) << group;
     // Put, delete, put of one key: the second and third each wait for a fence first.
-    const std::vector<WriteOp> same = {{WriteOp::Kind::kPut, keys[1], Key8(3)},
+    const std::vector<WriteOp> same = {{WriteOp::Kind::kPut, keys[1], v3},
                                        {WriteOp::Kind::kDelete, keys[1], {}},
-                                       {WriteOp::Kind::kPut, keys[1], Key8(4)},
+                                       {WriteOp::Kind::kPut, keys[1], v4},
                                        {WriteOp::Kind::kDelete, keys[2], {}}};
     statuses.assign(same.size(), Status::OK());
     const uint64_t again = index->Stats().persist.fences;
@@ -475,7 +476,7 @@ TEST(SpashTest, GroupCommitFencesABatchOnce) {
     EXPECT_EQ(index->Stats().persist.fences - again, std::string(group) == "on" ? 3u : 4u);
     std::string v;
     ASSERT_TRUE(index->Get(keys[1], &v).ok());
-    EXPECT_EQ(v, Key8(4));
+    EXPECT_EQ(v, v4);
     EXPECT_TRUE(index->Get(keys[2], &v).IsNotFound());
     EXPECT_TRUE(AsSpash(index.get())->CheckInvariants().ok());
   }
