@@ -609,6 +609,13 @@ Spash::Acquired Spash::Acquire(const Directory::Place& place, uint64_t seen, boo
   return Acquired::kHeld;
 }
 
+void Spash::ReleaseChanged(const Directory::Held& held, uint64_t first, uint64_t count,
+                           uint64_t word) {
+  dir_.ReleaseAs(held, first, count,
+                 DirEntry::Make(DirEntry::Segment(word), DirEntry::Depth(word),
+                                DirEntry::Count(word), DirEntry::Version(held.word) + 1));
+}
+
 bool Spash::Finish(Commit& c) {
   pm::Persister& p = persister();
   const bool in_rtm = c.in_region && rtm_;  // ends after the release below
@@ -640,12 +647,8 @@ bool Spash::Finish(Commit& c) {
     }
     for (int i = 0; i < c.ndirty; ++i) p.Flush(c.dirty[i], 1);
     p.Fence();  // durable (adr) or ordered (eadr) before any reader can validate it
-    const uint64_t version = DirEntry::Version(c.held.word) + 1;
     for (int k = 0; k < c.nparts; ++k) {
-      const uint64_t w = c.parts[k].word;
-      dir_.ReleaseAs(c.held, c.parts[k].first, c.parts[k].count,
-                     DirEntry::Make(DirEntry::Segment(w), DirEntry::Depth(w), DirEntry::Count(w),
-                                    version));
+      ReleaseChanged(c.held, c.parts[k].first, c.parts[k].count, c.parts[k].word);
     }
   } else if (!in_rtm) {  // a transaction subscribed to the range: nothing to give back
     dir_.Release(c.held);
@@ -680,10 +683,7 @@ void Spash::FlushGroup(Group& g) {
   p.Fence();  // every grouped commit durable (adr) or ordered (eadr) at once
   for (int i = 0; i < g.n; ++i) {
     const Deferred& d = g.held[i];
-    const uint64_t w = d.word;
-    dir_.ReleaseAs(d.held, d.held.first, d.held.count,
-                   DirEntry::Make(DirEntry::Segment(w), DirEntry::Depth(w), DirEntry::Count(w),
-                                  DirEntry::Version(d.held.word) + 1));
+    ReleaseChanged(d.held, d.held.first, d.held.count, d.word);
     for (int k = 0; k < d.nfree; ++k) FreeRecord(d.to_free[k]);
   }
   g.n = 0;

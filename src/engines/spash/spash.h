@@ -489,6 +489,10 @@ class Spash : public Engine {
   // ---- Operations ----
   Acquired Acquire(const Directory::Place& place, uint64_t seen, bool try_region, Commit* c,
                    int attempt);
+  // Releases entries [first, first + count) of `held` as `word` says (segment, depth,
+  // count), the version one past the held one: the segment changed.
+  void ReleaseChanged(const Directory::Held& held, uint64_t first, uint64_t count,
+                      uint64_t word);
   // Fences and releases; false if the region aborted (nothing happened: retry). In a
   // group (below) a commit that changed one range only is flushed and left held.
   bool Finish(Commit& c);
