@@ -2259,7 +2259,7 @@ void RegisterEngines_spash(EngineRegistry& registry) {
       OptionSpec::Bool("group_commit", false,
                        "a write batch (Index::Write): commits that changed one segment are "
                        "neither flushed nor fenced, their ranges held, until the group's end "
-                       "flushes them and fences once (the batch's end, 16 commits, or before "
+                       "flushes them and fences once (the batch's end, 64 commits, or before "
                        "the thread would wait); a crash then leaves each key at a prefix of "
                        "its own ops (not in the paper)"),
       OptionSpec::Bool("first_try", true,

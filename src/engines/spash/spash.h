@@ -120,7 +120,7 @@
 //  group_commit, inside a write batch: an insert, update or delete that changed one
 //    segment and split nothing makes the same stores but neither flushes nor fences; its
 //    range stays busy and its freed record allocated. The group's end (the batch's end,
-//    16 commits, or before the thread would wait) flushes every line of the group, fences
+//    64 commits, or before the thread would wait) flushes every line of the group, fences
 //    once, then releases the ranges and frees. Fences inside an op (a record before its
 //    publish, a split's) stay where they are.
 //
@@ -506,8 +506,8 @@ class Spash : public Engine {
   // meet its busy range, which flushes the group first (each key's ops stay in order).
   // The thread never waits while it holds a group: before a backoff, a stage copy (Lock
   // with copy off), a doubling, a transition's end or a merge, it flushes.
-  static constexpr int kMaxGroup = 16;
-  static constexpr int kMaxGroupLines = 64;
+  static constexpr int kMaxGroup = 64;
+  static constexpr int kMaxGroupLines = 256;
   struct Deferred {
     Directory::Held held;
     uint64_t word;  // the range's new word but for its version
