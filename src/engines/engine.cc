@@ -467,7 +467,7 @@ void Engine::MultiGetPipelined(std::span<const std::string_view> keys,
   // A ring of the hashes of keys [i, ahead): each was prefetched when it entered, so
   // `depth` keys' memory loads overlap while key i is finished.
   const size_t n = keys.size();
-  const size_t depth = std::clamp<size_t>(multiget_depth_, 1, kMaxMultiGetDepth);
+  const size_t depth = multiget_depth();
   uint64_t hashes[kMaxMultiGetDepth];
   bool valid[kMaxMultiGetDepth];
   size_t ahead = 0;
@@ -500,7 +500,7 @@ void Engine::Write(std::span<const WriteOp> ops, std::span<Status> statuses) {
   // runs whole (its preparation and commit), so the loads of `depth` ops overlap while
   // the commits stay in order (Spash's Fig. 5a pipeline).
   const size_t n = ops.size();
-  const size_t depth = std::clamp<size_t>(write_depth_, 1, kMaxMultiGetDepth);
+  const size_t depth = write_depth();
   uint64_t hashes[kMaxMultiGetDepth];
   bool valid[kMaxMultiGetDepth];
   size_t ahead = 0;

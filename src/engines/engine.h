@@ -43,6 +43,7 @@
 // then pick the engine up; nothing else in the tree changes.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -219,6 +220,11 @@ class Engine : public Index {
   // The same for the pipelined Write (capabilities.pipelined_write), whose inserts read
   // what a search of an absent key may skip: Prefetch unless the engine says otherwise.
   virtual void PrefetchWrite(uint64_t hash) const { Prefetch(hash); }
+  // The pipelines' depths (options multiget_depth, write_depth, as the kit clamps them):
+  // a key prefetched now runs after depth - 1 more Prefetch calls, so a stage of an
+  // engine's Prefetch that follows a key that many calls later still comes first.
+  size_t multiget_depth() const { return std::clamp<size_t>(multiget_depth_, 1, kMaxMultiGetDepth); }
+  size_t write_depth() const { return std::clamp<size_t>(write_depth_, 1, kMaxMultiGetDepth); }
   // Around a pipelined Write, on its thread: BeginWriteBatch before the first op,
   // EndWriteBatch after the last. An engine may hold back what makes an op durable until
   // EndWriteBatch (spash's group_commit), which must leave every OK op durable.

@@ -170,6 +170,7 @@ Status Spash::Configure(EngineOptions& options, const Options& index_options) {
   hint_ = options.Bool("hint");
   dir_.SetHint(hint_);
   group_commit_ = options.Bool("group_commit");
+  prefetch_records_ = options.Bool("prefetch_records");
   // A test hash (the degenerate-hash run) is no bijection: every key is then a record.
   inline_keys_ = key_hash_invertible();
   first_try_ = options.Bool("first_try") && inline_keys_ && !read_lock_ && !nta_reads_;
@@ -347,6 +348,9 @@ bool Spash::RecordMatches(uint64_t w, std::string_view key, uint64_t h) const {
       KeyWord::Fingerprint(w) != (h & KeyWord::kFingerprintMask)) {
     return false;
   }
+  if (!records_seen_.load(std::memory_order_relaxed)) {
+    records_seen_.store(true, std::memory_order_relaxed);  // a reopened pool's records
+  }
   // The fingerprint matched: the record is read (bounded by the codec, reported read).
   return codec().KeyEquals(SlotForm::kRecord, KvWords{KeyWord::RecordOffset(w), h}, key, h);
 }
@@ -436,6 +440,9 @@ Status Spash::NewRecord(std::string_view key, std::string_view value, uint64_t h
   PMHASH_RETURN_IF_ERROR(SlotCodec::CheckSizes(key, value));
   const uint64_t bytes = SlotCodec::RecordBytes(key.size(), value.size());
   pm::Persister& p = persister();
+  if (!records_seen_.load(std::memory_order_relaxed)) {
+    records_seen_.store(true, std::memory_order_relaxed);
+  }
   if (bytes > kSpashMaxChunked) {
     uint64_t off = 0;
     PMHASH_RETURN_IF_ERROR(codec().EncodeRecord(key, value, &off));  // written, flushed
@@ -878,25 +885,50 @@ Status Spash::GetLocked(std::string_view key, uint64_t h, std::string* value) {
   }
 }
 
-void Spash::PrefetchAhead(uint64_t hash, bool skip_filtered) const {
-  // Two stages, as the paper's pipeline (Fig. 5a) loads the directory (step 1) before the
-  // bucket (step 2): this key's directory entry is prefetched now, and the main bucket
-  // of the key prefetched kPrefetchLag calls ago, whose entry has had that long to arrive.
-  // A batch's keys come one call each, `depth` calls before their operation runs.
+void Spash::PrefetchAhead(uint64_t hash, bool skip_filtered, unsigned record_lag) const {
+  // The paper's pipeline (Fig. 5a) in stages, one call each: step 1 (the directory) for
+  // this key now; step 2 (its main bucket) for the key kPrefetchLag calls ago, whose
+  // entry has had that long to arrive; steps 3-4 (its slot, its out-of-line record) for
+  // the key record_lag calls ago, whose bucket has had the calls between. A batch's keys
+  // come one call each, `depth` calls before their operation runs.
   EpochReclaimer::Guard guard(dir_.epochs());
   const Directory::Place place = dir_.Resolve(hash);
   if (filter_) __builtin_prefetch(&place.table->filter[place.index], 0, 3);
   __builtin_prefetch(&place.table->entries[place.index], 0, 3);
   ThreadState& ts = MyState();
   if (IsShared(ts)) return;  // threads beyond the table keep no pipeline
-  uint64_t& slot = ts.pipeline[ts.pipeline_pos++ % kPrefetchLag];
-  const uint64_t earlier = slot;
-  slot = hash;
+  const uint32_t pos = ts.pipeline_pos++;
+  ts.pipeline[pos % kPipelineRing] = hash;
+  const uint64_t earlier = ts.pipeline[(pos - kPrefetchLag) % kPipelineRing];
   const Directory::Place at = dir_.Resolve(earlier);
   // A search its byte (asked for then) answers needs neither its entry nor its bucket.
-  if (skip_filtered && !Directory::MayHold(at, earlier)) return;
-  const uint64_t e = Directory::Load(at);
-  if (!DirEntry::Busy(e)) persister().Prefetch(&SegmentAt(e)->bucket[MainBucket(earlier)]);
+  if (!skip_filtered || Directory::MayHold(at, earlier)) {
+    const uint64_t e = Directory::Load(at);
+    if (!DirEntry::Busy(e)) persister().Prefetch(&SegmentAt(e)->bucket[MainBucket(earlier)]);
+  }
+  if (record_lag == 0 || !prefetch_records_ || !records_seen_.load(std::memory_order_relaxed)) {
+    return;
+  }
+  const uint64_t oldest = ts.pipeline[(pos - record_lag) % kPipelineRing];
+  if (skip_filtered && !Directory::MayHold(dir_.Resolve(oldest), oldest)) return;
+  PrefetchRecords(oldest);
+}
+
+void Spash::PrefetchRecords(uint64_t h) const {
+  const OptimisticReadScope unchecked_by_tsan;  // prefetches only: nothing is used
+  const uint64_t e = Directory::Load(dir_.Resolve(h));
+  if (DirEntry::Busy(e)) return;
+  const Bucket* b = &SegmentAt(e)->bucket[MainBucket(h)];
+  const BucketMatch m = MatchBucket(b, KeyWord::kFormMask, h);
+  for (unsigned r = m.record; r != 0; r &= r - 1) {
+    const uint64_t w = Load(&b->slot[std::countr_zero(r)].key);
+    if (KeyWord::Form(w) != KeyWord::kRecord) continue;  // changed since
+    // The record's first two lines: a chunked record (<= 128 bytes) starting in the
+    // first half of a line fits them, and the key the search compares comes first.
+    const char* at = pool().At<char>(KeyWord::RecordOffset(w));
+    persister().Prefetch(at);
+    persister().Prefetch(at + pm::kCacheLine);
+  }
 }
 
 // ---- Insert, update, put ----------------------------------------------------------------------
@@ -2262,6 +2294,10 @@ void RegisterEngines_spash(EngineRegistry& registry) {
                        "flushes them and fences once (the batch's end, 64 commits, or before "
                        "the thread would wait); a crash then leaves each key at a prefix of "
                        "its own ops (not in the paper)"),
+      OptionSpec::Bool("prefetch_records", true,
+                       "the pipelines (MultiGet, Write) prefetch the records the main "
+                       "bucket's fingerprints point to, as the paper's step 4 (off: the "
+                       "directory entry and the bucket only, for comparing within one run)"),
       OptionSpec::Bool("first_try", true,
                        "searches of 8-byte keys try a short path first (inline entries, no "
                        "call; not in the paper); off: every search takes the general one, "

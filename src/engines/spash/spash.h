@@ -343,11 +343,17 @@ class Spash : public Engine {
   // that stops early (its home is read again). CheckInvariants checks invariants 1-4 by
   // a full scan.
   PMHASH_ENGINE_KIT_OVERRIDES;
-  // The key's directory entry now, and the main bucket of the key prefetched
-  // kPrefetchLag calls before (a two-stage pipeline over the kit's MultiGet and Write).
-  void Prefetch(uint64_t hash) const override { PrefetchAhead(hash, filter_); }
+  // The paper's pipeline (Fig. 5a) over the kit's MultiGet and Write: the key's
+  // directory entry now (step 1), the main bucket of the key prefetched kPrefetchLag
+  // calls before (step 2), and the record of the key prefetched depth - 1 calls before
+  // (steps 3 and 4: its slot located in the bucket, its out-of-line entry asked for).
+  void Prefetch(uint64_t hash) const override {
+    PrefetchAhead(hash, filter_, RecordLag(multiget_depth()));
+  }
   QuickAnswer QuickGet(uint64_t hash, uint64_t key_word) override;
-  void PrefetchWrite(uint64_t hash) const override { PrefetchAhead(hash, false); }
+  void PrefetchWrite(uint64_t hash) const override {
+    PrefetchAhead(hash, false, RecordLag(write_depth()));
+  }
   // With group_commit, the batch's thread groups its commits (Finish) until the end.
   void BeginWriteBatch() override;
   void EndWriteBatch() override;
@@ -395,12 +401,20 @@ class Spash : public Engine {
     uint32_t chunk_used = 0;  // bytes appended to it
     std::vector<uint64_t> free[kSpashRecordClasses];
     uint64_t rng = 0;        // injected aborts (htm_emulated)
-    // Prefetch's pipeline: the hashes of the last kPrefetchLag keys prefetched.
-    uint64_t pipeline[4] = {};
+    // Prefetch's pipeline: the hashes of the last kPipelineRing keys prefetched.
+    uint64_t pipeline[8] = {};
     uint32_t pipeline_pos = 0;
   };
-  static constexpr unsigned kPrefetchLag = 2;
-  static_assert(kPrefetchLag <= 4, "the pipeline holds 4 hashes");
+  static constexpr unsigned kPipelineRing = 8;
+  static constexpr unsigned kPrefetchLag = 2;  // step 2: the main bucket
+  static_assert(2 * kPrefetchLag < kPipelineRing, "the ring holds step 4's hash");
+  // Step 4's lag in a pipeline of `depth`: two calls after step 2 (as step 2 is two after
+  // step 1), or the last call before the key's op runs if that comes sooner; 0 (no step
+  // 4) if no call comes after step 2's.
+  static unsigned RecordLag(size_t depth) {
+    const size_t lag = std::min<size_t>(depth - 1, 2 * kPrefetchLag);
+    return lag > kPrefetchLag ? static_cast<unsigned>(lag) : 0;
+  }
   class StateUse;
   ThreadState& MyState() const;
   bool IsShared(const ThreadState& t) const;
@@ -553,8 +567,11 @@ class Spash : public Engine {
   void TableOneWriteBack(Commit& c, const void* at, uint64_t bytes, bool hot);
   void SetHint(Commit& c, Segment* s, int b, int j, bool on);
   // Prefetch's pipeline; with `skip_filtered`, a key the filter answers is not followed
-  // to its bucket (searches; writes follow every key).
-  void PrefetchAhead(uint64_t hash, bool skip_filtered) const;
+  // to its bucket (searches; writes follow every key). record_lag: step 4's (RecordLag).
+  void PrefetchAhead(uint64_t hash, bool skip_filtered, unsigned record_lag) const;
+  // Step 4 for the key of hash h: the records its main bucket's fingerprints point to,
+  // prefetched (the bucket read: step 2 asked for it).
+  void PrefetchRecords(uint64_t h) const;
   // The filter (option `filter`): the held range's bytes after a key of hash h went into
   // part k (its bits added, or the part's bytes rebuilt if the key's was unknown), and
   // the exact bytes of entries [first, first + count) of t for the n keys of `hashes`.
@@ -616,6 +633,7 @@ class Spash : public Engine {
   bool filter_ = false;  // the directory's negative filter (directory.h; not in the paper)
   bool hint_ = false;    // the directory's segment hints (directory.h; not in the paper)
   bool group_commit_ = false;  // a write batch's commits fenced once (above; not in the paper)
+  bool prefetch_records_ = true;  // the pipeline's step 4 (PrefetchRecords)
   bool inline_keys_ = true;  // false under a test hash (Engine::key_hash_invertible)
   bool first_try_ = true;    // DoGet may answer on its short path (no option changes it)
   std::function<void(uint64_t)> read_hook_;
@@ -641,6 +659,9 @@ class Spash : public Engine {
   std::vector<uint64_t> free_units_[kSpashRecordClasses];  // found free at open
   std::atomic<uint64_t> orphans_{0};                       // their number
   bool usage_loaded_ = false;
+  // Whether a record was written or met by a search since the open: the pipeline's step 4
+  // runs only then (a table of inline entries has no record to prefetch).
+  mutable std::atomic<bool> records_seen_{false};
 
   // Counters.
   std::atomic<uint64_t> splits_{0}, merges_{0}, overflow_inserts_{0}, hot_updates_{0},
