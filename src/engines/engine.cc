@@ -487,7 +487,11 @@ void Engine::MultiGetPipelined(std::span<const std::string_view> keys,
       OpScope op(*persister_, 0);
       statuses[i] = DoGet(keys[i], hashes[i % depth], &values[i]);
     }
-    if (ahead < n) start(ahead++);  // into the slot key i just left
+    if (ahead < n) {
+      start(ahead++);  // into the slot key i just left
+    } else {
+      PrefetchAdvance();  // the batch's last keys: their later stages still run
+    }
   }
 }
 
@@ -536,7 +540,11 @@ void Engine::Write(std::span<const WriteOp> ops, std::span<Status> statuses) {
         statuses[i] = DoWrite(op.key, op.value, h, mode);
       }
     }
-    if (ahead < n) start(ahead++);  // into the slot op i just left
+    if (ahead < n) {
+      start(ahead++);  // into the slot op i just left
+    } else {
+      PrefetchAdvance();
+    }
   }
   EndWriteBatch();
 }

@@ -220,6 +220,11 @@ class Engine : public Index {
   // The same for the pipelined Write (capabilities.pipelined_write), whose inserts read
   // what a search of an absent key may skip: Prefetch unless the engine says otherwise.
   virtual void PrefetchWrite(uint64_t hash) const { Prefetch(hash); }
+  // A call of the pipeline with no key entering, made by MultiGet and Write in place of
+  // Prefetch / PrefetchWrite once a batch has no key left to start: an engine whose
+  // Prefetch works in stages (spash: a key's bucket two calls after its entry) runs the
+  // later stages of the keys already in flight, which no later key's call would reach.
+  virtual void PrefetchAdvance() const {}
   // The pipelines' depths (options multiget_depth, write_depth, as the kit clamps them):
   // a key prefetched now runs after depth - 1 more Prefetch calls, so a stage of an
   // engine's Prefetch that follows a key that many calls later still comes first.

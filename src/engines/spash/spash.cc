@@ -897,19 +897,42 @@ void Spash::PrefetchAhead(uint64_t hash, bool skip_filtered, unsigned record_lag
   __builtin_prefetch(&place.table->entries[place.index], 0, 3);
   ThreadState& ts = MyState();
   if (IsShared(ts)) return;  // threads beyond the table keep no pipeline
+  ts.pipeline_skip_filtered = skip_filtered;
+  ts.pipeline_record_lag = static_cast<uint8_t>(record_lag);
+  PipelineStages(ts, hash, /*live=*/true);
+}
+
+void Spash::PrefetchAdvance() const {
+  ThreadState& ts = MyState();
+  if (IsShared(ts)) return;
+  EpochReclaimer::Guard guard(dir_.epochs());
+  PipelineStages(ts, 0, /*live=*/false);
+}
+
+void Spash::PipelineStages(ThreadState& ts, uint64_t hash, bool live) const {
   const uint32_t pos = ts.pipeline_pos++;
-  ts.pipeline[pos % kPipelineRing] = hash;
-  const uint64_t earlier = ts.pipeline[(pos - kPrefetchLag) % kPipelineRing];
-  const Directory::Place at = dir_.Resolve(earlier);
-  // A search its byte (asked for then) answers needs neither its entry nor its bucket.
-  if (!skip_filtered || Directory::MayHold(at, earlier)) {
-    const uint64_t e = Directory::Load(at);
-    if (!DirEntry::Busy(e)) persister().Prefetch(&SegmentAt(e)->bucket[MainBucket(earlier)]);
+  const unsigned slot = pos % kPipelineRing;
+  ts.pipeline[slot] = hash;
+  ts.pipeline_live = static_cast<uint8_t>(live ? ts.pipeline_live | 1u << slot
+                                               : ts.pipeline_live & ~(1u << slot));
+  const bool skip_filtered = ts.pipeline_skip_filtered;
+  const unsigned bucket_slot = (pos - kPrefetchLag) % kPipelineRing;
+  if ((ts.pipeline_live >> bucket_slot & 1) != 0) {
+    const uint64_t earlier = ts.pipeline[bucket_slot];
+    const Directory::Place at = dir_.Resolve(earlier);
+    // A search its byte (asked for then) answers needs neither its entry nor its bucket.
+    if (!skip_filtered || Directory::MayHold(at, earlier)) {
+      const uint64_t e = Directory::Load(at);
+      if (!DirEntry::Busy(e)) persister().Prefetch(&SegmentAt(e)->bucket[MainBucket(earlier)]);
+    }
   }
+  const unsigned record_lag = ts.pipeline_record_lag;
   if (record_lag == 0 || !prefetch_records_ || !records_seen_.load(std::memory_order_relaxed)) {
     return;
   }
-  const uint64_t oldest = ts.pipeline[(pos - record_lag) % kPipelineRing];
+  const unsigned record_slot = (pos - record_lag) % kPipelineRing;
+  if ((ts.pipeline_live >> record_slot & 1) == 0) return;
+  const uint64_t oldest = ts.pipeline[record_slot];
   if (skip_filtered && !Directory::MayHold(dir_.Resolve(oldest), oldest)) return;
   PrefetchRecords(oldest);
 }

@@ -354,6 +354,8 @@ class Spash : public Engine {
   void PrefetchWrite(uint64_t hash) const override {
     PrefetchAhead(hash, false, RecordLag(write_depth()));
   }
+  // The stages of the keys in flight, with no key entering (a batch's last calls).
+  void PrefetchAdvance() const override;
   // With group_commit, the batch's thread groups its commits (Finish) until the end.
   void BeginWriteBatch() override;
   void EndWriteBatch() override;
@@ -401,13 +403,19 @@ class Spash : public Engine {
     uint32_t chunk_used = 0;  // bytes appended to it
     std::vector<uint64_t> free[kSpashRecordClasses];
     uint64_t rng = 0;        // injected aborts (htm_emulated)
-    // Prefetch's pipeline: the hashes of the last kPipelineRing keys prefetched.
+    // Prefetch's pipeline: the hashes of the last kPipelineRing calls, a bit per slot in
+    // pipeline_live (0: an advance, no key), and the last Prefetch's kind, which an
+    // advance continues (skip_filtered, record_lag).
     uint64_t pipeline[8] = {};
     uint32_t pipeline_pos = 0;
+    uint8_t pipeline_live = 0;
+    bool pipeline_skip_filtered = false;
+    uint8_t pipeline_record_lag = 0;
   };
   static constexpr unsigned kPipelineRing = 8;
   static constexpr unsigned kPrefetchLag = 2;  // step 2: the main bucket
   static_assert(2 * kPrefetchLag < kPipelineRing, "the ring holds step 4's hash");
+  static_assert(kPipelineRing <= 8, "pipeline_live has a bit per slot");
   // Step 4's lag in a pipeline of `depth`: two calls after step 2 (as step 2 is two after
   // step 1), or the last call before the key's op runs if that comes sooner; 0 (no step
   // 4) if no call comes after step 2's.
@@ -569,6 +577,9 @@ class Spash : public Engine {
   // Prefetch's pipeline; with `skip_filtered`, a key the filter answers is not followed
   // to its bucket (searches; writes follow every key). record_lag: step 4's (RecordLag).
   void PrefetchAhead(uint64_t hash, bool skip_filtered, unsigned record_lag) const;
+  // One call of the pipeline on the thread's ring: `hash` enters it (live) or an advance
+  // does (not live); steps 2 and 3-4 run for the keys kPrefetchLag and the record lag back.
+  void PipelineStages(ThreadState& ts, uint64_t hash, bool live) const;
   // Step 4 for the key of hash h: the records its main bucket's fingerprints point to,
   // prefetched (the bucket read: step 2 asked for it).
   void PrefetchRecords(uint64_t h) const;
