@@ -12,6 +12,7 @@
 #include <cstring>
 #include <fstream>
 #include <mutex>
+#include <set>
 #include <span>
 #include <sstream>
 
@@ -36,6 +37,7 @@ struct EngineMode {
   bool filter = false;           // counts filter_negatives / filter_false_positives (1 in 8)
   bool identity_slots = false;   // a key's home slot is its first 8 bytes (sequential keys
                                  // fill sequential slots), not its hash
+  uint64_t oracle = 0;           // HotKeyOracleSize: counts the updates of the keys named
 };
 
 // Linear probing over 64-byte PM slots, one mutex, no resizing: an insert into a full
@@ -55,6 +57,11 @@ class TestEngine : public engines::Engine {
     }
   }
 
+  uint64_t HotKeyOracleSize() const override { return mode_.oracle; }
+  void SetHotKeyOracle(const std::vector<std::string>& keys) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    oracle_keys_ = std::set<std::string>(keys.begin(), keys.end());
+  }
   Status CheckInvariants() const override {
     std::lock_guard<std::mutex> lock(mu_);
     uint64_t used = 0;
@@ -66,6 +73,10 @@ class TestEngine : public engines::Engine {
   Status DoWrite(std::string_view key, std::string_view value, uint64_t /*hash*/,
                  engines::WriteMode mode) override {
     if (mode == engines::WriteMode::kPut) puts_.fetch_add(1, std::memory_order_relaxed);
+    if (mode == engines::WriteMode::kUpdate && mode_.oracle != 0) {
+      std::lock_guard<std::mutex> lock(mu_);
+      oracle_updates_ += oracle_keys_.count(std::string(key));
+    }
     if (mode != engines::WriteMode::kInsert) {
       Status s = UpdateValue(key, value);
       if (mode == engines::WriteMode::kUpdate || !s.IsNotFound()) return s;
@@ -180,6 +191,10 @@ class TestEngine : public engines::Engine {
     stats->engine_counters["prefetched_keys"] = prefetched_keys_;
     stats->engine_counters["puts"] = puts_.load(std::memory_order_relaxed);
     stats->engine_counters["hash_seed"] = hash_seed();
+    if (mode_.oracle != 0) {
+      stats->engine_counters["oracle_keys"] = oracle_keys_.size();
+      stats->engine_counters["oracle_updates"] = oracle_updates_;
+    }
     if (mode_.filter) {
       stats->engine_counters["filter_negatives"] = negatives_;
       stats->engine_counters["filter_false_positives"] = false_positives_;
@@ -252,6 +267,8 @@ class TestEngine : public engines::Engine {
   uint64_t negatives_ = 0, false_positives_ = 0;
   mutable uint64_t prefetched_keys_ = 0;
   std::atomic<uint64_t> puts_{0};
+  std::set<std::string> oracle_keys_;
+  uint64_t oracle_updates_ = 0;
 };
 
 // The registry data of the test engine in `mode`: it declares resize=on|off if it
@@ -1137,6 +1154,30 @@ TEST(BenchDriver, EngineCountersAndFalsePositiveRate) {
   ASSERT_TRUE(neg->Find("false_positive_rate")->is_number());
   EXPECT_NEAR(neg->Find("false_positive_rate")->number(), 0.125, 0.03);
   EXPECT_TRUE(Result(doc, "bench-test", "search")->Find("false_positive_rate")->is_null());
+}
+
+// An engine that takes an oracle hotspot detector is told, before each phase, the live
+// keys the phase's distribution draws most; with uniform draws, none.
+TEST(BenchDriver, OracleEngineIsToldTheHottestKeys) {
+  for (const char* dist : {"zipfian", "uniform"}) {
+    Captured cap;
+    int code = -1;
+    Json doc = RunJson({"--engine", "bench-test", "--records", "2000", "--ops", "4000",
+                        "--phases", "load,update", "--dist", dist, "--pool", "dram",
+                        "--pool-size", "8M"},
+                       &cap, &code, EngineMode{.oracle = 16});
+    ASSERT_EQ(code, 0) << cap.err;
+    const Json* c = Result(doc, "bench-test", "update")->Find("engine_counters");
+    if (std::string(dist) == "zipfian") {
+      EXPECT_EQ(c->Find("oracle_keys")->number(), 16);
+      // Ranks 0-15 of YCSB's zipfian take about 12.6% of the draws (16 keys of a uniform
+      // 0.8%).
+      EXPECT_GT(c->Find("oracle_updates")->number(), 4000 * 0.08);
+    } else {
+      EXPECT_EQ(c->Find("oracle_keys")->number(), 0);
+      EXPECT_EQ(c->Find("oracle_updates")->number(), 0);
+    }
+  }
 }
 
 TEST(BenchDriver, RecoveryBothTimesUncleanAndCleanReopen) {

@@ -3,8 +3,10 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <algorithm>
 #include <map>
 #include <mutex>
+#include <unordered_set>
 #include <utility>
 
 namespace pmhash::bench {
@@ -176,6 +178,29 @@ std::unique_ptr<IndexGenerator> MakeGenerator(const DistSpec& spec, uint64_t n, 
       return std::make_unique<UniformGenerator>(n);
   }
   return std::make_unique<UniformGenerator>(n);
+}
+
+std::vector<uint64_t> HottestDraws(const DistSpec& spec, uint64_t n, uint64_t k) {
+  std::vector<uint64_t> out;
+  k = std::min(k, n);
+  switch (spec.kind) {
+    case DistSpec::Kind::kZipfian: {
+      std::unordered_set<uint64_t> seen;
+      for (uint64_t rank = 0; out.size() < k && rank < 64 * k; ++rank) {
+        const uint64_t item = ScrambledZipfianGenerator::FnvHash64(rank) % n;
+        if (seen.insert(item).second) out.push_back(item);
+      }
+      break;
+    }
+    case DistSpec::Kind::kSelfSimilar:
+      for (uint64_t i = 0; i < k; ++i) out.push_back(i);
+      break;
+    case DistSpec::Kind::kUniform:
+    case DistSpec::Kind::kSequential:
+    case DistSpec::Kind::kCrafted:
+      break;
+  }
+  return out;
 }
 
 double ZipfianGenerator::Zeta(uint64_t n, double theta) {

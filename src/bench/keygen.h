@@ -109,6 +109,14 @@ class IndexGenerator {
 // `start` is where a sequential stream begins (threads start at different places).
 std::unique_ptr<IndexGenerator> MakeGenerator(const DistSpec& spec, uint64_t n, uint64_t start);
 
+// The oracle of a hotspot detector (Engine::SetHotKeyOracle): the at most k distinct
+// draws of MakeGenerator(spec, n, ...) most likely to come, most likely first. Zipfian:
+// the items of ranks 0, 1, ... as the scrambled generator places them (a rank's
+// probability falls with it, and the ranks past n that fold onto an item add less than
+// the next rank does, for the k of a detector); self-similar: 0, 1, ...; uniform,
+// sequential and crafted: none (no draw is likelier than another).
+std::vector<uint64_t> HottestDraws(const DistSpec& spec, uint64_t n, uint64_t k);
+
 // YCSB's ZipfianGenerator over [0, n) with constant theta (the most popular item is 0).
 class ZipfianGenerator final : public IndexGenerator {
  public:

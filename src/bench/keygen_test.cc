@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <set>
 #include <unordered_set>
@@ -57,6 +58,36 @@ TEST(KeyGen, ScrambledZipfianTopKeysAreTheMostFrequent) {
   uint64_t top_tenth = 0;
   for (uint64_t i = n - n / 10; i < n; ++i) top_tenth += sorted[i];
   EXPECT_GT(top_tenth, draws / 4);  // uniform would give 10%
+}
+
+// The oracle hotspot detector's keys: the draws a generator makes most.
+TEST(KeyGen, HottestDrawsAreTheGeneratorsMostFrequent) {
+  const uint64_t n = 100000, k = 64, draws = 400000;
+  DistSpec zipf{DistSpec::Kind::kZipfian, 0.99};
+  const std::vector<uint64_t> hot = HottestDraws(zipf, n, k);
+  ASSERT_EQ(hot.size(), k);
+  EXPECT_EQ(hot[0], ScrambledZipfianGenerator::FnvHash64(0) % n);
+  EXPECT_EQ(std::set<uint64_t>(hot.begin(), hot.end()).size(), k);
+  for (uint64_t h : hot) EXPECT_LT(h, n);
+  // They take about as many draws as the k most drawn items (which are them, but for
+  // the noise of the draws at the k-th's rank), far more than k items of a uniform.
+  ScrambledZipfianGenerator gen(n, 0.99);
+  std::vector<uint64_t> c = Counts(gen, n, draws, 3);
+  uint64_t oracle = 0, best = 0;
+  for (uint64_t h : hot) oracle += c[h];
+  std::sort(c.begin(), c.end(), std::greater<>());
+  for (uint64_t i = 0; i < k; ++i) best += c[i];
+  EXPECT_GE(oracle, best * 97 / 100);
+  EXPECT_GT(oracle, draws / 8);  // ranks 0-63: about 18% (uniform: 0.06%)
+  // Another constant places its ranks the same way; fewer items than asked: all of them.
+  EXPECT_EQ(HottestDraws({DistSpec::Kind::kZipfian, 0.5}, n, 1)[0], hot[0]);
+  const std::vector<uint64_t> all = HottestDraws(zipf, 10, 64);
+  EXPECT_EQ(std::set<uint64_t>(all.begin(), all.end()).size(), 10u);
+  // Self-similar: the low indices; no draw likelier than another: none.
+  EXPECT_EQ(HottestDraws({DistSpec::Kind::kSelfSimilar, 0.2}, n, 3),
+            (std::vector<uint64_t>{0, 1, 2}));
+  EXPECT_TRUE(HottestDraws({DistSpec::Kind::kUniform, 0}, n, k).empty());
+  EXPECT_TRUE(HottestDraws({DistSpec::Kind::kSequential, 0}, n, k).empty());
 }
 
 TEST(KeyGen, ZipfianWithOtherConstantComputesItsZeta) {

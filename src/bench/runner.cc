@@ -4,6 +4,8 @@
 
 #include <chrono>
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "bench/fill.h"
 #include "bench/index_setup.h"
@@ -22,6 +24,20 @@ namespace {
 // The seed stream of a batched lookup row: its phase position + this (plans.h).
 constexpr size_t kBatchedStream = 2000;
 
+// For an engine that takes an oracle hotspot detector (Engine::HotKeyOracleSize): the
+// live keys that a phase drawing from `live` will hit most (HottestDraws).
+void TellHotKeys(engines::Engine* index, const BenchConfig& config, const KeySpace& keys,
+                 const KeyState& live) {
+  const uint64_t k = index->HotKeyOracleSize();
+  if (k == 0) return;
+  std::vector<std::string> hot;
+  if (live.live() > 0) {
+    for (uint64_t i : HottestDraws(config.dist, live.live(), k)) {
+      hot.push_back(keys.Key(live.lo + i));
+    }
+  }
+  index->SetHotKeyOracle(hot);
+}
 
 }  // namespace
 
@@ -233,6 +249,8 @@ Status RunEngine(const BenchConfig& config, const BenchEnv& env, const std::stri
     const bool batched_write = batch_writes && (phase == Phase::kLoad ||
                                                 phase == Phase::kUpdate ||
                                                 phase == Phase::kDelete);
+    TellHotKeys(opened.get(), config, keys, state);
+    if (batch_writes) TellHotKeys(batch_index.get(), config, keys, state);
     PhaseResult batched_row = r;
     std::vector<ThreadPlan> write_plans;
     if (batched_write) {

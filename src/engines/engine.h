@@ -149,6 +149,14 @@ class Engine : public Index {
   // engine without background work returns at once.
   virtual void WaitForBackgroundWork() {}
 
+  // The oracle hotspot detector (spash's Fig. 12a): a workload that knows which keys it
+  // will access most tells the engine. HotKeyOracleSize is how many keys the engine wants
+  // (0, the default: it takes no oracle); SetHotKeyOracle gives it at most that many,
+  // hottest first, replacing those given before (an empty list: no key is hotter than
+  // another). For the benchmark, between phases: no operation may be in flight.
+  virtual uint64_t HotKeyOracleSize() const { return 0; }
+  virtual void SetHotKeyOracle(const std::vector<std::string>& keys) { (void)keys; }
+
   // Checks the invariants the engine's header lists by a full scan: OK, or Corruption
   // naming the first violation. For the suites (after every script and recovery) and
   // `pmhash pool check`; no mutation may be in flight.

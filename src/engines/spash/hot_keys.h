@@ -6,11 +6,20 @@
 // (docs/engines/spash.md says why not searches). Concurrent accesses race on a
 // partition's words without locks: the list is a heuristic, a lost or doubled entry
 // only misjudges one update's flush, never its correctness.
+//
+// The paper's comparison (Fig. 12a) replaces the detector with an oracle, which "gets the
+// access probability from our workload generator": with `oracle`, a key is hot if its
+// hash is among those SetOracle was given (the workload's hottest keys, as many as the
+// list holds), looked up in an open-addressed set at most a quarter full, and the list is
+// neither read nor written. Until SetOracle runs, every key is cold.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 namespace pmhash::engines::spash {
 
@@ -18,7 +27,10 @@ class HotKeys {
  public:
   // `entries` in all (0: off, every key cold), `per_partition` of them per partition;
   // entries / per_partition must be a power of two.
-  void Reset(uint64_t entries, unsigned per_partition) {
+  void Reset(uint64_t entries, unsigned per_partition, bool oracle) {
+    oracle_ = oracle;
+    oracle_set_.clear();
+    oracle_mask_ = 0;
     per_ = per_partition == 0 ? 1 : per_partition;
     const uint64_t partitions = entries / per_;
     bits_ = 0;
@@ -28,10 +40,30 @@ class HotKeys {
     for (uint64_t i = 0; i < size_; ++i) words_[i].store(0, std::memory_order_relaxed);
   }
   bool enabled() const { return size_ != 0; }
-  uint64_t bytes() const { return size_ * sizeof(uint64_t); }
+  bool oracle() const { return oracle_; }
+  // The keys an oracle may name: the list's entries (0 without an oracle).
+  uint64_t oracle_capacity() const { return oracle_ ? size_ : 0; }
+  uint64_t bytes() const {
+    return oracle_ ? oracle_set_.size() * sizeof(uint64_t) : size_ * sizeof(uint64_t);
+  }
+
+  // With an oracle: the hot keys' hashes from now on (at most oracle_capacity() of them
+  // are kept; no Access may run meanwhile).
+  void SetOracle(const std::vector<uint64_t>& hashes) {
+    const uint64_t n = std::min<uint64_t>(hashes.size(), oracle_capacity());
+    oracle_set_.assign(n == 0 ? 0 : std::bit_ceil(4 * n), 0);
+    oracle_mask_ = oracle_set_.empty() ? 0 : oracle_set_.size() - 1;
+    for (uint64_t i = 0; i < n; ++i) {
+      const uint64_t tag = hashes[i] | 1;
+      uint64_t at = (tag >> 1) & oracle_mask_;
+      while (oracle_set_[at] != 0 && oracle_set_[at] != tag) at = (at + 1) & oracle_mask_;
+      oracle_set_[at] = tag;
+    }
+  }
 
   // Records an access of the key whose hash is h; returns whether it was hot.
   bool Access(uint64_t h) {
+    if (oracle_) return OracleHas(h);
     if (size_ == 0) return false;
     const uint64_t tag = h | 1;  // 0 marks an empty entry
     std::atomic<uint64_t>* p = &words_[(bits_ == 0 ? 0 : h >> (64 - bits_)) * per_];
@@ -51,6 +83,18 @@ class HotKeys {
   }
 
  private:
+  bool OracleHas(uint64_t h) const {
+    if (oracle_set_.empty()) return false;
+    const uint64_t tag = h | 1;
+    for (uint64_t at = (tag >> 1) & oracle_mask_;; at = (at + 1) & oracle_mask_) {
+      if (oracle_set_[at] == tag) return true;
+      if (oracle_set_[at] == 0) return false;
+    }
+  }
+
+  bool oracle_ = false;
+  std::vector<uint64_t> oracle_set_;  // tags (hash | 1), 0 for an empty place
+  uint64_t oracle_mask_ = 0;
   std::unique_ptr<std::atomic<uint64_t>[]> words_;
   uint64_t size_ = 0;
   unsigned bits_ = 0, per_ = 1;

@@ -156,6 +156,7 @@ Status Spash::Configure(EngineOptions& options, const Options& index_options) {
   merge_fill_ = options.Double("merge_fill");
   const uint64_t hot = options.Uint("hot_keys");
   const unsigned per = static_cast<unsigned>(options.Uint("hot_per_partition"));
+  const bool hot_oracle = options.Bool("hot_oracle");
   update_flush_ = static_cast<UpdateFlush>(options.Uint("update_flush"));
   compacted_flush_ = options.Bool("compacted_flush");
   chunk_write_back_ = options.Bool("chunk_write_back");
@@ -199,7 +200,7 @@ Status Spash::Configure(EngineOptions& options, const Options& index_options) {
     }
     htm_ = true;
   }
-  hot_.Reset(hot, per);
+  hot_.Reset(hot, per, hot_oracle);
   return Status::OK();
 }
 
@@ -2075,6 +2076,15 @@ Status Spash::Shutdown() {
 
 void Spash::WaitForBackgroundWork() { dir_.epochs().Collect(); }
 
+uint64_t Spash::HotKeyOracleSize() const { return hot_.oracle_capacity(); }
+
+void Spash::SetHotKeyOracle(const std::vector<std::string>& keys) {
+  std::vector<uint64_t> hashes;
+  hashes.reserve(keys.size());
+  for (const std::string& key : keys) hashes.push_back(KeyHash(key));
+  hot_.SetOracle(hashes);
+}
+
 // ---- Stats and checks ------------------------------------------------------------------------
 
 void Spash::FillStats(IndexStats* stats) const {
@@ -2279,6 +2289,10 @@ void RegisterEngines_spash(EngineRegistry& registry) {
                        "entries of the hot-key detector (the paper's 8K; 0: every key cold)"),
       OptionSpec::Uint("hot_per_partition", 2, 1, 16,
                        "hot keys per partition of the detector (the paper's 2)"),
+      OptionSpec::Bool("hot_oracle", false,
+                       "the paper's oracle detector (Fig. 12a) in place of the hot-key list: "
+                       "hot are the hot_keys keys the workload says it will access most "
+                       "(pmhash bench tells it; until then every key is cold)"),
       OptionSpec::Uint("update_flush", 0, 0, 2,
                        "eadr, an update's new data: 0 adaptive (Table I), 1 always written "
                        "back (in-place w/ flush), 2 never (in-place w/o flush)"),

@@ -364,6 +364,9 @@ class Spash : public Engine {
   void WaitForBackgroundWork() override;
 
  public:
+  // With hot_oracle=on, hot_keys keys (hot_keys.h: the oracle in place of the list).
+  uint64_t HotKeyOracleSize() const override;
+  void SetHotKeyOracle(const std::vector<std::string>& keys) override;
   unsigned global_depth() const { return dir_.Current()->depth; }
   uint64_t segments() const { return live_segments_.load(std::memory_order_relaxed); }
   // For tests that forge a damaged pool (LevelDB's TEST_ convention): the depth record of

@@ -916,6 +916,45 @@ TEST(SpashTest, HotKeysAreUpdatedWithoutWriteBackInEadr) {
   EXPECT_GE(wb_cold, 50u * 3);  // 216 bytes: four lines each
 }
 
+// The paper's oracle detector (Fig. 12a): hot are the keys the workload named, at most
+// hot_keys of them, hottest first; the list's recency plays no part.
+TEST(SpashTest, HotKeyOracleMakesTheNamedKeysHot) {
+  Options o = SpashOptions({{"hot_oracle", "on"}, {"hot_keys", "4"}});
+  o.persist = PersistMode::kEadr;
+  auto opened = OpenOrDie(o);
+  Spash* index = AsSpash(opened.get());
+  EXPECT_EQ(index->HotKeyOracleSize(), 4u);
+  EXPECT_EQ(AsSpash(OpenOrDie(SpashOptions()).get())->HotKeyOracleSize(), 0u);
+  const std::string big(200, 'b');
+  for (uint64_t i = 0; i < 100; ++i) ASSERT_TRUE(index->Insert(Key8(i), big).ok());
+  // No oracle yet: every key cold, even one updated over and over (the list would call
+  // it hot).
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(index->Update(Key8(7), big).ok());
+  EXPECT_EQ(Counter(index, "hot_updates"), 0u);
+  EXPECT_EQ(Counter(index, "cold_updates"), 20u);
+  // Six keys named, four kept: 10..13.
+  index->SetHotKeyOracle({Key8(10), Key8(11), Key8(12), Key8(13), Key8(14), Key8(15)});
+  const uint64_t wb0 = index->Stats().persist.write_backs;
+  for (uint64_t i = 10; i < 14; ++i) ASSERT_TRUE(index->Update(Key8(i), big).ok());
+  EXPECT_EQ(Counter(index, "hot_updates"), 4u);
+  EXPECT_EQ(index->Stats().persist.write_backs, wb0);  // hot: left in the cache
+  for (uint64_t i : {14, 15, 7, 8}) ASSERT_TRUE(index->Update(Key8(i), big).ok());
+  EXPECT_EQ(Counter(index, "hot_updates"), 4u);
+  EXPECT_EQ(Counter(index, "cold_updates"), 24u);
+  EXPECT_GE(index->Stats().persist.write_backs - wb0, 4u * 3);  // cold: written back
+  // A new oracle replaces the old; an empty one makes every key cold.
+  index->SetHotKeyOracle({Key8(7)});
+  ASSERT_TRUE(index->Update(Key8(7), big).ok());
+  ASSERT_TRUE(index->Update(Key8(10), big).ok());
+  EXPECT_EQ(Counter(index, "hot_updates"), 5u);
+  index->SetHotKeyOracle({});
+  ASSERT_TRUE(index->Update(Key8(7), big).ok());
+  EXPECT_EQ(Counter(index, "hot_updates"), 5u);
+  Model model;
+  for (uint64_t i = 0; i < 100; ++i) model[Key8(i)] = big;
+  ExpectMatches(index, model);
+}
+
 TEST(SpashTest, PoolCheckFindsADamagedKeyWord) {
   // The stored form of an 8-byte key is its hash: a damaged prefix bit names a key of
   // another segment, a damaged form bit an empty slot (Count disagrees) or no form at
