@@ -341,6 +341,17 @@ class OpScope {
 static_assert(kShortHashBytes <= kMaxKeySize,
               "a key short enough for the fast path is within the limit: it needs no check");
 
+namespace {
+// The caller's value, asked for before the engine's first miss: an engine copies it after
+// its index's loads, and a value out of the caches would add a miss to that chain (a
+// caller's value is often cached; the benchmark draws its values from 1 MiB of bytes).
+// Its first and last byte: a short value may straddle two lines.
+inline void PrefetchValue(std::string_view value) {
+  __builtin_prefetch(value.data());
+  __builtin_prefetch(value.data() + value.size() - (value.empty() ? 0 : 1));
+}
+}  // namespace
+
 Status Engine::Insert(std::string_view key, std::string_view value) {
   return WriteOne(key, value, WriteMode::kInsert);
 }
@@ -354,6 +365,7 @@ Status Engine::Put(std::string_view key, std::string_view value) {
 }
 
 Status Engine::WriteOne(std::string_view key, std::string_view value, WriteMode mode) {
+  PrefetchValue(value);
   if (key.size() > kShortHashBytes || value.size() > kMaxValueSize || checked_ops_) [[unlikely]] {
     return WriteChecked(key, value, mode);
   }
@@ -521,6 +533,7 @@ void Engine::Write(std::span<const WriteOp> ops, std::span<Status> statuses) {
       return;
     }
     hashes[j % depth] = KeyHash(op.key);
+    if (op.kind != WriteOp::Kind::kDelete) PrefetchValue(op.value);
     PrefetchWrite(hashes[j % depth]);
   };
   for (; ahead < n && ahead < depth; ++ahead) start(ahead);
