@@ -1,9 +1,9 @@
 #include "bench/keygen.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstring>
-#include <algorithm>
 #include <map>
 #include <mutex>
 #include <unordered_set>

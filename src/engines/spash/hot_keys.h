@@ -36,11 +36,12 @@ class HotKeys {
     bits_ = 0;
     while ((uint64_t{1} << bits_) < partitions) ++bits_;
     size_ = entries == 0 ? 0 : (uint64_t{1} << bits_) * per_;
-    words_.reset(size_ == 0 ? nullptr : new std::atomic<uint64_t>[size_]);
-    for (uint64_t i = 0; i < size_; ++i) words_[i].store(0, std::memory_order_relaxed);
+    // An oracle takes the list's place: its words are never read.
+    words_.reset(size_ == 0 || oracle ? nullptr : new std::atomic<uint64_t>[size_]);
+    for (uint64_t i = 0; words_ != nullptr && i < size_; ++i) {
+      words_[i].store(0, std::memory_order_relaxed);
+    }
   }
-  bool enabled() const { return size_ != 0; }
-  bool oracle() const { return oracle_; }
   // The keys an oracle may name: the list's entries (0 without an oracle).
   uint64_t oracle_capacity() const { return oracle_ ? size_ : 0; }
   uint64_t bytes() const {
