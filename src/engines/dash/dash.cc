@@ -93,6 +93,7 @@ Status Dash::Configure(EngineOptions& options, const Options& /*index_options*/)
   stash_ = options.Uint("stash_buckets");
   initial_segments_ = options.Uint("segments");
   first_try_ = options.Bool("first_try");
+  first_try_prefetch_ = options.Bool("first_try_prefetch");
   SetQuickGet(first_try_ && first_try_hook_ == nullptr);
   if (!std::has_single_bit(buckets_)) {
     return Status::InvalidArgument(name() + ": buckets must be a power of two, not " +
@@ -436,7 +437,8 @@ Optimistic Dash::FindOptimistic(uint64_t hash, OptimisticRead* read) const {
 // directory (it still names the segment, so no split has moved the key out: a split
 // redirects the entries before it prunes, with the buckets odd); the home bucket's
 // fingerprints and, on a match, the slot, validated by the home version alone; then the
-// next bucket. No side table, no prefetch. The stash, a record or a writer: kRetry.
+// next bucket. No side table, no prefetch (option first_try_prefetch: both buckets' lines).
+// The stash, a record or a writer: kRetry.
 template <bool kHooked>
 [[gnu::always_inline]] inline QuickAnswer Dash::FirstTry(uint64_t k, uint64_t hash) const {
   constexpr QuickAnswer kRetry{0, Optimistic::kRetry};
@@ -453,6 +455,9 @@ template <bool kHooked>
   const size_t b = Home(hash);
   const DashBucket* B = &bk[b];
   const DashBucket* N = &bk[Next(b)];
+  // Balanced inserts leave about half the keys in N: without the prefetch a positive
+  // search waits for a slot line after the fingerprint line.
+  if (first_try_prefetch_) PrefetchBuckets(bk, hash);
   const uint32_t v1 = LoadAcq(&B->version), v2 = LoadAcq(&N->version);
   if (((v1 | v2) & 1) != 0) return kRetry;
   if (dir_word_.load(std::memory_order_acquire) != w || LoadAcq(e) != entry) {
@@ -1290,7 +1295,11 @@ void RegisterEngines_dash(EngineRegistry& registry) {
       OptionSpec::Bool("first_try", true,
                        "searches of 8-byte keys try the original's read set first, inline (the "
                        "two buckets' first lines, no side table, no prefetch); off: the general "
-                       "path only (prefetching both buckets), to compare within a run")};
+                       "path only (prefetching both buckets), to compare within a run"),
+      OptionSpec::Bool("first_try_prefetch", false,
+                       "the first try prefetches both buckets' eight lines before it reads "
+                       "them (the original prefetches none): a slot's line then arrives with "
+                       "the fingerprints' instead of after them")};
   info.capabilities = {.resize_switch = true,
                        .resize_when = "a segment splits (and the directory doubles) when a "
                                       "key's two buckets, displacement and the stash are full",

@@ -337,6 +337,7 @@ class Dash : public Engine {
   uint64_t stash_ = kDashDefaultStash;
   uint64_t initial_segments_ = 0;  // 0: auto
   bool first_try_ = true;          // Get tries FirstTry first
+  bool first_try_prefetch_ = false;  // FirstTry prefetches both buckets' lines
   std::function<void(FirstTryPoint)> first_try_hook_;
 
   std::atomic<uint64_t> dir_word_{0};  // directory offset | G

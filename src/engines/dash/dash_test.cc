@@ -247,12 +247,19 @@ TEST(DashTest, FirstTryValidatesASlotThatWasReusedUnderIt) {
 TEST(DashTest, ThreadsSplitAndReadWhileTheDirectoryDoubles) {
   // Uncounted, searches take DoGet's first try (the original's read set, validated by the
   // directory entry read again); counted, the general path. Small segments: the stash and
-  // its overflow fingerprints are in use throughout.
-  for (const bool counted : {false, true}) {
-    Options o = DashOptions(SmallDash());
-    o.count_stats = counted;
+  // its overflow fingerprints are in use throughout. The first try with its prefetch too
+  // (prefetches of a segment a split prunes meanwhile are harmless hints).
+  struct Variant {
+    bool counted;
+    const char* prefetch;
+  };
+  for (const Variant v : {Variant{false, "off"}, Variant{false, "on"}, Variant{true, "off"}}) {
+    auto extra = SmallDash();
+    extra["first_try_prefetch"] = v.prefetch;
+    Options o = DashOptions(extra);
+    o.count_stats = v.counted;
     auto index = OpenOrDie(o);
-    EXPECT_EQ(ReadWhileWritersSplit(index.get(), 2000, 20000), 0u) << counted;
+    EXPECT_EQ(ReadWhileWritersSplit(index.get(), 2000, 20000), 0u) << v.counted << v.prefetch;
     EXPECT_GT(Counter(index.get(), "doublings"), 5u);
     EXPECT_GT(Counter(index.get(), "stash_inserts"), 0u);
   }
