@@ -338,6 +338,11 @@ void LevelHash::LockKey(uint64_t hash, Levels* v, Stripe** a, Stripe** b) const 
   for (;;) {
     const uint64_t n = top_n_.load(std::memory_order_acquire);
     const Candidates c = CandidatesOf(hash, n);
+    if (prefetch_buckets_) {
+      // An insert's duplicate check reads all four; a delete, up to the key's.
+      PrefetchCandidates(top_.load(std::memory_order_acquire),
+                         bottom_.load(std::memory_order_acquire), c);
+    }
     Stripe* s1 = &StripeOfTop(c.t1);
     Stripe* s2 = &StripeOfTop(c.t2);
     if (s2 < s1) std::swap(s1, s2);
@@ -411,11 +416,7 @@ LevelHash::Slot LevelHash::Find(std::string_view key, uint64_t hash, const Level
   const uint64_t v2 = mu2.ReadBegin();
   if (v2 % 2 != 0) return Optimistic::kRetry;
   const LevelBucket* order[4] = {top + c.t1, top + c.t2, bottom + c.b1(), bottom + c.b2()};
-  if (prefetch_buckets_) {
-    // The four token lines at once: their addresses follow from the hash, so their misses
-    // overlap instead of following each mispredicted early exit.
-    for (const LevelBucket* b : order) __builtin_prefetch(b);
-  }
+  if (prefetch_buckets_) PrefetchCandidates(top, bottom, c);
   Optimistic answer = Optimistic::kAbsent;
   for (const LevelBucket* b : order) {
     // Line 0 (tokens, slots 0-2) always; line 1 (slot 3) only when its token is set.
@@ -894,9 +895,9 @@ void RegisterEngines_level(EngineRegistry& registry) {
                          "this fraction of the slots is used (else: TableFull, the key "
                          "collides with too many keys of its hash)"),
       OptionSpec::Bool("prefetch_buckets", false,
-                       "a search prefetches its four buckets' token lines before it reads the "
-                       "first (not in the paper, whose search reads them one after another, "
-                       "stopping at the key: off, the default)")};
+                       "searches, inserts and deletes prefetch the key's four buckets' token "
+                       "lines before they read the first (not in the paper, whose search reads "
+                       "them one after another, stopping at the key: off, the default)")};
   info.capabilities = {.resize_switch = true,
                        .resize_when = "an insert finds its four buckets full after one move",
                        .refuses_when_full = true,

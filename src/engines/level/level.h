@@ -214,6 +214,18 @@ class LevelHash : public Engine {
     uint64_t b2() const { return t2 / 2; }
   };
   static Candidates CandidatesOf(uint64_t hash, uint64_t n);
+  // prefetch_buckets: the four candidates' token lines at once. Their addresses follow
+  // from the hash, so the misses overlap instead of following each early exit. A hint:
+  // a table a resize retires meanwhile is harmless. Through the persister (a static
+  // helper of bare __builtin_prefetch calls was found pure by GCC 12 and dropped).
+  [[gnu::always_inline]] void PrefetchCandidates(const LevelBucket* top,
+                                                const LevelBucket* bottom,
+                                                const Candidates& c) const {
+    persister().Prefetch(top + c.t1);
+    persister().Prefetch(top + c.t2);
+    persister().Prefetch(bottom + c.b1());
+    persister().Prefetch(bottom + c.b2());
+  }
   // Where a key is.
   struct Slot {
     LevelBucket* bucket = nullptr;
@@ -271,7 +283,7 @@ class LevelHash : public Engine {
 
   uint64_t initial_top_ = 0;
   double min_resize_load_ = 0.25;
-  bool prefetch_buckets_ = false;  // FindOptimistic prefetches the four token lines first
+  bool prefetch_buckets_ = false;  // searches and writes prefetch the four token lines first
 
   Stripes<Stripe> stripes_;
   std::unique_ptr<CountShard[]> counts_;
