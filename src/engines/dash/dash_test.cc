@@ -57,6 +57,9 @@ TEST(DashTest, BadOptionsAreInvalidArgument) {
   s = Open(DashOptions({{"first_try", "maybe"}}), &index);
   EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
   EXPECT_NE(s.message().find("first_try"), std::string::npos) << s.message();
+  s = Open(DashOptions({{"first_try_prefetch", "2"}}), &index);
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_NE(s.message().find("first_try_prefetch"), std::string::npos) << s.message();
 }
 
 TEST(DashTest, TheOriginalsGeometryByDefault) {
