@@ -25,7 +25,13 @@ class RwSpinLock {
            state_.compare_exchange_strong(s, kWriter, std::memory_order_acquire,
                                           std::memory_order_relaxed);
   }
-  void unlock() { state_.fetch_and(~kWriter, std::memory_order_release); }
+  // A plain release store, not a locked RMW: after a writer's persist, a locked
+  // instruction would wait for the write-back and hold back the next operation's misses.
+  // Only waiting writers change the word while it is held (setting kWaiting); a bit lost
+  // to this load-store pair costs fairness only (the waiter sets it again if it must).
+  void unlock() {
+    state_.store(state_.load(std::memory_order_relaxed) & ~kWriter, std::memory_order_release);
+  }
   void lock_shared();
   void unlock_shared() { state_.fetch_sub(1, std::memory_order_release); }
 

@@ -666,11 +666,13 @@ Status LevelHash::DoDelete(std::string_view key, uint64_t hash) {
   uint8_t* token = &s.bucket->token[s.index];
   const auto form = static_cast<SlotForm>(*token);
   const KvWords old = s.bucket->slot[s.index];
+  // Counted before the commit (nothing fails from here): a locked add after the fence
+  // would wait for the write-back and hold back the next operation's misses.
+  counts_[stripes_.IndexOf(*a) & (kLevelCountShards - 1)].delta.fetch_sub(
+      1, std::memory_order_relaxed);
   persister().Store(token, uint8_t{0});
   persister().Persist(token, 1);
   codec().Release(form, old);
-  counts_[stripes_.IndexOf(*a) & (kLevelCountShards - 1)].delta.fetch_sub(
-      1, std::memory_order_relaxed);
   return Status::OK();
 }
 

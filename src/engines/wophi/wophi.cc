@@ -665,6 +665,9 @@ Status Wophi::InsertAt(const Probe& p, std::string_view key, std::string_view va
   if (p.free_bucket != nullptr) {
     WophiBucket* tb = p.free_bucket;
     const size_t i = p.free_index;
+    // Counted first (nothing fails from here): a locked add after a flush waits for its
+    // write-back, and one after the commit's fence holds back the next operation's misses.
+    ShardOf(stripe).delta.fetch_add(1, std::memory_order_relaxed);
     // Alg. 1 lines 10-11: memcpy key and value (as two word stores: lock-free searches
     // read them with atomic loads); 12-13: pflush.
     ps.Store(&tb->slot[i].word1, words.word1);
@@ -672,7 +675,6 @@ Status Wophi::InsertAt(const Probe& p, std::string_view key, std::string_view va
     ps.Flush(&tb->slot[i], sizeof(words));
     // Alg. 1 lines 14-17: fence; token = 1 (its form), pflush, fence: committed.
     ps.Publish(&tb->token[i], static_cast<uint8_t>(form));
-    ShardOf(stripe).delta.fetch_add(1, std::memory_order_relaxed);
     return Status::OK();
   }
   // Alg. 1 lines 27-30: no free slot in the chain; tmp comes from the PAB.
@@ -724,11 +726,11 @@ Status Wophi::DoDelete(std::string_view key, uint64_t hash) {
   uint8_t* token = &p.bucket->token[p.index];
   const auto form = static_cast<SlotForm>(*token);
   const KvWords old = p.bucket->slot[p.index];
+  ShardOf(s).delta.fetch_sub(1, std::memory_order_relaxed);  // before the commit, as InsertAt
   // Alg. 2 lines 10-12: token = 0, pflush, fence: committed.
   ps.Store(token, static_cast<uint8_t>(SlotForm::kEmpty));
   ps.Persist(token, 1);
   codec().Release(form, old);  // durably unreachable since the token store
-  ShardOf(s).delta.fetch_sub(1, std::memory_order_relaxed);
   return Status::OK();
 }
 
