@@ -22,7 +22,9 @@ compile (an error in the list, not a catch), 2 on a bad list or a baseline that 
 before any mutation.
 
 A mutation: {"id", "class", "file", "find", "replace", "what", "tests": [[binary,
-gtest_filter], ...] (default: crash_tests, every test), "harmless": "why" (optional)}.
+gtest_filter], ...] (default: crash_tests, every test), "runs": N (optional: the tests run
+up to N times, caught at the first failure; for catches that depend on thread timing),
+"harmless": "why" (optional)}.
 `find` must occur exactly once in `file`, so a mutation that no longer applies is an
 error, never a silent pass.
 """
@@ -103,8 +105,18 @@ def build(tests, jobs, log):
     return r.returncode == 0
 
 
-def run_tests(tests, log):
-    """"" when every run passes, else which run failed first."""
+def run_tests(tests, log, runs=1):
+    """"" when every run passes, else which run failed first. `runs` rounds: a mutation
+    whose catch depends on thread timing (the multi-thread crash tests) names more than
+    one, so that a lucky interleaving does not pass it."""
+    for _ in range(runs):
+        failed = run_tests_once(tests, log)
+        if failed:
+            return failed
+    return ""
+
+
+def run_tests_once(tests, log):
     for binary, gfilter in tests:
         cmd = [os.path.join(BUILD, binary), f"--gtest_filter={gfilter}", "--gtest_brief=1"]
         try:
@@ -175,7 +187,7 @@ def main():
                 if not build(tests, args.jobs, log):
                     verdict, detail = "error", "does not compile"
                 else:
-                    failed = run_tests(tests, log)
+                    failed = run_tests(tests, log, m.get("runs", 1))
                     verdict, detail = ("caught", failed) if failed else ("green", "")
             finally:
                 open(path, "w").write(original)
