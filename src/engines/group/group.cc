@@ -499,14 +499,16 @@ Status GroupHash::InsertAt(const Probe& p, std::string_view key, std::string_vie
   // A record (if any) is written and flushed here; the fence below orders it too.
   PMHASH_RETURN_IF_ERROR(codec().Encode(key, value, hash, &form, &words));
   pm::Persister& ps = persister();
+  // The DRAM count first (nothing fails from here): a locked add after the commit's fence
+  // would wait for the write-back and hold back the next operation's misses.
+  stripe.delta.fetch_add(1, std::memory_order_relaxed);
   // Alg. 1 lines 4-5 (16-17): Insert(key, value); Persist(key, value) (its fence is
   // Publish's).
   ps.Copy(p.free_cell, &words, sizeof(words));
   ps.Flush(p.free_cell, sizeof(words));
   // Alg. 1 lines 6-7 (18-19): atomically set the bitmap, persist: the commit point.
   ps.Publish(p.free_form, static_cast<uint8_t>(static_cast<uint8_t>(form) | TagOf(hash)));
-  // Alg. 1 lines 8-9 (20-21): count.
-  stripe.delta.fetch_add(1, std::memory_order_relaxed);
+  // Alg. 1 lines 8-9 (20-21): count (persisted with persist_count=on).
   if (persist_count_) {
     total_.fetch_add(1, std::memory_order_relaxed);
     NoteCountChange();
@@ -529,6 +531,7 @@ Status GroupHash::DoDelete(std::string_view key, uint64_t hash) {
   pm::Persister& ps = persister();
   const SlotForm form = FormOf(*p.form);
   const KvWords old = *p.cell;
+  s.delta.fetch_sub(1, std::memory_order_relaxed);  // before the commit, as InsertAt
   // Alg. 3 lines 4-5 (16-17): atomically clear the bitmap (and tag) first, persist:
   // committed.
   ps.Store(p.form, static_cast<uint8_t>(SlotForm::kEmpty));
@@ -537,8 +540,7 @@ Status GroupHash::DoDelete(std::string_view key, uint64_t hash) {
   ps.Zero(p.cell, sizeof(KvWords));
   ps.Persist(p.cell, sizeof(KvWords));
   codec().Release(form, old);  // durably unreachable since line 5
-  // Alg. 3 lines 8-9 (20-21): count.
-  s.delta.fetch_sub(1, std::memory_order_relaxed);
+  // Alg. 3 lines 8-9 (20-21): count (persisted with persist_count=on).
   if (persist_count_) {
     total_.fetch_sub(1, std::memory_order_relaxed);
     NoteCountChange();

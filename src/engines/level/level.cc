@@ -602,11 +602,12 @@ Status LevelHash::DoWrite(std::string_view key, std::string_view value, uint64_t
       SlotForm form = SlotForm::kEmpty;
       KvWords words;
       PMHASH_RETURN_IF_ERROR(codec().Encode(key, value, hash, &form, &words));
-      if (Place(v, hash, a, b, form, words)) {
-        counts_[stripes_.IndexOf(*a) & (kLevelCountShards - 1)].delta.fetch_add(
-            1, std::memory_order_relaxed);
-        return Status::OK();
-      }
+      // Counted before Place's commit and taken back if it finds no place (rare): a locked
+      // add after the commit's fence would wait for the write-back, as in DoDelete.
+      std::atomic<int64_t>& count = counts_[stripes_.IndexOf(*a) & (kLevelCountShards - 1)].delta;
+      count.fetch_add(1, std::memory_order_relaxed);
+      if (Place(v, hash, a, b, form, words)) return Status::OK();
+      count.fetch_sub(1, std::memory_order_relaxed);
       codec().Release(form, words);  // never linked
     }
     // No place among the four buckets, even after a move. The table grows when it is
@@ -666,8 +667,8 @@ Status LevelHash::DoDelete(std::string_view key, uint64_t hash) {
   uint8_t* token = &s.bucket->token[s.index];
   const auto form = static_cast<SlotForm>(*token);
   const KvWords old = s.bucket->slot[s.index];
-  // Counted before the commit (nothing fails from here): a locked add after the fence
-  // would wait for the write-back and hold back the next operation's misses.
+  // Counted before the commit (nothing fails from here): a locked subtract after the
+  // fence would wait for the write-back and hold back the next operation's misses.
   counts_[stripes_.IndexOf(*a) & (kLevelCountShards - 1)].delta.fetch_sub(
       1, std::memory_order_relaxed);
   persister().Store(token, uint8_t{0});
