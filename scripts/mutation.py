@@ -61,6 +61,10 @@ def load(path):
         ids.add(m["id"])
         if m["find"] == m["replace"]:
             sys.exit(f"mutation: {m['id']}: find and replace are the same")
+        runs = m.get("runs", 1)
+        if not isinstance(runs, int) or isinstance(runs, bool) or not 1 <= runs <= 100:
+            sys.exit(f"mutation: {m['id']}: 'runs' must be a whole number from 1 to 100, "
+                     f"not {runs!r}")
     return items
 
 
