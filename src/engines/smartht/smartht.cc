@@ -631,10 +631,15 @@ Status SmartHt::DoWrite(std::string_view key, std::string_view value, uint64_t h
     if (maybe) CountFalsePositive();
     if (mode == WriteMode::kUpdate) return Status::NotFound();
     new_bucket = p.free_bucket == nullptr;
-    PMHASH_RETURN_IF_ERROR(InsertAt(p, head, key, value, hash));
     // Counted under the stripe lock: a growth (which holds every stripe) recounts the
-    // chained buckets, and one counted after it would be counted twice.
+    // chained buckets, and one counted after it would be counted twice. Before the insert
+    // (taken back if it fails), as InsertAt adds to the filter: no locked instruction
+    // after its persist.
     if (new_bucket) chain_buckets_.fetch_add(1, std::memory_order_relaxed);
+    if (Status st = InsertAt(p, head, key, value, hash); !st.ok()) {
+      if (new_bucket) chain_buckets_.fetch_sub(1, std::memory_order_relaxed);
+      return st;
+    }
   }
   ReaderSlot& mine = MySlot();
   Bump(mine, mine.delta, int64_t{1});
@@ -651,6 +656,11 @@ Status SmartHt::DoWrite(std::string_view key, std::string_view value, uint64_t h
 
 Status SmartHt::InsertAt(const Probe& p, uint64_t head, std::string_view key,
                          std::string_view value, uint64_t hash) {
+  // Line 30 first (the paper adds to the filter after the commit): the filter's locked
+  // OR after a persist would wait for the write-back and hold back the next operation's
+  // misses. Before any PM write it waits for none; a key the insert then fails to store
+  // leaves a false positive, which the filter allows.
+  FilterAdd(hash);
   SlotForm form = SlotForm::kEmpty;
   KvWords words;
   // A record (if any) is written and flushed here, ordered by the fence below.
@@ -667,7 +677,6 @@ Status SmartHt::InsertAt(const Probe& p, uint64_t head, std::string_view key,
     ps.Store(&b->slot[s].word0, words.word0);
     ps.Store(&b->token[s], static_cast<uint8_t>(form));
     ps.Persist(b, sizeof(SmartBucket));
-    FilterAdd(hash);  // line 30 (the paper returns at line 14 before it: see the doc)
     return Status::OK();
   }
   // Lines 16-29: a new chained bucket behind the head (head insertion).
@@ -688,7 +697,6 @@ Status SmartHt::InsertAt(const Probe& p, uint64_t head, std::string_view key,
   // Lines 26-29: fence (also ordering the record's flush), head.next = the new bucket
   // (the commit, one 8-byte store), flush, fence.
   ps.Publish(&h->next, block);
-  FilterAdd(hash);                      // line 30
   return Status::OK();
 }
 
