@@ -118,6 +118,14 @@ Persister::Persister(const PersistConfig& config)
       }
     }
   }
+  if (config_.mode == PersistMode::kAdr && !config_.count && config_.observer == nullptr &&
+      media_ == nullptr) {
+    switch (config_.flush) {
+      case FlushInstruction::kClwb: plain_ = PlainFlush::kClwb; break;
+      case FlushInstruction::kClflushopt: plain_ = PlainFlush::kClflushopt; break;
+      default: plain_ = PlainFlush::kClflush; break;
+    }
+  }
 }
 
 Persister::~Persister() = default;
@@ -142,12 +150,10 @@ void Persister::DeviceWrite(CounterSlot* slot, uintptr_t line, bool charge) {
   Charge(slot, cost, charge && write_latency_cycles_ != 0 ? __rdtsc() : 0);
 }
 
-void Persister::Flush(const void* addr, size_t len) {
+void Persister::FlushObserved(const void* addr, size_t len) {
   if (flush_line_ == nullptr || len == 0) return;
-  uintptr_t line = reinterpret_cast<uintptr_t>(addr) & ~(kCacheLine - 1);
-  const uintptr_t end = reinterpret_cast<uintptr_t>(addr) + len;
   CounterSlot* slot = Slot();
-  for (; line < end; line += kCacheLine) {
+  ForEachLine(addr, len, [&](uintptr_t line) {
     // The model first: its lock is a locked instruction, which would wait for the
     // write-back to complete if it came after it (x86 orders clwb before locked
     // instructions), turning every flush synchronous.
@@ -155,7 +161,7 @@ void Persister::Flush(const void* addr, size_t len) {
     flush_line_(reinterpret_cast<const void*>(line));
     if (slot != nullptr) CounterSlot::Add(slot->flushes, 1);
     if (media_ != nullptr) Charge(slot, cost, write_latency_cycles_ != 0 ? __rdtsc() : 0);
-  }
+  });
   if (config_.observer != nullptr) config_.observer->OnFlush(addr, len);
 }
 
@@ -370,7 +376,7 @@ void Persister::LeaveAtomic(CounterSlot* s) {
   atomic_mu_.unlock();
 }
 
-void Persister::Fence() {
+void Persister::FenceObserved() {
   if (config_.mode == PersistMode::kNone) return;
   if (config_.mode == PersistMode::kAdr && config_.flush == FlushInstruction::kClflush) {
     _mm_mfence();
