@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -478,7 +479,11 @@ TEST(SpashTest, PipelinePrefetchesTheRecordsOfItsKeys) {
   };
   const uint64_t with_records = hidden_reads("on", "8");
   const uint64_t buckets_only = hidden_reads("off", "8");
-  EXPECT_EQ(hidden_reads("on", "3"), hidden_reads("off", "3"));
+  // Equal but for timing: each read's hiding is decided by the TSC, and a clean-clone CI
+  // run once counted 2,047 against 2,048 (2026-12-01); step 4 would add about 2,000.
+  const uint64_t depth3_on = hidden_reads("on", "3"), depth3_off = hidden_reads("off", "3");
+  EXPECT_LE(std::max(depth3_on, depth3_off) - std::min(depth3_on, depth3_off), 8u)
+      << "on " << depth3_on << ", off " << depth3_off;
   // Depth 8 asks for every key's bucket and record, the batch's last keys' through the
   // kit's advance calls (PrefetchAdvance): 2,048 of each but where two records share a
   // media line. When written: 3,840 and 1,995; without the advance 3,662 and 1,932.
