@@ -16,12 +16,7 @@ void SpinBackoff(int attempt);
 // that. Satisfies Lockable and SharedLockable.
 class RwSpinLock {
  public:
-  // The free lock's CAS inline (every writer of every engine takes one), the wait out of
-  // line.
-  void lock() {
-    if (try_lock()) [[likely]] return;
-    LockWaiting();
-  }
+  void lock();
   // Takes the lock exclusively if no one holds it; never waits (a holder of other locks
   // may try one out of order without risking a deadlock).
   bool try_lock() {
@@ -43,7 +38,6 @@ class RwSpinLock {
  private:
   static constexpr uint32_t kWriter = 1u << 31;
   static constexpr uint32_t kWaiting = 1u << 30;  // a writer waits: no new readers
-  void LockWaiting();
   std::atomic<uint32_t> state_{0};
 };
 
