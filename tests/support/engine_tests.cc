@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <mutex>
 #include <random>
 #include <thread>
 #include <utility>
@@ -48,6 +49,15 @@ std::vector<std::string> KeysWithHashBits(uint64_t low_mask, uint64_t low, unsig
 void ExpectThreadsAgreeWithTheirModels(Index* index, int threads, uint64_t per_thread,
                                        uint64_t put_every) {
   std::atomic<int> failures{0};
+  std::mutex first_mu;
+  std::string first_failure;  // the first failed call, so that a rare failure says which
+  const auto fail = [&](int t, uint64_t i, const char* op, const Status& s) {
+    if (failures++ == 0) {
+      std::lock_guard<std::mutex> g(first_mu);
+      first_failure = "thread " + std::to_string(t) + ", operation " + std::to_string(i) +
+                      ": " + op + " returned " + s.ToString();
+    }
+  };
   std::vector<Model> models(threads);
   auto work = [&](int t) {
     std::mt19937_64 rng(t);
@@ -57,21 +67,23 @@ void ExpectThreadsAgreeWithTheirModels(Index* index, int threads, uint64_t per_t
       const std::string k = i % 3 == 0 ? Bytes(id, 16, 't') : Key8(id);
       const std::string v = Key8(rng());
       const bool put = put_every != 0 && i % put_every == 0;
-      if (!(put ? index->Put(k, v) : index->Insert(k, v)).ok()) ++failures;
-      m[k] = v;
+      if (Status s = put ? index->Put(k, v) : index->Insert(k, v); !s.ok()) {
+        fail(t, i, put ? "Put" : "Insert", s);
+      }
+      m[k] = v;  // whatever it returned: a failed write then shows as a missing key too
       if (i % 4 == 0) {
         std::string got;
         const uint64_t other = ((t + 1) % threads) * 1000000 + rng() % (i + 1);
         Status s = index->Get(Key8(other), &got);
-        if (!s.ok() && !s.IsNotFound()) ++failures;
+        if (!s.ok() && !s.IsNotFound()) fail(t, i, "Get", s);
       }
       if (i % 10 == 5) {
-        if (!index->Delete(k).ok()) ++failures;
+        if (Status s = index->Delete(k); !s.ok()) fail(t, i, "Delete", s);
         m.erase(k);
       }
       if (i % 10 == 7) {
         const std::string nv = Bytes(i, 12, 'u');
-        if (!index->Put(k, nv).ok()) ++failures;
+        if (Status s = index->Put(k, nv); !s.ok()) fail(t, i, "Put", s);
         m[k] = nv;
       }
     }
@@ -79,7 +91,7 @@ void ExpectThreadsAgreeWithTheirModels(Index* index, int threads, uint64_t per_t
   std::vector<std::thread> running;
   for (int t = 0; t < threads; ++t) running.emplace_back(work, t);
   for (auto& th : running) th.join();
-  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(failures.load(), 0) << "first: " << first_failure;
   Model all;
   for (const Model& m : models) all.insert(m.begin(), m.end());
   ExpectMatches(index, all);
