@@ -585,7 +585,8 @@ bool LevelHash::Place(const Levels& v, uint64_t hash, Stripe* a, Stripe* b, Slot
 
 Status LevelHash::DoWrite(std::string_view key, std::string_view value, uint64_t hash,
                           WriteMode mode) {
-  for (int round = 0;; ++round) {
+  uint64_t grown_to = 0;  // the top size this insert's own Grow doubled the table to
+  for (;;) {
     uint64_t n = 0;
     {
       Levels v;
@@ -610,17 +611,24 @@ Status LevelHash::DoWrite(std::string_view key, std::string_view value, uint64_t
       count.fetch_sub(1, std::memory_order_relaxed);
       codec().Release(form, words);  // never linked
     }
-    // No place among the four buckets, even after a move. The table grows when it is
-    // full enough that this is the paper's "insertion failure"; a key that finds no
-    // place in a fresh table, or in one mostly empty, collides with too many keys of
-    // its hash (the degenerate-hash run): refused.
+    if (after_failed_place_for_testing_) after_failed_place_for_testing_();
+    // No place among the four buckets, even after a move: the paper's "insertion failure",
+    // and the table grows. Refused instead: a key that finds no place in a table mostly
+    // empty (under min_resize_load of the slots of the size the failure was seen at), and
+    // one that finds none in the table its own Grow just doubled, unless other inserts
+    // filled that past half meanwhile (right after a doubling it is at most half full).
+    // Both collide with too many keys of their hash (the degenerate-hash run). A table
+    // another insert grew in between is no reason to refuse (a retry in it may fail too,
+    // if others filled it: it grows again).
     const double slots = static_cast<double>(kLevelAssoc * (n + n / 2));
-    if (!resize_enabled() || round > 0 ||
-        static_cast<double>(Count()) < min_resize_load_ * slots) {
+    const double needed = n == grown_to ? std::max(0.5, min_resize_load_) : min_resize_load_;
+    if (!resize_enabled() || static_cast<double>(Count()) < needed * slots) {
       return Status::TableFull("level: the four candidate buckets of the key are full" +
                                std::string(resize_enabled() ? " and growing does not help" : ""));
     }
-    PMHASH_RETURN_IF_ERROR(Grow(n));
+    bool grew = false;
+    PMHASH_RETURN_IF_ERROR(Grow(n, &grew));
+    if (grew) grown_to = 2 * n;
   }
 }
 
@@ -687,7 +695,8 @@ uint64_t LevelHash::Count() const {
 
 // ---- Resize -------------------------------------------------------------------------
 
-Status LevelHash::Grow(uint64_t observed_n) {
+Status LevelHash::Grow(uint64_t observed_n, bool* grew) {
+  *grew = false;
   if (IterationScope::Active(this)) {
     return Status::TableFull("level: full, and a resize cannot run inside ForEach");
   }
@@ -767,6 +776,7 @@ Status LevelHash::Grow(uint64_t observed_n) {
   allocator().Free(v.bottom_off);  // durably unreachable since rehash_from = 0
   SetView(nv);
   resizes_.fetch_add(1, std::memory_order_relaxed);
+  *grew = true;
   return Status::OK();
 }
 

@@ -121,10 +121,12 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <shared_mutex>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/locks.h"
@@ -186,6 +188,11 @@ class LevelHash : public Engine {
   uint64_t resizes() const { return resizes_.load(std::memory_order_relaxed); }
   uint64_t cuckoo_moves() const { return cuckoo_moves_.load(std::memory_order_relaxed); }
   uint64_t b2t_moves() const { return b2t_moves_.load(std::memory_order_relaxed); }
+  // Tests only: fn runs when an insert found no place, with no lock held, before it decides
+  // to grow or refuse (it may grow the table meanwhile, as another thread can).
+  void SetAfterFailedPlaceForTesting(std::function<void()> fn) {
+    after_failed_place_for_testing_ = std::move(fn);
+  }
 
   // Index's contract (include/pmhash/index.h). ForEach copies the whole table under every
   // stripe shared, then calls fn with none held. CheckInvariants checks invariants 1-4.
@@ -255,7 +262,9 @@ class LevelHash : public Engine {
   void WriteSlot(LevelBucket* bucket, size_t i, SlotForm form, const KvWords& words);
   Status UpdateAt(const Slot& s, std::string_view key, std::string_view value, uint64_t hash);
 
-  Status Grow(uint64_t observed_n);
+  // Doubles the top (the paper's resize) unless another thread already grew it past
+  // observed_n (OK then too); *grew says whether this call did.
+  Status Grow(uint64_t observed_n, bool* grew);
   // The rehash's placement rule (plan, execution and recovery's replay): the bucket and
   // slot of the first free slot among the new candidates, or null.
   Slot RehashTarget(const Levels& v, uint64_t hash) const;
@@ -294,6 +303,7 @@ class LevelHash : public Engine {
   std::atomic<LevelBucket*> bottom_{nullptr};
   std::atomic<uint64_t> top_n_{0};
   uint64_t base_count_ = 0;
+  std::function<void()> after_failed_place_for_testing_;
 
   std::atomic<uint64_t> resizes_{0};
   std::atomic<uint64_t> cuckoo_moves_{0};

@@ -7,7 +7,10 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <utility>
 
+#include "pm/pool.h"
 #include "support/engine_tests.h"
 
 namespace pmhash::engines {
@@ -132,6 +135,77 @@ TEST(LevelTest, ReopensCleanAndAfterAbandon) {
   auto index = OpenOrDie(o);
   ASSERT_NE(index, nullptr);
   ExpectMatches(index.get(), model);
+}
+
+// Test hashes for the refusal rule: "victim" and the "crowd<i>" keys share their four
+// candidate buckets in tables of 16 and 32 top buckets (Reduce reads the top bits of each
+// 32-bit half: 0000/1111 and 00000/11111) and no bucket in a table of 64 (000000/111111
+// against 000001/111110). So 16 crowd keys fill the victim's buckets at 16 top buckets,
+// a resize to 32 rehashes them into its buckets again, and one to 64 separates them.
+uint64_t CrowdHash(std::string_view key) {
+  if (key == "victim") return 0x00000000FFFFFFFFull;
+  const uint64_t i = std::stoull(std::string(key.substr(5)));  // "crowd<i>"
+  return 0x0400000000000000ull | i << 40 | 0xFBFFFFFFull;
+}
+
+// A level index of 16 top buckets under CrowdHash, holding crowd0 .. crowd15.
+struct CrowdedIndex {
+  LevelHash* level = nullptr;
+  std::unique_ptr<Index> index;
+  Model model;
+};
+void OpenCrowded(CrowdedIndex* c) {
+  std::unique_ptr<Engine> engine = FindEngine("level")->make();
+  engine->SetKeyHashForTesting(&CrowdHash);
+  c->level = static_cast<LevelHash*>(engine.get());
+  std::unique_ptr<pm::Pool> pool;
+  ASSERT_TRUE(pm::Pool::CreateDram("level", 64ull << 20, &pool, kTestHashSeed).ok());
+  // min_resize_load 0.05: 16 keys are over it at 32 top buckets (192 slots).
+  ASSERT_TRUE(OpenEngine(std::move(engine), std::move(pool), true,
+                         LevelOptions({{"top_buckets", "16"}, {"min_resize_load", "0.05"}}),
+                         nullptr, &c->index)
+                  .ok());
+  for (int i = 0; i < 16; ++i) {
+    const std::string k = "crowd" + std::to_string(i);
+    ASSERT_TRUE(c->index->Insert(k, "v").ok()) << k;
+    c->model[k] = "v";
+  }
+  ASSERT_EQ(c->level->resizes(), 0u);
+}
+
+// A key that finds no place in the table its own resize just doubled collides with too
+// many keys of its hash: refused after one resize, not by doubling on (the degenerate rule).
+TEST(LevelTest, RefusesAKeyItsOwnResizeDidNotHelp) {
+  CrowdedIndex c;
+  ASSERT_NO_FATAL_FAILURE(OpenCrowded(&c));
+  const Status s = c.index->Insert("victim", "v");
+  EXPECT_TRUE(s.IsTableFull()) << s.ToString();
+  EXPECT_EQ(c.level->resizes(), 1u);
+  ExpectMatches(c.index.get(), c.model);
+}
+
+// Regression (TSan CI at 44276f9; level.md): an insert that found no place while another
+// thread grew the table, and none in the grown table either (others filled its buckets),
+// was refused as if its own resize had not helped. It grows the table itself instead. The
+// "other thread" here is the test, between the failed place and the decision: it inserts
+// crowd16, whose own resize to 32 top buckets leaves the victim's buckets full again.
+TEST(LevelTest, AnotherThreadsResizeIsNoReasonToRefuse) {
+  CrowdedIndex c;
+  ASSERT_NO_FATAL_FAILURE(OpenCrowded(&c));
+  Status other;
+  bool fired = false;  // once: crowd16's own failed place calls it too
+  c.level->SetAfterFailedPlaceForTesting([&] {
+    if (std::exchange(fired, true)) return;
+    other = c.index->Insert("crowd16", "v");
+  });
+  const Status s = c.index->Insert("victim", "v");
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  c.model["victim"] = "v";
+  // crowd16 is refused by the degenerate rule (its own resize did not help it).
+  EXPECT_TRUE(other.IsTableFull()) << other.ToString();
+  EXPECT_EQ(c.level->resizes(), 2u);
+  EXPECT_EQ(c.level->top_buckets(), 64u);
+  ExpectMatches(c.index.get(), c.model);
 }
 
 TEST(LevelTest, ThreadsAgreeWithTheirModels) {

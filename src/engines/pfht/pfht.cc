@@ -423,7 +423,8 @@ Status PfhtHash::Place(const Table& t, std::vector<uint8_t>* tags, uint64_t hash
 
 Status PfhtHash::DoWrite(std::string_view key, std::string_view value, uint64_t hash,
                          WriteMode mode) {
-  for (int round = 0;; ++round) {
+  int own_grows = 0;  // resizes this insert ran itself: others' are no reason to refuse
+  for (;;) {
     uint64_t n = 0, slots = 0;
     {
       std::unique_lock<std::shared_mutex> lock(mu_);
@@ -454,13 +455,15 @@ Status PfhtHash::DoWrite(std::string_view key, std::string_view value, uint64_t 
     // No place in either bucket, after one displacement, nor in the stash: the table
     // doubles, unless it is still mostly empty (the key collides with too many keys of
     // its hash: growing would not help).
-    if (!resize_enabled() || round >= 3 ||
+    if (!resize_enabled() || own_grows >= 3 ||
         (n >= kAlwaysGrowBelow &&
          static_cast<double>(Count()) < min_resize_load_ * static_cast<double>(slots))) {
       return Status::TableFull(name() + ": both buckets of the key and the stash are full" +
                                std::string(resize_enabled() ? " and growing does not help" : ""));
     }
-    PMHASH_RETURN_IF_ERROR(Grow(n));
+    bool grew = false;
+    PMHASH_RETURN_IF_ERROR(Grow(n, &grew));
+    own_grows += grew ? 1 : 0;
   }
 }
 
@@ -497,7 +500,8 @@ uint64_t PfhtHash::Count() const { return count_.load(std::memory_order_relaxed)
 
 // ---- Resize -------------------------------------------------------------------------
 
-Status PfhtHash::Grow(uint64_t observed_n) {
+Status PfhtHash::Grow(uint64_t observed_n, bool* grew) {
+  *grew = false;
   if (IterationScope::Active(this)) {
     return Status::TableFull(name() + ": full, and a resize cannot run inside ForEach");
   }
@@ -542,6 +546,7 @@ Status PfhtHash::Grow(uint64_t observed_n) {
   stash_used_ = stashed;
   stash_end_ = StashEnd(stash_tags_, stash_tags_.size());
   resizes_.fetch_add(1, std::memory_order_relaxed);
+  *grew = true;
   return Status::OK();
 }
 

@@ -217,7 +217,9 @@ class PfhtHash : public Engine {
   // kStoreOnly: a resize (the table is flushed whole).
   void WriteSlot(PfhtBucket* bucket, size_t i, SlotForm form, const KvWords& words,
                  SlotCommit how);
-  Status Grow(uint64_t observed_n);
+  // Doubles the table unless another thread already grew it past observed_n (OK then
+  // too); *grew says whether this call did.
+  Status Grow(uint64_t observed_n, bool* grew);
 
   Status CheckSlot(const Table& t, const PfhtBucket* b, bool in_stash, size_t i,
                    uint64_t* hash) const;
