@@ -34,7 +34,7 @@ void HeavyFence() {
   }
 }
 
-void RwSpinLock::lock() {
+void RwSpinLock::LockWaiting() {
   for (int attempt = 0;; ++attempt) {
     uint32_t s = state_.load(std::memory_order_relaxed);
     if ((s & ~kWaiting) == 0) {  // no reader, no writer

@@ -16,7 +16,12 @@ void SpinBackoff(int attempt);
 // that. Satisfies Lockable and SharedLockable.
 class RwSpinLock {
  public:
-  void lock();
+  // The free lock's CAS inline (every writer of every engine takes one), the wait out of
+  // line.
+  void lock() {
+    if (try_lock()) [[likely]] return;
+    LockWaiting();
+  }
   // Takes the lock exclusively if no one holds it; never waits (a holder of other locks
   // may try one out of order without risking a deadlock).
   bool try_lock() {
@@ -38,6 +43,7 @@ class RwSpinLock {
  private:
   static constexpr uint32_t kWriter = 1u << 31;
   static constexpr uint32_t kWaiting = 1u << 30;  // a writer waits: no new readers
+  void LockWaiting();
   std::atomic<uint32_t> state_{0};
 };
 
