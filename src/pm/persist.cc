@@ -305,6 +305,16 @@ void Persister::NotePrefetch(const void* addr) {
   log.requested[i] = __rdtsc();
 }
 
+void Persister::StoreObserved(void* dst, const void* src, size_t len) {
+  BeforeStore(dst, len);
+  if (config_.observer != nullptr) {
+    config_.observer->Write(dst, src, len, /*scalar=*/true);
+  } else {
+    PersistObserver::WriteBytes(dst, src, len, /*scalar=*/true);
+  }
+  AfterStore(dst, len);
+}
+
 // ---- Atomic regions ---------------------------------------------------------------------
 
 AtomicOutcome Persister::BeginAtomic() {

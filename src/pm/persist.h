@@ -189,18 +189,19 @@ class Persister {
   void WriteBack(const void* addr, size_t len);
 
   // Failure-atomic store of an aligned scalar; a release store for concurrent readers.
+  // Inline when nothing observes it (as Flush) and no atomic region is open: the store
+  // alone; else StoreObserved (undo, observer, counting, cache model).
   template <typename T>
   void Store(T* dst, T value) {
     static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= 8 &&
                       (sizeof(T) & (sizeof(T) - 1)) == 0,
                   "Store is for 1, 2, 4 and 8-byte scalars; use Copy for the rest");
-    BeforeStore(dst, sizeof(T));
-    if (config_.observer != nullptr) {
-      config_.observer->Write(dst, &value, sizeof(T), /*scalar=*/true);
-    } else {
+    if (plain_ != PlainFlush::kNone && !atomic_open_.load(std::memory_order_relaxed))
+        [[likely]] {
       __atomic_store_n(dst, value, __ATOMIC_RELEASE);
+      return;
     }
-    AfterStore(dst, sizeof(T));
+    StoreObserved(dst, &value, sizeof(T));
   }
   // The commit of a persist sequence: a fence, so that everything stored and flushed
   // before it is durable (adr) or ordered (eadr) ahead of the commit word; one
@@ -362,6 +363,8 @@ class Persister {
     if (cache_lines_) StoreLines(dst, len);
   }
   void SaveUndo(void* dst, size_t len);
+  // Store's hooked path: a scalar of `len` bytes from `src`.
+  void StoreObserved(void* dst, const void* src, size_t len);
   // eadr: the lines of a store join the thread's batch for the cache model (stats.h,
   // StoredLines); ApplyStored gives the batch to the model.
   void StoreLines(const void* dst, size_t len);
@@ -406,7 +409,9 @@ class Persister {
   }
 
   PersistConfig config_;
-  PlainFlush plain_ = PlainFlush::kNone;  // set when Flush and Fence have no hooks (adr)
+  // Set when Flush, Fence and Store have no hooks (adr, no counting, no observer, no
+  // device model); Store also needs no atomic region open.
+  PlainFlush plain_ = PlainFlush::kNone;
   void (*flush_line_)(const void*) = nullptr;       // adr Flush; null in eadr / none
   void (*write_back_line_)(const void*) = nullptr;  // eadr WriteBack's instruction, or null
   uint64_t write_latency_cycles_ = 0;  // TSC cycles per media write

@@ -841,6 +841,34 @@ TEST(PersisterAtomic, NestedOrExplicitAbortUndoesTheRegion) {
   EXPECT_EQ(p->Totals().lines_written, 1u);
 }
 
+// The inline path (adr, nothing counted, observed or modelled: every timed run) stores,
+// and steps aside while an atomic region is open, whose abort must find the old bytes.
+TEST(PersisterAtomic, UnobservedStoresStoreAndAreUndoneInAnAbortedRegion) {
+  PersistConfig c = Config(PersistMode::kAdr);
+  c.count = false;
+  c.media_model = false;
+  auto p = MakeOrDie(c);
+  Lines buf;
+  auto* w = reinterpret_cast<uint64_t*>(buf.bytes);
+  p->Store(w, uint64_t{0x1122334455667788});
+  p->Store(reinterpret_cast<uint32_t*>(buf.bytes + 8), uint32_t{7});
+  p->Store(reinterpret_cast<uint16_t*>(buf.bytes + 12), uint16_t{9});
+  p->Publish(reinterpret_cast<uint8_t*>(buf.bytes + 14), uint8_t{3});
+  EXPECT_EQ(*w, 0x1122334455667788u);
+  EXPECT_EQ(*reinterpret_cast<uint32_t*>(buf.bytes + 8), 7u);
+  EXPECT_EQ(*reinterpret_cast<uint16_t*>(buf.bytes + 12), 9u);
+  EXPECT_EQ(static_cast<uint8_t>(buf.bytes[14]), 3u);
+  ASSERT_EQ(p->BeginAtomic(), AtomicOutcome::kStarted);
+  p->Store(w, uint64_t{5});
+  EXPECT_EQ(*w, 5u);
+  p->AbortAtomic();
+  EXPECT_EQ(*w, 0x1122334455667788u) << "the region's store undone";
+  ASSERT_EQ(p->BeginAtomic(), AtomicOutcome::kStarted);
+  p->Store(w, uint64_t{6});
+  EXPECT_EQ(p->EndAtomic(), AtomicOutcome::kCommitted);
+  EXPECT_EQ(*w, 6u);
+}
+
 // Regions of several threads run one at a time: counters incremented inside regions by
 // plain read-modify-write are never lost.
 TEST(PersisterAtomic, RegionsOfThreadsAreSerialized) {
