@@ -199,18 +199,81 @@ Status LevelHash::EnumerateBlocks(const pm::Allocator::LiveBlockVisitor& visit) 
 
 // ---- Recovery -----------------------------------------------------------------------
 
-LevelHash::Slot LevelHash::RehashTarget(const Levels& v, uint64_t hash) const {
-  // The less loaded of the two new top buckets (the original's rule: two choices keep
-  // the top balanced), else the less loaded of the two bottom ones; ties: position 1.
-  const Candidates c = CandidatesOf(hash, v.n);
-  const auto pick = [](LevelBucket* x, LevelBucket* y) -> Slot {
-    LevelBucket* b = FreeCount(y) > FreeCount(x) ? y : x;
-    const size_t j = FreeSlot(b);
-    return j < kLevelAssoc ? Slot{b, j} : Slot{};
+bool LevelHash::PlanRehash(const std::vector<uint64_t>& hashes, uint64_t n2,
+                           std::vector<uint8_t> bottom_used, std::vector<uint64_t>* dest,
+                           uint64_t* moves) {
+  constexpr uint32_t kNone = UINT32_MAX;
+  constexpr size_t kMaxVisited = 64;  // buckets a search for a chain of moves may visit
+  std::vector<uint8_t> top_used(n2, 0);
+  std::vector<uint32_t> top_items(n2 * kLevelAssoc, kNone);  // which items each top bucket gets
+  dest->assign(hashes.size(), 0);
+  *moves = 0;
+  const auto put_top = [&](uint64_t t, uint32_t item) {
+    top_items[t * kLevelAssoc + top_used[t]++] = item;
+    (*dest)[item] = t;
   };
-  Slot s = pick(&v.top[c.t1], &v.top[c.t2]);
-  if (s.bucket == nullptr) s = pick(&v.bottom[c.b1()], &v.bottom[c.b2()]);
-  return s;
+  const auto remove_top = [&](uint64_t t, uint32_t item) {
+    uint32_t* items = &top_items[t * kLevelAssoc];
+    const size_t last = --top_used[t];
+    for (size_t i = 0; i <= last; ++i) {
+      if (items[i] == item) items[i] = items[last];
+    }
+    items[last] = kNone;
+  };
+  // The other top candidate of a planned item in top bucket t.
+  const auto other_top = [&](uint32_t item, uint64_t t) {
+    const Candidates c = CandidatesOf(hashes[item], n2);
+    return c.t1 == t ? c.t2 : c.t1;
+  };
+  for (uint32_t item = 0; item < hashes.size(); ++item) {
+    const Candidates c = CandidatesOf(hashes[item], n2);
+    // The paper's rule: the less used of the two new top buckets (ties: position 1).
+    const uint64_t t = top_used[c.t2] < top_used[c.t1] ? c.t2 : c.t1;
+    if (top_used[t] < kLevelAssoc) {
+      put_top(t, item);
+      continue;
+    }
+    // Both full: the less used of the two bottom ones (the old top).
+    const uint64_t b = bottom_used[c.b2()] < bottom_used[c.b1()] ? c.b2() : c.b1();
+    if (bottom_used[b] < kLevelAssoc) {
+      ++bottom_used[b];
+      (*dest)[item] = n2 + b;
+      continue;
+    }
+    // All four full: a breadth-first search, from the two top buckets, for a chain of items
+    // each moving to its other top bucket and ending in one with room (the paper's
+    // movement, here in the plan only: the new top is empty, no move touches the media).
+    struct Step {
+      uint64_t bucket;
+      size_t parent;   // index into visited, or kNoParent for a starting bucket
+      uint32_t mover;  // the item of parent's bucket that moves into this one
+    };
+    constexpr size_t kNoParent = SIZE_MAX;
+    std::vector<Step> visited = {{c.t1, kNoParent, kNone}, {c.t2, kNoParent, kNone}};
+    size_t end = kNoParent;
+    for (size_t at = 0; at < visited.size() && end == kNoParent; ++at) {
+      for (size_t i = 0; i < kLevelAssoc && end == kNoParent; ++i) {
+        const uint32_t mover = top_items[visited[at].bucket * kLevelAssoc + i];
+        const uint64_t to = other_top(mover, visited[at].bucket);
+        const bool seen = std::any_of(visited.begin(), visited.end(),
+                                      [&](const Step& s) { return s.bucket == to; });
+        if (seen || visited.size() == kMaxVisited) continue;
+        visited.push_back({to, at, mover});
+        if (top_used[to] < kLevelAssoc) end = visited.size() - 1;
+      }
+    }
+    if (end == kNoParent) return false;
+    // Moves from the chain's end back to its start, each into the room the next one made.
+    for (size_t s = end; visited[s].parent != kNoParent; s = visited[s].parent) {
+      remove_top(visited[visited[s].parent].bucket, visited[s].mover);
+      put_top(visited[s].bucket, visited[s].mover);
+      ++*moves;
+    }
+    uint64_t start = end;
+    while (visited[start].parent != kNoParent) start = visited[start].parent;
+    put_top(visited[start].bucket, item);
+  }
+  return true;
 }
 
 Status LevelHash::FinishRehash(const Levels& v) {
@@ -218,7 +281,19 @@ Status LevelHash::FinishRehash(const Levels& v) {
   uint64_t from = 0;
   PMHASH_RETURN_IF_ERROR(LoadSealed(&v.header->rehash_from, "rehash_from", &from));
   const LevelBucket* old = BucketsOf(pool().At<char>(from));
-  uint64_t placed = 0;
+  // The plan's inputs as the resize saw them: the old bottom's items in order, and the use
+  // of the bottom (the old top) before it, which is its use now less the items placed in it.
+  struct Item {
+    const LevelBucket* bucket;
+    size_t slot;
+    bool placed;  // before the crash: a slot with the same form and words is a candidate
+  };
+  std::vector<Item> items;
+  std::vector<uint64_t> hashes;
+  std::vector<uint8_t> bottom_used(v.n / 2);
+  for (uint64_t k = 0; k < v.n / 2; ++k) {
+    bottom_used[k] = static_cast<uint8_t>(kLevelAssoc - FreeCount(&v.bottom[k]));
+  }
   for (uint64_t k = 0; k < v.n / 4; ++k) {
     for (size_t i = 0; i < kLevelAssoc; ++i) {
       const uint8_t t = old[k].token[i];
@@ -229,25 +304,45 @@ Status LevelHash::FinishRehash(const Levels& v) {
       }
       const uint64_t h = HashOf(form, old[k].slot[i]);
       const Candidates c = CandidatesOf(h, v.n);
-      const LevelBucket* cand[4] = {&v.top[c.t1], &v.top[c.t2], &v.bottom[c.b1()],
-                                    &v.bottom[c.b2()]};
-      bool there = false;
-      for (const LevelBucket* b : cand) {
-        for (size_t j = 0; j < kLevelAssoc && !there; ++j) there = SameItem(b, j, &old[k], i);
+      const auto holds = [&](const LevelBucket* b) {
+        for (size_t j = 0; j < kLevelAssoc; ++j) {
+          if (SameItem(b, j, &old[k], i)) return true;
+        }
+        return false;
+      };
+      bool placed = holds(&v.top[c.t1]) || holds(&v.top[c.t2]);
+      for (const uint64_t b : {c.b1(), c.b2()}) {
+        if (placed || !holds(&v.bottom[b])) continue;
+        if (bottom_used[b] == 0) return Status::Corruption("level: a rehashed item is doubled");
+        --bottom_used[b];
+        placed = true;
       }
-      if (there) continue;  // placed before the crash
-      const Slot dst = RehashTarget(v, h);
-      if (dst.bucket == nullptr) {
-        return Status::Corruption("level: an item of the interrupted resize has no place");
-      }
-      ps.Store(&dst.bucket->slot[dst.index].word1, old[k].slot[i].word1);
-      ps.Store(&dst.bucket->slot[dst.index].word0, old[k].slot[i].word0);
-      ps.Flush(&dst.bucket->slot[dst.index], sizeof(KvWords));
-      ps.Fence();
-      ps.Store(&dst.bucket->token[dst.index], t);
-      ps.Flush(&dst.bucket->token[dst.index], 1);
-      ++placed;
+      items.push_back({&old[k], i, placed});
+      hashes.push_back(h);
     }
+  }
+  std::vector<uint64_t> dest;
+  uint64_t moves = 0;
+  if (!PlanRehash(hashes, v.n, std::move(bottom_used), &dest, &moves)) {
+    return Status::Corruption("level: the interrupted resize's plan has no place for an item");
+  }
+  uint64_t placed = 0;
+  for (size_t k = 0; k < items.size(); ++k) {
+    if (items[k].placed) continue;
+    const LevelBucket* ob = items[k].bucket;
+    const size_t i = items[k].slot;
+    LevelBucket* to = PlannedBucket(v, dest[k]);
+    const size_t j = FreeSlot(to);
+    if (j == kLevelAssoc) {
+      return Status::Corruption("level: an item of the interrupted resize has no place");
+    }
+    ps.Store(&to->slot[j].word1, ob->slot[i].word1);
+    ps.Store(&to->slot[j].word0, ob->slot[i].word0);
+    ps.Flush(&to->slot[j], sizeof(KvWords));
+    ps.Fence();
+    ps.Store(&to->token[j], ob->token[i]);
+    ps.Flush(&to->token[j], 1);
+    ++placed;
   }
   ps.Publish(&v.header->rehash_from, SealFor(&v.header->rehash_from, 0));
   allocator().Free(from);
@@ -708,10 +803,10 @@ Status LevelHash::Grow(uint64_t observed_n, bool* grew) {
   if (TableBytes(n2) > pool().size()) {
     return Status::PoolFull("level: the top level cannot double beyond the pool");
   }
-  // The plan, in DRAM: where each item of the old bottom goes, by the rule the execution
-  // and a recovery's replay follow (RehashTarget). Refused before anything is written if
-  // an item has no place.
-  std::vector<uint8_t> top_used(n2, 0), bottom_used(v.n, 0);
+  // The plan, in DRAM: where each item of the old bottom goes (PlanRehash, which a
+  // recovery's replay computes again). Refused before anything is written if an item has
+  // no place.
+  std::vector<uint8_t> bottom_used(v.n, 0);
   for (uint64_t k = 0; k < v.n; ++k) {
     bottom_used[k] = static_cast<uint8_t>(kLevelAssoc - FreeCount(&v.top[k]));
   }
@@ -720,24 +815,16 @@ Status LevelHash::Grow(uint64_t observed_n, bool* grew) {
     const LevelBucket* ob = &v.bottom[k];
     for (size_t i = 0; i < kLevelAssoc; ++i) {
       if (ob->token[i] == 0) continue;
-      const uint64_t h = HashOf(static_cast<SlotForm>(ob->token[i]), ob->slot[i]);
-      const Candidates c = CandidatesOf(h, n2);
-      // RehashTarget's rule on counts: the less used of each pair, top pair first.
-      const auto take = [](uint8_t* x, uint8_t* y) {
-        uint8_t* u = *y < *x ? y : x;
-        if (*u >= kLevelAssoc) return false;
-        ++*u;
-        return true;
-      };
-      const bool ok = take(&top_used[c.t1], &top_used[c.t2]) ||
-                      take(&bottom_used[c.b1()], &bottom_used[c.b2()]);
-      if (!ok) {
-        refused_resizes_.fetch_add(1, std::memory_order_relaxed);
-        return Status::TableFull("level: an item of the bottom level would find no place in "
-                                 "the doubled table (too many keys of one hash)");
-      }
-      hashes.push_back(h);
+      hashes.push_back(HashOf(static_cast<SlotForm>(ob->token[i]), ob->slot[i]));
     }
+  }
+  std::vector<uint64_t> dest;
+  uint64_t moves = 0;
+  if (!PlanRehash(hashes, n2, std::move(bottom_used), &dest, &moves)) {
+    refused_resizes_.fetch_add(1, std::memory_order_relaxed);
+    return Status::TableFull("level: the doubled table would have no place for an item of "
+                             "the bottom level (its buckets, and those a chain of moves "
+                             "could free, are full)");
   }
   pm::Persister& ps = persister();
   uint64_t off = 0;
@@ -762,20 +849,21 @@ Status LevelHash::Grow(uint64_t observed_n, bool* grew) {
     const LevelBucket* ob = &v.bottom[k];
     for (size_t i = 0; i < kLevelAssoc; ++i) {
       if (ob->token[i] == 0) continue;
-      const Slot dst = RehashTarget(nv, hashes[item++]);
-      // dst exists: the plan placed every item by the same rule.
-      ps.Store(&dst.bucket->slot[dst.index].word1, ob->slot[i].word1);
-      ps.Store(&dst.bucket->slot[dst.index].word0, ob->slot[i].word0);
-      ps.Flush(&dst.bucket->slot[dst.index], sizeof(KvWords));
+      LevelBucket* to = PlannedBucket(nv, dest[item++]);
+      const size_t j = FreeSlot(to);  // < kLevelAssoc: the plan counted every slot
+      ps.Store(&to->slot[j].word1, ob->slot[i].word1);
+      ps.Store(&to->slot[j].word0, ob->slot[i].word0);
+      ps.Flush(&to->slot[j], sizeof(KvWords));
       ps.Fence();  // also orders the previous item's token: placed items are a prefix
-      ps.Store(&dst.bucket->token[dst.index], ob->token[i]);
-      ps.Flush(&dst.bucket->token[dst.index], 1);
+      ps.Store(&to->token[j], ob->token[i]);
+      ps.Flush(&to->token[j], 1);
     }
   }
   ps.Publish(&h->rehash_from, SealFor(&h->rehash_from, 0));
   allocator().Free(v.bottom_off);  // durably unreachable since rehash_from = 0
   SetView(nv);
   resizes_.fetch_add(1, std::memory_order_relaxed);
+  resize_plan_moves_.fetch_add(moves, std::memory_order_relaxed);
   *grew = true;
   return Status::OK();
 }
@@ -835,6 +923,7 @@ void LevelHash::FillStats(IndexStats* stats) const {
   c["b2t_moves"] = b2t_moves_.load(std::memory_order_relaxed);
   c["opportunistic_updates"] = opportunistic_updates_.load(std::memory_order_relaxed);
   c["refused_resizes"] = refused_resizes_.load(std::memory_order_relaxed);
+  c["resize_plan_moves"] = resize_plan_moves_.load(std::memory_order_relaxed);
   c["undo_txs"] = undo_txs();
   c["recovery_duplicates"] = recovered_duplicates_;
   c["recovery_rehashed"] = recovered_rehash_;

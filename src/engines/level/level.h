@@ -84,10 +84,12 @@
 //    failure-atomic and cheaper); with no free slot in the bucket, the kit's UpdateSlot
 //    (new record then pointer publish; inline -> record under an undo-log transaction).
 //  resize (top T of N, bottom B of N/2): the placement of every item of B is planned in
-//    DRAM first (the less loaded of its two buckets in the new top T' of 2N, else the less
-//    loaded of its two in T, the new bottom; ties: position 1): if an item has no place the resize
-//    is refused before anything is written (the insert gets TableFull). T' is allocated,
-//    zeroed, its header written (bottom = T, rehash_from = B), flushed; root.table
+//    DRAM first (PlanRehash: the less loaded of its two buckets in the new top T' of 2N,
+//    else the less loaded of its two in T, the new bottom; ties: position 1; with all
+//    four full, a chain of earlier planned items each moved to its other top bucket): if
+//    an item has no place the resize is refused before anything is written (the insert
+//    gets TableFull). T' is allocated, zeroed, its header written (bottom = T,
+//    rehash_from = B), flushed; root.table
 //    published: the commit point (capacity and levels change only once the buckets exist
 //    and are durable). Then each planned item in order: words stored and flushed, fence,
 //    token stored and flushed (each item's fence orders the previous token first, so the
@@ -96,8 +98,10 @@
 //    the allocator's rebuild reclaims it).
 //  recovery (after a crash): if the top's rehash_from is set, the rehash is finished: each
 //    item of B still set is skipped if a slot with identical form and words is among its
-//    new candidates (already placed), else placed by the same rule as the plan (the same
-//    state, so the same slot, and a place exists); rehash_from cleared, B freed. Then every
+//    new candidates (already placed), else placed in its bucket of the plan, which
+//    PlanRehash computes again from the resize's inputs (B's items; T's use before, that
+//    is now less the items placed in it), so a place exists; rehash_from cleared, B
+//    freed. Then every
 //    slot is validated (form, record, candidate bucket), duplicates of a move cleared,
 //    the keys counted, root.count persisted. Recovery only walks the table once (plus the
 //    old bottom): it never waits on anything, so a reopen cannot hang.
@@ -265,9 +269,18 @@ class LevelHash : public Engine {
   // Doubles the top (the paper's resize) unless another thread already grew it past
   // observed_n (OK then too); *grew says whether this call did.
   Status Grow(uint64_t observed_n, bool* grew);
-  // The rehash's placement rule (plan, execution and recovery's replay): the bucket and
-  // slot of the first free slot among the new candidates, or null.
-  Slot RehashTarget(const Levels& v, uint64_t hash) const;
+  // A resize's plan: for each item of the old bottom (its hash, in bucket and slot order)
+  // the bucket it goes to in the doubled table of n2 top buckets, *dest: t < n2 for top
+  // bucket t, n2 + b for bottom bucket b; bottom_used: the bottom's (old top's) used
+  // slots before. A pure function of its inputs: the resize and a recovery's replay
+  // compute the same plan. False if an item has no place; *moves: items the plan moved
+  // to their other top bucket to make room.
+  static bool PlanRehash(const std::vector<uint64_t>& hashes, uint64_t n2,
+                         std::vector<uint8_t> bottom_used, std::vector<uint64_t>* dest,
+                         uint64_t* moves);
+  static LevelBucket* PlannedBucket(const Levels& v, uint64_t dest) {
+    return dest < v.n ? &v.top[dest] : &v.bottom[dest - v.n];
+  }
   // Finishes a rehash recorded in v.header->rehash_from (recovery).
   Status FinishRehash(const Levels& v);
 
@@ -310,6 +323,7 @@ class LevelHash : public Engine {
   std::atomic<uint64_t> b2t_moves_{0};
   std::atomic<uint64_t> opportunistic_updates_{0};
   std::atomic<uint64_t> refused_resizes_{0};
+  std::atomic<uint64_t> resize_plan_moves_{0};
   uint64_t recovered_duplicates_ = 0;
   uint64_t recovered_rehash_ = 0;
 };

@@ -154,6 +154,112 @@ TEST_P(LevelCrashTest, RehashIntoSlotThreeIsAllOrNothing) {
   ExpectGrowthAllOrNothing(o, setup, t, "resizes", 6, CheckRecovered);
 }
 
+// The first `count` keys Key8(i) whose positions in a top of n2 buckets (under the tests'
+// fixed seed) satisfy fn(p1, p2); fewer if none are left among the first million.
+template <typename Fn>
+std::vector<std::string> KeysWhere(const Options& o, uint64_t n2, size_t count, Fn fn) {
+  auto probe = OpenOrDie(o);
+  auto* engine = dynamic_cast<Engine*>(probe.get());
+  std::vector<std::string> keys;
+  for (uint64_t i = 0; i < 1000000 && keys.size() < count; ++i) {
+    const uint64_t h = engine->KeyHash(Key8(i));
+    if (fn(Reduce(h, n2), Reduce(std::rotl(h, 32), n2))) keys.push_back(Key8(i));
+  }
+  return keys;
+}
+// Positions p and q in a doubled top of n2 buckets.
+auto At(uint64_t p, uint64_t q) {
+  return [p, q](uint64_t p1, uint64_t p2) { return p1 == p && p2 == q; };
+}
+
+using Steps = std::vector<std::pair<std::string, bool>>;  // key, and true: insert, false: delete
+OpCrashSetup Apply(const Steps& steps) {
+  return [steps](Index* x, Model* m) {
+    for (const auto& [k, insert] : steps) {
+      if (insert) {
+        ASSERT_TRUE(x->Insert(k, "value of " + k).ok()) << k;
+        (*m)[k] = "value of " + k;
+      } else {
+        ASSERT_TRUE(x->Delete(k).ok()) << k;
+        m->erase(k);
+      }
+    }
+  };
+}
+void Add(Steps* steps, const std::vector<std::string>& keys, bool insert = true) {
+  for (const std::string& k : keys) steps->emplace_back(k, insert);
+}
+
+// Without a crash: the insert of t resizes once, the plan moved `moves` items, and every
+// key is there.
+void ExpectResizeKeepsEveryKey(const Options& o, const OpCrashSetup& setup, const std::string& t,
+                               uint64_t moves) {
+  auto index = OpenOrDie(o);
+  Model model;
+  ASSERT_NO_FATAL_FAILURE(setup(index.get(), &model));
+  ASSERT_EQ(Counter(index.get(), "resizes"), 0u);
+  const Status s = index->Insert(t, "value of " + t);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  model[t] = "value of " + t;
+  EXPECT_EQ(Counter(index.get(), "resizes"), 1u);
+  EXPECT_EQ(Counter(index.get(), "resize_plan_moves"), moves);
+  ExpectMatches(index.get(), model);
+}
+
+// Keys chosen by hash so that the resize from 4 to 8 top buckets plans a move (stress-test
+// seed 120126 found a table the faithful rule alone refused). By positions in the doubled
+// top: A keys have both at 4 (at 2 in the table of 4, bottom bucket 1), G keys both in
+// {0, 1} (at 0), Y has 4 and one of {0, 1}, T both at 5. Four A fill top 2, four G top 0,
+// a fifth A goes to bottom 1, Y to bottom 0 (the emptier), three more A fill bottom 1. T
+// finds no place. The plan takes Y (bottom 0 comes first) to top 4 (a tie: position 1),
+// the next three A fill it, and the last A has no place (its bottom bucket, the old top
+// 2, is full): Y moves to its other top bucket.
+TEST_P(LevelCrashTest, ResizeWhosePlanMovesAnItemIsAllOrNothing) {
+  const Options o = Small(GetParam(), 4, true);
+  const auto a = KeysWhere(o, 8, 8, At(4, 4));
+  const auto g = KeysWhere(o, 8, 4, [](uint64_t p1, uint64_t p2) { return p1 < 2 && p2 < 2; });
+  const auto y = KeysWhere(o, 8, 1, [](uint64_t p1, uint64_t p2) { return p1 == 4 && p2 < 2; });
+  const auto t = KeysWhere(o, 8, 1, At(5, 5));
+  ASSERT_EQ(a.size() + g.size() + y.size() + t.size(), 14u);
+  Steps steps;
+  Add(&steps, {a[0], a[1], a[2], a[3]});
+  Add(&steps, g);
+  Add(&steps, {a[4], y[0], a[5], a[6], a[7]});
+  const OpCrashSetup setup = Apply(steps);
+  ASSERT_NO_FATAL_FAILURE(ExpectResizeKeepsEveryKey(o, setup, t[0], 1));
+  ExpectGrowthAllOrNothing(o, setup, t[0], "resizes", 6, CheckRecovered);
+}
+
+// Keys chosen by hash so that the resize from 8 to 16 top buckets places two items in the
+// bottom (the old top), a crash between them leaving a recovery to plan again with the
+// first already there. By positions in the doubled top: F both at 5 (old top 2), G both
+// in {0, 1} (old top 0), A both at 4 (old top 2, bottom 1), M at 4 and 0 (old tops 2 and
+// 0, bottoms 1 and 0), H both at 12 (old top 6, bottom 3), T both at 13 (the same). F fill
+// top 2 and G top 0; A then fill bottom 1 and M bottom 0 (the emptier); four H fill top
+// 6, four more bottom 3; two F are deleted (old top 2 has two free slots). T finds no
+// place and no move. The plan: M take tops 4 and 0 in turn, two A fill top 4, and the
+// last two A go to bottom 2 (the old top 2).
+TEST_P(LevelCrashTest, ResizeThatPlacesIntoTheBottomIsAllOrNothing) {
+  const Options o = Small(GetParam(), 8, true);
+  const auto f = KeysWhere(o, 16, 4, At(5, 5));
+  const auto g = KeysWhere(o, 16, 4, [](uint64_t p1, uint64_t p2) { return p1 < 2 && p2 < 2; });
+  const auto a = KeysWhere(o, 16, 4, At(4, 4));
+  const auto m = KeysWhere(o, 16, 4, At(4, 0));
+  const auto h = KeysWhere(o, 16, 8, At(12, 12));
+  const auto t = KeysWhere(o, 16, 1, At(13, 13));
+  ASSERT_EQ(f.size() + g.size() + a.size() + m.size() + h.size() + t.size(), 25u);
+  Steps steps;
+  Add(&steps, f);
+  Add(&steps, g);
+  Add(&steps, a);
+  Add(&steps, m);
+  Add(&steps, h);
+  Add(&steps, {f[0], f[1]}, false);
+  const OpCrashSetup setup = Apply(steps);
+  ASSERT_NO_FATAL_FAILURE(ExpectResizeKeepsEveryKey(o, setup, t[0], 0));
+  ExpectGrowthAllOrNothing(o, setup, t[0], "resizes", 6, CheckRecovered);
+}
+
 INSTANTIATE_TEST_SUITE_P(Modes, LevelCrashTest, testing::PersistModes(),
                          testing::PersistModeTestName);
 
