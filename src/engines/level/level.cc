@@ -591,7 +591,7 @@ void LevelHash::WriteSlot(LevelBucket* bucket, size_t i, SlotForm form, const Kv
 }
 
 bool LevelHash::MoveOut(const Levels& v, LevelBucket* from, bool from_top, bool to_top,
-                        Stripe* a, Stripe* b, size_t* freed) {
+                        Stripe* a, Stripe* b, size_t* freed, bool* busy) {
   const uint64_t fi = static_cast<uint64_t>(from - (from_top ? v.top : v.bottom));
   for (size_t i = 0; i < kLevelAssoc; ++i) {
     const uint8_t t = from->token[i];
@@ -616,7 +616,10 @@ bool LevelHash::MoveOut(const Levels& v, LevelBucket* from, bool from_top, bool 
       LevelBucket* dst = dest_top ? &v.top[dests[d]] : &v.bottom[dests[d]];
       Stripe& s = StripeOfTop(dest_top ? dests[d] : 2 * dests[d]);
       const bool mine = &s == a || &s == b;
-      if (!mine && !s.mu.try_lock()) continue;  // busy: never wait while holding
+      if (!mine && !s.mu.try_lock()) {  // busy: never wait while holding
+        *busy = true;
+        continue;
+      }
       const size_t j = FreeSlot(dst);
       if (j < kLevelAssoc) {
         // The copy committed, then the original cleared: between them the item is twice
@@ -636,7 +639,7 @@ bool LevelHash::MoveOut(const Levels& v, LevelBucket* from, bool from_top, bool 
 }
 
 bool LevelHash::Place(const Levels& v, uint64_t hash, Stripe* a, Stripe* b, SlotForm form,
-                      const KvWords& words) {
+                      const KvWords& words, bool* busy) {
   const Candidates c = CandidatesOf(hash, v.n);
   // 1. A free slot of the top candidates, the emptier first; then of the bottom ones.
   const auto pick = [&](LevelBucket* x, LevelBucket* y) -> bool {
@@ -654,14 +657,14 @@ bool LevelHash::Place(const Levels& v, uint64_t hash, Stripe* a, Stripe* b, Slot
   size_t freed = 0;
   // 2. One cuckoo move in the top, then in the bottom.
   for (LevelBucket* x : {t1, t2}) {
-    if (MoveOut(v, x, true, true, a, b, &freed)) {
+    if (MoveOut(v, x, true, true, a, b, &freed, busy)) {
       cuckoo_moves_.fetch_add(1, std::memory_order_relaxed);
       WriteSlot(x, freed, form, words);
       return true;
     }
   }
   for (LevelBucket* x : {b1, b2}) {
-    if (MoveOut(v, x, false, false, a, b, &freed)) {
+    if (MoveOut(v, x, false, false, a, b, &freed, busy)) {
       cuckoo_moves_.fetch_add(1, std::memory_order_relaxed);
       WriteSlot(x, freed, form, words);
       return true;
@@ -669,7 +672,7 @@ bool LevelHash::Place(const Levels& v, uint64_t hash, Stripe* a, Stripe* b, Slot
   }
   // 3. Bottom-to-top: an item of a bottom candidate moves up to one of its top buckets.
   for (LevelBucket* x : {b1, b2}) {
-    if (MoveOut(v, x, false, true, a, b, &freed)) {
+    if (MoveOut(v, x, false, true, a, b, &freed, busy)) {
       b2t_moves_.fetch_add(1, std::memory_order_relaxed);
       WriteSlot(x, freed, form, words);
       return true;
@@ -681,8 +684,10 @@ bool LevelHash::Place(const Levels& v, uint64_t hash, Stripe* a, Stripe* b, Slot
 Status LevelHash::DoWrite(std::string_view key, std::string_view value, uint64_t hash,
                           WriteMode mode) {
   uint64_t grown_to = 0;  // the top size this insert's own Grow doubled the table to
+  int busy_rounds = 0;    // rounds that found no place only for a move's busy stripe
   for (;;) {
     uint64_t n = 0;
+    bool busy = false;
     {
       Levels v;
       Stripe *a = nullptr, *b = nullptr;
@@ -702,11 +707,19 @@ Status LevelHash::DoWrite(std::string_view key, std::string_view value, uint64_t
       // add after the commit's fence would wait for the write-back, as in DoDelete.
       std::atomic<int64_t>& count = counts_[stripes_.IndexOf(*a) & (kLevelCountShards - 1)].delta;
       count.fetch_add(1, std::memory_order_relaxed);
-      if (Place(v, hash, a, b, form, words)) return Status::OK();
+      if (Place(v, hash, a, b, form, words, &busy)) return Status::OK();
       count.fetch_sub(1, std::memory_order_relaxed);
       codec().Release(form, words);  // never linked
     }
     if (after_failed_place_for_testing_) after_failed_place_for_testing_();
+    // A move skipped because another writer held its destination's stripe: that writer
+    // ends soon, and the move may then make room; a resize now would be premature. Retried
+    // a bounded number of times (two writers may each hold what the other's move needs).
+    if (busy && busy_rounds < kBusyRetries) {
+      busy_retries_.fetch_add(1, std::memory_order_relaxed);
+      SpinBackoff(busy_rounds++);
+      continue;
+    }
     // No place among the four buckets, even after a move: the paper's "insertion failure",
     // and the table grows. Refused instead: a key that finds no place in a table mostly
     // empty (under min_resize_load of the slots of the size the failure was seen at), and
@@ -924,6 +937,7 @@ void LevelHash::FillStats(IndexStats* stats) const {
   c["opportunistic_updates"] = opportunistic_updates_.load(std::memory_order_relaxed);
   c["refused_resizes"] = refused_resizes_.load(std::memory_order_relaxed);
   c["resize_plan_moves"] = resize_plan_moves_.load(std::memory_order_relaxed);
+  c["busy_retries"] = busy_retries_.load(std::memory_order_relaxed);
   c["undo_txs"] = undo_txs();
   c["recovery_duplicates"] = recovered_duplicates_;
   c["recovery_rehashed"] = recovered_rehash_;

@@ -113,7 +113,8 @@
 // candidates are guarded by two stripes (one if p1/2 and p2/2 fall in one stripe). Writers
 // take both exclusively in stripe order, then check the top size again (a resize between
 // the read and the lock retries). A move to a bucket outside them try-locks its stripe
-// (no waiting while holding: no deadlock) and skips the move if it is busy. Get reads the
+// (no waiting while holding: no deadlock) and skips the move if it is busy; an insert that
+// found no place only for that retries (kBusyRetries rounds) rather than grow. Get reads the
 // four buckets with no lock, validated by both stripes' versions and the top size
 // (OptimisticGet); a record key, or a writer that keeps coming in, sends it to the key's
 // two stripes (taken as a writer takes them, LockKey: rare enough not to need a shared
@@ -147,6 +148,9 @@ inline constexpr size_t kLevelAssoc = 4;  // slots per bucket (the paper's)
 inline constexpr uint64_t kLevelMinTop = 2;
 inline constexpr uint64_t kLevelDefaultTop = 1024;
 inline constexpr size_t kLevelStripes = 1024;    // power of two
+// Rounds an insert retries when it found no place only because a move's destination
+// stripe was busy, before it treats the table as full (SpinBackoff's pauses, then yields).
+inline constexpr int kBusyRetries = 128;
 inline constexpr size_t kLevelCountShards = 64;  // power of two
 
 struct alignas(64) LevelBucket {
@@ -193,10 +197,12 @@ class LevelHash : public Engine {
   uint64_t cuckoo_moves() const { return cuckoo_moves_.load(std::memory_order_relaxed); }
   uint64_t b2t_moves() const { return b2t_moves_.load(std::memory_order_relaxed); }
   // Tests only: fn runs when an insert found no place, with no lock held, before it decides
-  // to grow or refuse (it may grow the table meanwhile, as another thread can).
+  // to retry, grow or refuse (it may grow the table meanwhile, as another thread can).
   void SetAfterFailedPlaceForTesting(std::function<void()> fn) {
     after_failed_place_for_testing_ = std::move(fn);
   }
+  // Tests only: the stripe that guards top bucket i (a test holds it as another writer).
+  VersionedRwLock& StripeLockForTesting(uint64_t i) const { return StripeOfTop(i).mu; }
 
   // Index's contract (include/pmhash/index.h). ForEach copies the whole table under every
   // stripe shared, then calls fn with none held. CheckInvariants checks invariants 1-4.
@@ -254,14 +260,15 @@ class LevelHash : public Engine {
   Status GetLocked(std::string_view key, uint64_t hash, std::string* value);
 
   // Places a new item (its words and form) among the key's candidates: free slot, cuckoo
-  // move, bottom-to-top move. False when there is no room.
+  // move, bottom-to-top move. False when there is no room; *busy set if a move was
+  // skipped because its destination's stripe was busy.
   bool Place(const Levels& v, uint64_t hash, Stripe* a, Stripe* b, SlotForm form,
-             const KvWords& words);
+             const KvWords& words, bool* busy);
   // Moves an item of bucket `from` (top or bottom, `top_level`) to a free slot of another
   // of its buckets (same level; or the top, for a bottom item with `to_top`), making slot
-  // *freed of `from` free. False if none has room (or its stripe is busy).
+  // *freed of `from` free. False if none has room or its stripe is busy (*busy set then).
   bool MoveOut(const Levels& v, LevelBucket* from, bool from_top, bool to_top, Stripe* a,
-               Stripe* b, size_t* freed);
+               Stripe* b, size_t* freed, bool* busy);
   // Writes `words` with `form` into the free slot i of `bucket`: data, fence, token.
   void WriteSlot(LevelBucket* bucket, size_t i, SlotForm form, const KvWords& words);
   Status UpdateAt(const Slot& s, std::string_view key, std::string_view value, uint64_t hash);
@@ -324,6 +331,7 @@ class LevelHash : public Engine {
   std::atomic<uint64_t> opportunistic_updates_{0};
   std::atomic<uint64_t> refused_resizes_{0};
   std::atomic<uint64_t> resize_plan_moves_{0};
+  std::atomic<uint64_t> busy_retries_{0};
   uint64_t recovered_duplicates_ = 0;
   uint64_t recovered_rehash_ = 0;
 };

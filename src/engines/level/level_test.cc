@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "pm/pool.h"
 #include "support/engine_tests.h"
@@ -206,6 +207,56 @@ TEST(LevelTest, AnotherThreadsResizeIsNoReasonToRefuse) {
   EXPECT_EQ(c.level->resizes(), 2u);
   EXPECT_EQ(c.level->top_buckets(), 64u);
   ExpectMatches(c.index.get(), c.model);
+}
+
+// Test hashes for a move blocked by a busy stripe, in a table of 16 top buckets (position
+// 1: the top four bits, position 2: bits 31..28): "m" at top buckets 0 and 4, "f<i>" and
+// "victim" both at 0, "g<i>" both at 1 (so past top 1's four slots, in bottom 0).
+uint64_t BusyHash(std::string_view key) {
+  const uint64_t unique = std::hash<std::string_view>{}(key) & 0xFFFFFFF;  // bits 27..0
+  if (key == "m") return uint64_t{4} << 28 | unique;
+  if (key[0] == 'g') return uint64_t{1} << 60 | uint64_t{1} << 28 | unique;
+  return unique;  // "f<i>", "victim"
+}
+
+// Regression (level.md, "Known debts", 2026-12-01): an insert whose only possible move was
+// skipped because another writer held the destination's stripe grew the table (or was
+// refused) though the move would have made room a moment later. It retries instead. The
+// test holds the stripe of top bucket 4 as the other writer and lets it go after the
+// first failed place: "m" then moves from top 0 to top 4, and "victim" takes its slot.
+TEST(LevelTest, AMoveToABusyStripeIsRetriedNotAResize) {
+  std::unique_ptr<Engine> engine = FindEngine("level")->make();
+  engine->SetKeyHashForTesting(&BusyHash);
+  auto* level = static_cast<LevelHash*>(engine.get());
+  std::unique_ptr<pm::Pool> pool;
+  ASSERT_TRUE(pm::Pool::CreateDram("level", 64ull << 20, &pool, kTestHashSeed).ok());
+  std::unique_ptr<Index> index;
+  ASSERT_TRUE(OpenEngine(std::move(engine), std::move(pool), true,
+                         LevelOptions({{"top_buckets", "16"}, {"min_resize_load", "0.05"}}),
+                         nullptr, &index)
+                  .ok());
+  Model model;
+  std::vector<std::string> keys = {"m", "f0", "f1", "f2"};  // "m" first: top 0 on a tie
+  for (int i = 0; i < 8; ++i) keys.push_back("g" + std::to_string(i));
+  for (const std::string& k : keys) {
+    ASSERT_TRUE(index->Insert(k, "v").ok()) << k;
+    model[k] = "v";
+  }
+  VersionedRwLock& other = level->StripeLockForTesting(4);
+  other.lock();
+  bool held = true;
+  level->SetAfterFailedPlaceForTesting([&] {
+    if (std::exchange(held, false)) other.unlock();
+  });
+  const Status s = index->Insert("victim", "v");
+  if (held) other.unlock();
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  model["victim"] = "v";
+  EXPECT_FALSE(held);  // the insert did find the move blocked
+  EXPECT_EQ(level->resizes(), 0u);
+  EXPECT_EQ(Counter(index.get(), "cuckoo_moves"), 1u);
+  EXPECT_GE(Counter(index.get(), "busy_retries"), 1u);
+  ExpectMatches(index.get(), model);
 }
 
 TEST(LevelTest, ThreadsAgreeWithTheirModels) {
