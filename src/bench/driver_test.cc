@@ -1428,7 +1428,8 @@ TEST(BenchRepeat, MachineBlockRecordsWhatMakesRunsComparable) {
   for (const char* f : {"clwb", "clflushopt", "clflush", "avx2", "avx512bw"}) {
     EXPECT_TRUE(m->Find("cpu_features")->Find(f)->is_bool()) << f;
   }
-  EXPECT_EQ(m->Find("pool_kind")->string(), "DRAM");
+  const std::string kind = m->Find("pool_kind")->string();
+  EXPECT_EQ(kind.rfind("DRAM", 0), 0u) << kind;  // and its pages, where the system says
   EXPECT_FALSE(m->Find("commit")->string().empty());
 }
 

@@ -8,7 +8,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 
 #include "bench/runner.h"
 #include "pm/pool.h"
@@ -55,10 +58,70 @@ bool Exists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
+std::string ReadText(const char* path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// ", " + pages, or nothing when they are unknown.
+std::string WithPages(const std::string& pages) { return pages.empty() ? "" : ", " + pages; }
+
 }  // namespace
 
+std::string TmpfsPages(const std::string& mount_options, const std::string& shmem_enabled) {
+  // shmem_enabled's force and deny override every mount (the kernel's transhuge doc).
+  if (shmem_enabled.find("[force]") != std::string::npos) {
+    return "2 MiB pages (shmem_enabled force)";
+  }
+  if (shmem_enabled.find("[deny]") != std::string::npos) return "4 KiB pages (shmem_enabled deny)";
+  std::string huge;
+  std::stringstream options(mount_options);
+  for (std::string option; std::getline(options, option, ',');) {
+    if (option.rfind("huge=", 0) == 0) huge = option.substr(5);
+  }
+  if (huge == "always" || huge == "within_size") return "2 MiB pages (huge=" + huge + ")";
+  if (huge == "advise") return "4 KiB pages (huge=advise: file pools do not advise)";
+  if (huge.empty() || huge == "never") return "4 KiB pages (mounted without huge=)";
+  return "";
+}
+
+std::string AnonymousPages(const std::string& thp_enabled) {
+  if (thp_enabled.find("[always]") != std::string::npos ||
+      thp_enabled.find("[madvise]") != std::string::npos) {
+    return "2 MiB pages (transparent huge pages)";
+  }
+  if (thp_enabled.find("[never]") != std::string::npos) {
+    return "4 KiB pages (transparent huge pages off)";
+  }
+  return "";
+}
+
+std::string MountOptions(const std::string& proc_mounts, const std::string& path) {
+  std::string best_point, best_options;
+  std::stringstream lines(proc_mounts);
+  for (std::string line; std::getline(lines, line);) {
+    std::stringstream fields(line);
+    std::string device, point, type, options;
+    if (!(fields >> device >> point >> type >> options)) continue;
+    const bool contains =
+        path.rfind(point, 0) == 0 &&
+        (point == "/" || path.size() == point.size() || path[point.size()] == '/');
+    // The later of two mounts on one point hides the earlier: >= keeps the last.
+    if (contains && point.size() >= best_point.size()) {
+      best_point = point;
+      best_options = options;
+    }
+  }
+  return best_options;
+}
+
 std::string PoolKind(const BenchConfig& config, const std::string& mapping) {
-  if (config.pool == "dram" || config.redundancy || mapping == "dram") return "DRAM";
+  if (config.pool == "dram" || config.redundancy || mapping == "dram") {
+    const std::string thp = ReadText("/sys/kernel/mm/transparent_hugepage/enabled");
+    return "DRAM" + WithPages(AnonymousPages(thp));
+  }
   if (mapping == "dax") return "DAX file";
   std::string dir = config.pool;
   if (dir.empty()) {
@@ -68,7 +131,15 @@ std::string PoolKind(const BenchConfig& config, const std::string& mapping) {
     dir = slash == std::string::npos ? "." : slash == 0 ? "/" : dir.substr(0, slash);
   }
   struct statfs fs;
-  if (::statfs(dir.c_str(), &fs) == 0 && fs.f_type == TMPFS_MAGIC) return "tmpfs file";
+  if (::statfs(dir.c_str(), &fs) == 0 && fs.f_type == TMPFS_MAGIC) {
+    std::string pages;
+    if (char* real = ::realpath(dir.c_str(), nullptr)) {
+      pages = TmpfsPages(MountOptions(ReadText("/proc/mounts"), real),
+                         ReadText("/sys/kernel/mm/transparent_hugepage/shmem_enabled"));
+      std::free(real);
+    }
+    return "tmpfs file" + WithPages(pages);
+  }
   return "file on a non-DAX file system";
 }
 

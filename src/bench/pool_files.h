@@ -16,9 +16,23 @@ namespace pmhash::bench {
 Status PoolPath(const BenchConfig& config, const std::string& suffix, std::string* path);
 
 // What the run's pools are, for the machine block: "DRAM", "DAX file" (`mapping` of an
-// opened pool is "dax"), "tmpfs file", or "file on a non-DAX file system" (page cache).
-// `mapping` may be empty (nothing was opened): the file system decides.
+// opened pool is "dax"), "tmpfs file", or "file on a non-DAX file system" (page cache),
+// and for DRAM and tmpfs the pages their mapping gets as the system is configured (not
+// measured), e.g. "tmpfs file, 4 KiB pages (mounted without huge=)": a random lookup
+// that misses the TLB walks the page tables first, so the page size moves every figure
+// (BENCHMARKS.md, "Pools on 2 MiB pages"). `mapping` may be empty (nothing was opened):
+// the file system decides.
 std::string PoolKind(const BenchConfig& config, const std::string& mapping);
+
+// The pages of a tmpfs file's mapping, from its mount's options (as /proc/mounts lists
+// them) and /sys/kernel/mm/transparent_hugepage/shmem_enabled ("" if unreadable).
+std::string TmpfsPages(const std::string& mount_options, const std::string& shmem_enabled);
+// The pages of a DRAM pool (anonymous memory the pool advises MADV_HUGEPAGE), from
+// /sys/kernel/mm/transparent_hugepage/enabled; "" if that is unreadable.
+std::string AnonymousPages(const std::string& thp_enabled);
+// The options of the mount that holds `path` (an absolute path with no symbolic links),
+// from the text of /proc/mounts: the longest mount point that contains it; "" if none.
+std::string MountOptions(const std::string& proc_mounts, const std::string& path);
 
 // The pool size for `keys` keys: --pool-size, else EstimatePoolSize (runner.h); under
 // --redundancy capped at kDefaultRedundancyPool (the crash simulator shadows it).

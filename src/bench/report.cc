@@ -10,6 +10,7 @@
 #include <ctime>
 #include <fstream>
 
+#include "bench/pool_files.h"
 #include "bench/tables.h"
 #include "pm/persist.h"
 #include "pmhash_commit.h"  // generated at build time: PMHASH_COMMIT
@@ -165,7 +166,8 @@ std::string HeaderText(const Json& machine, const BenchConfig& config) {
     s += "  Media:      " + media + "; drained at each phase end\n";
   }
   s += "  Pool:       " + (config.pool.empty() ? std::string("fresh file under /dev/shm")
-                                               : config.pool) + "\n";
+                                               : config.pool) +
+       "; " + PoolKind(config, "") + "\n";
   if (config.repeat > 1) {
     s += "  Rounds:     " + std::to_string(config.repeat) +
          ", each in a new order; figures are median (min-max), ! = max/min above " +
