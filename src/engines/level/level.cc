@@ -205,11 +205,14 @@ bool LevelHash::PlanRehash(const std::vector<uint64_t>& hashes, uint64_t n2,
   constexpr uint32_t kNone = UINT32_MAX;
   constexpr size_t kMaxVisited = 64;  // buckets a search for a chain of moves may visit
   std::vector<uint8_t> top_used(n2, 0);
-  std::vector<uint32_t> top_items(n2 * kLevelAssoc, kNone);  // which items each top bucket gets
+  // Which items each top bucket gets: built at the first search for moves (rare; 16 bytes
+  // a top bucket), then kept.
+  std::vector<uint32_t> top_items;
   dest->assign(hashes.size(), 0);
   *moves = 0;
   const auto put_top = [&](uint64_t t, uint32_t item) {
-    top_items[t * kLevelAssoc + top_used[t]++] = item;
+    if (!top_items.empty()) top_items[t * kLevelAssoc + top_used[t]] = item;
+    ++top_used[t];
     (*dest)[item] = t;
   };
   const auto remove_top = [&](uint64_t t, uint32_t item) {
@@ -249,6 +252,14 @@ bool LevelHash::PlanRehash(const std::vector<uint64_t>& hashes, uint64_t n2,
       uint32_t mover;  // the item of parent's bucket that moves into this one
     };
     constexpr size_t kNoParent = SIZE_MAX;
+    if (top_items.empty()) {  // items so far in plan order, as put_top would have kept them
+      top_items.assign(n2 * kLevelAssoc, kNone);
+      std::vector<uint8_t> filled(n2, 0);
+      for (uint32_t j = 0; j < item; ++j) {
+        const uint64_t d = (*dest)[j];
+        if (d < n2) top_items[d * kLevelAssoc + filled[d]++] = j;
+      }
+    }
     std::vector<Step> visited = {{c.t1, kNoParent, kNone}, {c.t2, kNoParent, kNone}};
     size_t end = kNoParent;
     for (size_t at = 0; at < visited.size() && end == kNoParent; ++at) {
