@@ -38,9 +38,10 @@ namespace pmhash {
 inline constexpr size_t kMaxKeySize = 64 * 1024;
 inline constexpr size_t kMaxValueSize = 1024 * 1024;
 
-// Persistence cost counters, summed over the calling threads since Open. The media
-// figures come from the substrate's model of an Optane-like device (docs/architecture.md,
-// "Media model"; off with count_stats = false): 256-byte media lines behind per-DIMM
+// Persistence cost counters, summed over the calling threads since Open, with
+// Options::count_stats (off by default: then all 0, and IndexStats::counted false). The
+// media figures come from the substrate's model of an Optane-like device
+// (docs/architecture.md, "Media model"): 256-byte media lines behind per-DIMM
 // write-combining buffers and, in kEadr mode, a persistent CPU cache.
 struct PersistCounters {
   uint64_t flushes = 0;          // cache lines written back for durability (kAdr only)
@@ -73,6 +74,7 @@ struct IndexStats {
   std::string mapping;          // "dax", "shared" (file, msync for power-fail), "dram"
   bool recovered = false;       // opened after an unclean shutdown
   double recovery_ms = 0;       // time Open spent recovering (0 after a clean shutdown)
+  bool counted = false;         // Options::count_stats: persist holds counts (else all 0)
   PersistCounters persist;      // flushes, fences, ... summed over threads since Open
   std::map<std::string, uint64_t> engine_counters;  // engine-specific figures
 };

@@ -110,8 +110,13 @@ struct Options {
   // Expected number of keys; engines size their first table for it (0: engine default).
   uint64_t initial_capacity = 0;
 
-  // Count flushes, fences, stores, reads and media traffic per thread (see IndexStats).
-  bool count_stats = true;
+  // Count flushes, fences, stores, reads and media traffic per thread (IndexStats::persist,
+  // and the media model's figures). Off by default (since 2026-12-01): counting takes every
+  // store, flush and read through the persister's hooked path and turns off the engines'
+  // short lookup paths, which costs 1.3x-1.9x a call (wophi at 2 M keys: searches 8.8
+  // against 4.9 Mops/s; BENCHMARKS.md, "Counting by default, and not"). Turn it on to
+  // measure; `pmhash bench` does by default (--counters).
+  bool count_stats = false;
 
   // Engine-specific options as name=value strings (e.g. {"group_size", "256"}). Unknown
   // names and malformed values are InvalidArgument, listing what the engine accepts.

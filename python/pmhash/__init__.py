@@ -178,7 +178,8 @@ class Index:
 
     def stats(self) -> Dict[str, object]:
         """Engine, count, key slots, load factor, PM / pool / DRAM bytes, mapping,
-        recovered and recovery_ms, persistence counters, engine counters."""
+        recovered and recovery_ms, counted (whether the pool was opened with
+        counters=True), persistence counters (0 unless counted), engine counters."""
         return self._db.stats()
 
     def sync(self) -> None:
@@ -202,15 +203,18 @@ class Index:
 
 
 def open(path: str, engine: str = "", *, create: bool = False, size: Union[int, str] = "256M",
-         persist: str = "adr", **options: object) -> Index:  # noqa: A001 (as builtins.open)
+         persist: str = "adr", counters: bool = False,
+         **options: object) -> Index:  # noqa: A001 (as builtins.open)
     """Opens the pool at path (recovering it if it was not closed), or creates it with
     create=True (engine required). size: of a created pool (bytes, or "256M"); persist:
-    "adr" (flush + fence), "eadr" (fences only) or "none". Other keyword arguments are the
-    engine's options (pmhash.engines(), `pmhash engines NAME`), e.g. resize=False.
+    "adr" (flush + fence), "eadr" (fences only) or "none"; counters=True counts flushes,
+    fences and PM bytes for stats() (slower: off by default). Other keyword arguments are
+    the engine's options (pmhash.engines(), `pmhash engines NAME`), e.g. resize=False.
     An empty path is an anonymous DRAM pool (volatile)."""
     opts = {k: (("on" if v else "off") if isinstance(v, bool) else str(v))
             for k, v in options.items()}
-    return Index(_native().Db(path, engine, _size_bytes(size), create, persist, opts))
+    return Index(_native().Db(path, engine, _size_bytes(size), create, persist, opts,
+                              bool(counters)))
 
 
 def engines() -> List[Mapping[str, object]]:

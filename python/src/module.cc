@@ -70,12 +70,14 @@ nb::bytes ToBytes(const std::string& s) { return nb::bytes(s.data(), s.size()); 
 class Db {
  public:
   Db(const std::string& path, const std::string& engine, uint64_t size, bool create,
-     const std::string& persist, const std::map<std::string, std::string>& options) {
+     const std::string& persist, const std::map<std::string, std::string>& options,
+     bool counters) {
     pmhash::Options o;
     o.path = path;
     o.engine = engine;
     o.pool_size = size;
     o.create_if_missing = create;
+    o.count_stats = counters;
     if (persist == "adr") {
       o.persist = pmhash::PersistMode::kAdr;
     } else if (persist == "eadr") {
@@ -196,6 +198,7 @@ class Db {
     d["mapping"] = st.mapping;
     d["recovered"] = st.recovered;
     d["recovery_ms"] = st.recovery_ms;
+    d["counted"] = st.counted;
     d["flushes"] = st.persist.flushes;
     d["fences"] = st.persist.fences;
     d["pm_bytes_stored"] = st.persist.bytes_stored;
@@ -258,9 +261,9 @@ NB_MODULE(_pmhash, m) {
   m.attr("MAX_VALUE_SIZE") = pmhash::kMaxValueSize;
   nb::class_<Db>(m, "Db")
       .def(nb::init<const std::string&, const std::string&, uint64_t, bool, const std::string&,
-                    const std::map<std::string, std::string>&>(),
+                    const std::map<std::string, std::string>&, bool>(),
            nb::arg("path"), nb::arg("engine"), nb::arg("size"), nb::arg("create"),
-           nb::arg("persist"), nb::arg("options"))
+           nb::arg("persist"), nb::arg("options"), nb::arg("counters"))
       .def("get", &Db::Get)
       .def("insert", &Db::Write<&pmhash::Index::Insert>)
       .def("update", &Db::Write<&pmhash::Index::Update>)

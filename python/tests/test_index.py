@@ -125,6 +125,17 @@ def test_dram_pool_and_engine_options():
         pmhash.open("", engine="group", no_such_option=1)
 
 
+def test_counters_are_off_unless_asked_for():
+    with pmhash.open("", engine="wophi", size="16M") as db:
+        db["k"] = "v"
+        st = db.stats()
+        assert st["counted"] is False and st["flushes"] == 0
+    with pmhash.open("", engine="wophi", size="16M", counters=True) as db:
+        db["k"] = "v"  # an insert persists its slot: at least one flush and one fence
+        st = db.stats()
+        assert st["counted"] is True and st["flushes"] >= 1 and st["fences"] >= 1
+
+
 def test_bench_load_reads_results_and_refuses_other_files(tmp_path):
     from pmhash import bench
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -296,6 +296,7 @@ IndexStats Engine::Stats() const {
   st.mapping = pm::MappingName(pool_->mapping());
   st.recovered = recovered_;
   st.recovery_ms = recovery_ms_;
+  st.counted = persister_->counting();
   st.persist = persister_->Totals();
   FillStats(&st);
   st.load_factor = st.key_slots == 0 ? 0 : static_cast<double>(st.count) / st.key_slots;

@@ -342,6 +342,8 @@ class Persister {
     return s == nullptr ? 0 : s->media_writes.load(std::memory_order_relaxed);
   }
   PersistMode mode() const { return config_.mode; }
+  // Whether the counters count (PersistConfig::count).
+  bool counting() const { return config_.count; }
   // The instruction actually used (kAuto resolved).
   FlushInstruction flush_instruction() const { return config_.flush; }
   uint32_t write_latency_ns() const { return config_.write_latency_ns; }

@@ -485,6 +485,7 @@ void CommandHandler::Info(std::span<const std::string_view> args, std::string* o
     line("mapping", st.mapping);
     line("recovered", st.recovered ? "1" : "0");
     line("recovery_ms", num(st.recovery_ms));
+    line("counters", st.counted ? "on" : "off");  // off: the four below are 0
     line("flushes", std::to_string(st.persist.flushes));
     line("fences", std::to_string(st.persist.fences));
     line("pm_bytes_stored", std::to_string(st.persist.bytes_stored));

@@ -69,6 +69,7 @@ struct ServeArgs {
   std::string max_request = "64M";
   unsigned idle_timeout = 300;
   unsigned max_clients = 10000;
+  bool counters = false;  // Options::count_stats: INFO's persistence counters (slower)
   CommonOptions common;
 };
 int CmdServe(const ServeArgs& args);

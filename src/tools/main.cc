@@ -139,6 +139,9 @@ int Main(int argc, char** argv) {
                         "Close a connection idle this many seconds (default 300; 0: never)");
   serve_cmd->add_option("--max-clients", serve.max_clients,
                         "Connections at once (default 10000); more are refused");
+  serve_cmd->add_flag("--counters", serve.counters,
+                      "Count flushes, fences and PM bytes for INFO's persistence section "
+                      "(off by default: counting slows every call)");
   AddCommonOptions(serve_cmd, &serve.common);
 
   app.add_subcommand(

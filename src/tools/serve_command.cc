@@ -25,6 +25,7 @@ int CmdServe(const ServeArgs& args) {
   std::string error;
   if (!BuildOptions(args.path, args.common, &options, &error)) return Fail(kExitUsage, error);
   if (args.common.hex) return Fail(kExitUsage, "--hex does not apply to serve");
+  options.count_stats = args.counters;
   if (args.threads < 1 || args.threads > 256) {
     return Fail(kExitUsage, "--threads: expected 1..256, got " + std::to_string(args.threads));
   }

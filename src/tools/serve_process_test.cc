@@ -177,6 +177,10 @@ TEST_F(ServeProcess, RedisCliCommandsAndACleanShutdown) {
   EXPECT_EQ(Cli({"DBSIZE"}), "3\n");
   EXPECT_NE(Cli({"SET", "k", "v", "EX", "5"}).find("ERR"), std::string::npos);
   EXPECT_NE(Cli({"INFO", "keyspace"}).find("db0:keys=3"), std::string::npos);
+  // Counting is off without --counters: INFO says so (its counters stay 0).
+  const std::string persistence = Cli({"INFO", "persistence"});
+  EXPECT_NE(persistence.find("counters:off"), std::string::npos) << persistence;
+  EXPECT_NE(persistence.find("flushes:0"), std::string::npos) << persistence;
   // redis-cli --scan pages through SCAN (10 keys a page) to the cursor 0.
   std::vector<std::string> mset = {"MSET"}, want = {"a", "c", "greeting"};
   for (int i = 0; i < 40; ++i) {
@@ -352,7 +356,7 @@ TEST_F(ServeProcess, CraftedKeysFloodOnlyAPoolOfTheSeedTheyWereCraftedFor) {
     pid_t pid = -1;
     uint16_t port = 0;
     std::string out;
-    Launch(pool, {}, &pid, &port, &out, "linear");
+    Launch(pool, {"--counters"}, &pid, &port, &out, "linear");  // INFO's pm_lines_read
     (seeded ? other_pid_ : pid_) = pid;
     Client c(port);
     ASSERT_TRUE(c.Send(sets));
@@ -360,6 +364,7 @@ TEST_F(ServeProcess, CraftedKeysFloodOnlyAPoolOfTheSeedTheyWereCraftedFor) {
     ASSERT_TRUE(c.Send(gets));
     ASSERT_EQ(c.Read(kKeys * 7, 120000ms).size(), kKeys * 7u);  // "$1\r\nv\r\n" each
     const std::string info = Cli({"INFO", "persistence"}, port);
+    EXPECT_NE(info.find("counters:on"), std::string::npos) << info;
     const size_t at = info.find("pm_lines_read:");
     ASSERT_NE(at, std::string::npos) << info;
     lines_per_request[seeded] = std::stod(info.substr(at + 14)) / (2.0 * kKeys);

@@ -87,6 +87,7 @@ class Figures : public ::testing::TestWithParam<Param> {
 TEST_P(Figures, EveryOperationReportsItsReadsAndWrites) {
   constexpr uint64_t kKeys = 512;
   Options o;
+  o.count_stats = true;  // the figures are the counters (off by default)
   o.pool_size = spec_.test.conformance_pool_size;
   o.initial_capacity = 4 * kKeys;
   std::unique_ptr<engines::Engine> e = Open(o, nullptr);

@@ -119,6 +119,7 @@ Options OptionsFor(const std::string& engine,
   o.engine_options = std::move(engine_options);
   o.create_if_missing = true;
   o.hash_seed = kTestHashSeed;
+  o.count_stats = true;  // the unit tests read the persistence counters
   return o;
 }
 

@@ -47,7 +47,8 @@ std::vector<std::string> KeysWithHashBits(uint64_t low_mask, uint64_t low, unsig
 std::vector<std::string> KeysDisplacedByOne(uint64_t table_size, size_t n);
 
 // Options for a pool of `pool_size` bytes holding `engine` with `engine_options`: a DRAM
-// pool, or with a path set, a file pool created if missing; its hash seed kTestHashSeed.
+// pool, or with a path set, a file pool created if missing; its hash seed kTestHashSeed;
+// counting (count_stats on, which Options leaves off: the unit tests read the counters).
 Options OptionsFor(const std::string& engine,
                    std::map<std::string, std::string> engine_options, uint64_t pool_size);
 

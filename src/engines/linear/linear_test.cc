@@ -547,6 +547,7 @@ TEST(LinearLoggingCost, LoggingAddsFlushesToInsertAndDelete) {
     o.engine = engine;
     o.pool_size = 16ull << 20;
     o.engine_options["cells"] = "3000";
+    o.count_stats = true;  // off by default
     std::unique_ptr<Index> index;
     EXPECT_TRUE(Open(o, &index).ok());
     for (uint64_t i = 0; i < 1000; ++i) EXPECT_TRUE(index->Insert(Key8(i), Key8(i)).ok());
