@@ -113,9 +113,9 @@ struct Options {
   // Count flushes, fences, stores, reads and media traffic per thread (IndexStats::persist,
   // and the media model's figures). Off by default (since 2026-12-01): counting takes every
   // store, flush and read through the persister's hooked path and turns off the engines'
-  // short lookup paths, which costs 1.3x-1.9x a call (wophi at 2 M keys: searches 8.8
-  // against 4.9 Mops/s; BENCHMARKS.md, "Counting by default, and not"). Turn it on to
-  // measure; `pmhash bench` does by default (--counters).
+  // short lookup paths: 1.1x-2.0x slower a call (2 M keys, 1 thread; BENCHMARKS.md,
+  // "Counting by default, and not"). Turn it on to measure; `pmhash bench` does by
+  // default (--counters).
   bool count_stats = false;
 
   // Engine-specific options as name=value strings (e.g. {"group_size", "256"}). Unknown

@@ -454,7 +454,7 @@ TEST(EngineRegistry, EveryEngineFolderIsRegisteredWithoutWholeArchive) {
 
 
 // A library open counts nothing unless asked (Options::count_stats, off by default: the
-// counting path is 1.3x-1.9x slower a call); IndexStats::counted says which it is.
+// counting path is 1.1x-2.0x slower a call); IndexStats::counted says which it is.
 TEST(EngineKit, AnOpenCountsOnlyWhenAsked) {
   EXPECT_FALSE(Options{}.count_stats);
   for (const bool count : {false, true}) {
