@@ -211,10 +211,12 @@ def open(path: str, engine: str = "", *, create: bool = False, size: Union[int, 
     fences and PM bytes for stats() (slower: off by default). Other keyword arguments are
     the engine's options (pmhash.engines(), `pmhash engines NAME`), e.g. resize=False.
     An empty path is an anonymous DRAM pool (volatile)."""
+    if not isinstance(counters, bool):
+        raise TypeError(f"counters must be True or False, not {counters!r}")
     opts = {k: (("on" if v else "off") if isinstance(v, bool) else str(v))
             for k, v in options.items()}
     return Index(_native().Db(path, engine, _size_bytes(size), create, persist, opts,
-                              bool(counters)))
+                              counters))
 
 
 def engines() -> List[Mapping[str, object]]:

@@ -134,6 +134,8 @@ def test_counters_are_off_unless_asked_for():
         db["k"] = "v"  # an insert persists its slot: at least one flush and one fence
         st = db.stats()
         assert st["counted"] is True and st["flushes"] >= 1 and st["fences"] >= 1
+    with pytest.raises(TypeError):
+        pmhash.open("", engine="wophi", size="16M", counters="no")  # truthy, yet not a bool
 
 
 def test_bench_load_reads_results_and_refuses_other_files(tmp_path):

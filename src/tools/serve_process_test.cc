@@ -392,6 +392,7 @@ TEST_F(ServeProcess, BadArgumentsAreClearErrors) {
       {{"serve", pool_, "--create", "--engine", "wophi", "--max-request", "10"}, 2,
        "--max-request"},
       {{"serve", pool_, "--create", "--engine", "no-such-engine"}, 1, "no-such-engine"},
+      {{"serve", pool_, "--create", "--engine", "wophi", "--counters=maybe"}, 2, "--counters"},
       {{"bench", "--trace", missing}, 1, "cannot read"},
   };
   for (const Case& c : cases) {
