@@ -13,8 +13,10 @@
 #include <vector>
 
 #include "engines/level/level.h"
+#include "support/crash_sim_runner.h"
 #include "support/engine_tests.h"
 #include "support/op_crash.h"
+#include "support/test_engines.h"
 #include "util/hash.h"
 
 namespace pmhash::engines {
@@ -113,14 +115,13 @@ TEST_P(LevelCrashTest, SecondResizeIsAllOrNothing) {
                            CrashKeyAt(n), "resizes", 6, CheckRecovered);
 }
 
-TEST_P(LevelCrashTest, RehashIntoSlotThreeIsAllOrNothing) {
-  // Keys chosen by hash (the tests' fixed seed) so that the resize rehashes four items into
-  // one new-top bucket, slot 3 included (the slot outside the tokens' line): with 2 top
-  // buckets, A keys have both positions at bucket 0 of the doubled top, B keys both in
-  // {2, 3}, and T positions 0 and 1. Four A fill top 0, four B top 1, four more A the
-  // bottom; T then finds no place, the top doubles, the four A of the bottom all go to new
-  // top bucket 0, and T goes to bucket 1.
-  const Options o = Small(GetParam(), 2, true);
+// Keys chosen by hash (the tests' fixed seed) so that the resize rehashes four items into
+// one new-top bucket, slot 3 included (the slot outside the tokens' line): with 2 top
+// buckets, A keys have both positions at bucket 0 of the doubled top, B keys both in
+// {2, 3}, and T positions 0 and 1. Four A fill top 0, four B top 1, four more A the
+// bottom; T then finds no place, the top doubles, the four A of the bottom all go to new
+// top bucket 0, and T goes to bucket 1. *order: the keys to insert first; *t: T.
+void FindSlotThreeKeys(const Options& o, std::vector<std::string>* order, std::string* t_out) {
   auto probe = OpenOrDie(o);
   ASSERT_NE(probe, nullptr);
   auto* engine = dynamic_cast<Engine*>(probe.get());
@@ -141,17 +142,47 @@ TEST_P(LevelCrashTest, RehashIntoSlotThreeIsAllOrNothing) {
   ASSERT_EQ(a.size(), 8u);
   ASSERT_EQ(b.size(), 4u);
   ASSERT_FALSE(t.empty());
-  probe.reset();
-  const auto setup = [a, b](Index* x, Model* m) {
-    std::vector<std::string> order(a.begin(), a.begin() + 4);
-    order.insert(order.end(), b.begin(), b.end());
-    order.insert(order.end(), a.begin() + 4, a.end());
+  order->assign(a.begin(), a.begin() + 4);
+  order->insert(order->end(), b.begin(), b.end());
+  order->insert(order->end(), a.begin() + 4, a.end());
+  *t_out = t;
+}
+
+TEST_P(LevelCrashTest, RehashIntoSlotThreeIsAllOrNothing) {
+  const Options o = Small(GetParam(), 2, true);
+  std::vector<std::string> order;
+  std::string t;
+  ASSERT_NO_FATAL_FAILURE(FindSlotThreeKeys(o, &order, &t));
+  const auto setup = [order](Index* x, Model* m) {
     for (const std::string& k : order) {
       ASSERT_TRUE(x->Insert(k, "value of " + k).ok());
       (*m)[k] = "value of " + k;
     }
   };
   ExpectGrowthAllOrNothing(o, setup, t, "resizes", 6, CheckRecovered);
+}
+
+// The same resize crashed, and the recovery that finishes it crashed too, at each of its
+// fences and stores (random images of what was pending): the replay's slot-3 item must
+// be whole in every image of the second recovery (its words durable before its token).
+TEST(LevelCrashReplay, ARecoveryCrashedWhileItRehashesRecoversAgain) {
+  std::vector<std::string> order;
+  std::string t;
+  ASSERT_NO_FATAL_FAILURE(FindSlotThreeKeys(Small(PersistMode::kAdr, 2, true), &order, &t));
+  Script script{"slot-3 rehash", {}, 16};
+  for (const std::string& k : order) script.ops.push_back({Op::kInsert, k, "value of " + k});
+  script.ops.push_back({Op::kInsert, t, "value of " + t});
+  RunConfig config;
+  config.store_rate = 1.0;
+  config.random_images = 4;
+  config.recovery_crash_rate = 1.0;
+  config.recovery_store_rate = 1.0;
+  config.crash_close = false;
+  config.seed = 7;
+  const RunResult r = RunScript(FindSpec("level"), script, config);  // crash_options: 2 top buckets
+  EXPECT_EQ(r.failure, "");
+  EXPECT_EQ(r.engine_counters.at("resizes"), 1u);
+  EXPECT_GT(r.crashed_recoveries, 0u);
 }
 
 // The first `count` keys Key8(i) whose positions in a top of n2 buckets (under the tests'
