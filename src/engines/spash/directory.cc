@@ -182,15 +182,6 @@ bool Directory::TryLockRange(Table* t, uint64_t first, uint64_t count, Held* hel
   return true;
 }
 
-void Directory::ReleaseAs(const Held& held, uint64_t first, uint64_t count, uint64_t word) {
-  word &= ~DirEntry::kBusy;
-  const uint64_t rest = DirEntry::WithCount(word, 0);
-  for (uint64_t i = first; i < first + count; ++i) {
-    held.table->entries[i].store(i == first ? word : rest, std::memory_order_release);
-    NoteHint(held.table, i, word);
-  }
-}
-
 void Directory::CopyStages(Table* t, uint64_t first, uint64_t count) {
   if (t->next.load(std::memory_order_acquire) == nullptr) return;
   const uint64_t last = std::min(first + count, t->size) - 1;

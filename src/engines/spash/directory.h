@@ -256,6 +256,40 @@ class Directory {
   // false, kMoved copies nothing: a caller that holds other ranges must not copy a stage,
   // which waits for every writer of its partition (it then releases them and retries).
   LockResult Lock(const Place& place, Held* held, bool copy = true);
+  // Lock's common case, inline (a write's first try): the range of `seen`, the entry at
+  // `place` as read before (not busy, depth <= the table's), locked only if it lies in
+  // one cache line (at most kPartition entries) and every entry of it still carries
+  // seen's segment, depth and version; else false, holding nothing (the caller takes
+  // Lock's way). `place` must have been resolved in the current table while no
+  // transition ran from it: a transition since froze the entries (busy), so the lock
+  // fails then, and no entry of a next table is ever locked this way.
+  bool LockAsSeen(const Place& place, uint64_t seen, Held* held) {
+    Table* t = place.table;
+    const uint64_t count = uint64_t{1} << (t->depth - DirEntry::Depth(seen));
+    if (count > kPartition) return false;
+    const uint64_t first = place.index & ~(count - 1);
+    const uint64_t range = DirEntry::WithCount(seen, 0);  // the count is the primary's only
+    uint64_t locked = 0;
+    for (; locked < count; ++locked) {
+      uint64_t w = t->entries[first + locked].load(std::memory_order_relaxed);
+      if (DirEntry::WithCount(w, 0) != range ||  // busy, or another segment or version
+          !t->entries[first + locked].compare_exchange_strong(w, w | DirEntry::kBusy,
+                                                              std::memory_order_acq_rel)) {
+        break;
+      }
+      if (locked == 0) held->word = w;
+    }
+    if (locked != count) [[unlikely]] {
+      for (uint64_t i = first; i < first + locked; ++i) {
+        t->entries[i].fetch_and(~DirEntry::kBusy, std::memory_order_release);
+      }
+      return false;
+    }
+    held->table = t;
+    held->first = first;
+    held->count = count;
+    return true;
+  }
   // Inside a hardware transaction, in place of Lock: the range Lock would hold, with no
   // store: every entry of it read (a writer that then locks one, or a stage that freezes
   // one, aborts the transaction) and none busy. False (take the lock) if one is, or if
@@ -268,7 +302,15 @@ class Directory {
   // Releases `held`, storing into each entry of its range the word `word` (busy clear;
   // its count only in the first entry). `word`'s version should be the held one + 1 if
   // the segment changed (ReleaseChanged), the held one otherwise (Release).
-  void ReleaseAs(const Held& held, uint64_t first, uint64_t count, uint64_t word);
+  // Inline: every write's last step.
+  void ReleaseAs(const Held& held, uint64_t first, uint64_t count, uint64_t word) {
+    word &= ~DirEntry::kBusy;
+    const uint64_t rest = DirEntry::WithCount(word, 0);
+    for (uint64_t i = first; i < first + count; ++i) {
+      held.table->entries[i].store(i == first ? word : rest, std::memory_order_release);
+      NoteHint(held.table, i, word);
+    }
+  }
   void Release(const Held& held) { ReleaseAs(held, held.first, held.count, held.word); }
 
   // Transitions. Each returns when the table it was called about is no longer current

@@ -1355,6 +1355,71 @@ Status Spash::Split(Commit& c, int k, uint64_t h, Outcome* outcome) {
 // ---- Delete, merge, halving --------------------------------------------------------------------
 
 Status Spash::DoDelete(std::string_view key, uint64_t h) {
+  // The common delete first (as DoGet's first try, for the same reason: its instructions
+  // decide how many single-call deletes' misses are in flight at once). Not inside a
+  // write batch's group or an emulated or real transaction.
+  if (first_try_ && key.size() == sizeof(uint64_t) && !htm_ && group_.owner != this) [[likely]] {
+    EpochReclaimer::Slot* const stay = dir_.epochs().EnterQuickly();
+    if (stay != nullptr) [[likely]] {
+      const bool done = FirstDeleteEntered(h);
+      EpochReclaimer::Leave(stay);
+      if (done) return Status::OK();
+    }
+  }
+  return DeleteFull(key, h);
+}
+
+// DoDelete's first try, inside the epoch it entered: an 8-byte key inline in its main
+// bucket, its segment's range in one directory line of the current table, no transition
+// running. The same two phases as DeleteFull: the bucket read with no lock, the range
+// locked as it was seen (any change since: nothing done), then DeleteLocked's
+// stores for a main-bucket slot: the key word cleared (its hint bit kept: the bucket's),
+// flushed, one fence, the range released with version + 1. False: nothing changed,
+// DeleteFull decides.
+[[gnu::always_inline]] inline bool Spash::FirstDeleteEntered(uint64_t h) {
+  Directory::Table* const t = dir_.Current();
+  if (t->next.load(std::memory_order_acquire) != nullptr) return false;
+  const Directory::Place place{t, t->Index(h)};
+  // No filter byte here: a delete of a present key would only wait for its miss (1.12x
+  // without it, BENCHMARKS.md); an absent key's delete finds no match and DeleteFull
+  // asks the byte.
+  PrefetchHinted(place, h);
+  const uint64_t e = Directory::Load(place);
+  if (DirEntry::Busy(e) || DirEntry::Depth(e) > t->depth) return false;
+  Segment* const s = SegmentAt(e);
+  spash::Bucket* const bucket = &s->bucket[MainBucket(h)];
+  persister().NoteRead(bucket, sizeof(spash::Bucket));
+  unsigned eq;
+  {
+    const OptimisticReadScope unchecked_by_tsan;  // validated by the lock below
+    eq = Matching(ReadKeyWords(bucket), KeyWord::Inline(h));
+  }
+  if (eq == 0) return false;  // in an overflow bucket, or absent
+  if (read_hook_) [[unlikely]] read_hook_(h);
+  Directory::Held held;
+  if (!dir_.LockAsSeen(place, e, &held)) return false;
+  // Held as seen: no writer changed the segment since its bucket was read.
+  const unsigned count = DirEntry::Count(held.word);
+  if (count == kUnknownCount) [[unlikely]] {
+    dir_.Release(held);
+    return false;
+  }
+  pm::Persister& p = persister();
+  uint64_t* const kw = &bucket->slot[std::countr_zero(eq)].key;
+  p.Store(kw, Load(kw) & KeyWord::kHint);  // the commit: empty, the bucket's hint bit kept
+  p.Flush(kw, 1);                          // the first try's one line
+  p.Fence();  // the first try's delete durable (adr) or ordered (eadr) before its release
+  const unsigned left = count - 1;
+  ReleaseChanged(held, held.first, held.count, DirEntry::WithCount(held.word, left));
+  AddDelta(-1);
+  if (merge_fill_ > 0 && left * 2 <= static_cast<unsigned>(merge_fill_ * kSlots)) {
+    MaybeMerge(h);
+  }
+  return true;
+}
+
+// Every delete DoDelete's first try does not settle. Out of line, as GetFull.
+__attribute__((noinline)) Status Spash::DeleteFull(std::string_view key, uint64_t h) {
   EpochReclaimer::Guard guard(dir_.epochs());
   unsigned aborts = 0;
   for (int attempt = 0;; ++attempt) {

@@ -141,6 +141,13 @@
 // in a real RTM transaction (eadr only: a flush aborts one), from the lock of the range
 // to its release, so the busy marks are never seen and a conflict aborts it.
 // read_lock makes searches lock too (the paper's "w/ write & read lock", Fig. 12c).
+// The first tries (option first_try; not in the paper's text, the same two phases in
+// less code): a search (FirstGet) and a delete of an inline key in its main bucket
+// (FirstDeleteEntered), in one directory line of the current table with no transition
+// running. The delete's validates by locking the range only if every entry still holds
+// the word it read the bucket under (Directory::LockAsSeen), then makes the delete's
+// persist sequence above; anything else (a change since, a busy range, an overflow
+// bucket, a record) takes the general path, having changed nothing.
 // With `filter` (not in the paper; directory.h) a search reads its entry's filter byte
 // after asking for the entry, and answers NotFound if the key's two probe bits are not
 // both set. An insert sets them while it holds the range (InsertAt), a split stores its
@@ -377,7 +384,8 @@ class Spash : public Engine {
   // Tests only: called with the hash by a lock-free read (a search's first try, a Scan's
   // or ForEach's segment snapshot) after it read the directory entry and before it reads
   // the segment, inside the window a concurrent split needs, so that a test can run
-  // writers there (on a thread of their own: this one holds its epoch guard). With
+  // writers there (on a thread of their own: this one holds its epoch guard); and by a
+  // delete's first try between its read of the bucket and its lock. With
   // `filter`, the first try calls it once more before, between its resolve and its read
   // of the filter byte. Unset outside tests (one predicted branch).
   // The hook runs in DoGet's first try (the kit's QuickGet is off while one is set).
@@ -601,6 +609,10 @@ class Spash : public Engine {
                             uint64_t count);
   // Splits part k's full segment, which the key of hash h found full.
   Status Split(Commit& c, int k, uint64_t h, Outcome* outcome);
+  // A delete's first try (DoDelete's, inside its epoch): true if it deleted the key;
+  // false if nothing changed (DeleteFull decides).
+  bool FirstDeleteEntered(uint64_t h);
+  Status DeleteFull(std::string_view key, uint64_t h);
   unsigned DeleteLocked(Commit& c, int slot, uint64_t h);
   void MaybeMerge(uint64_t h);
   void Merge(const Directory::Held& low, const Directory::Held& high);
@@ -649,7 +661,7 @@ class Spash : public Engine {
   bool group_commit_ = false;  // a write batch's commits fenced once (above; not in the paper)
   bool prefetch_records_ = true;  // the pipeline's step 4 (PrefetchRecords)
   bool inline_keys_ = true;  // false under a test hash (Engine::key_hash_invertible)
-  bool first_try_ = true;    // DoGet may answer on its short path (no option changes it)
+  bool first_try_ = true;    // DoGet and DoDelete may take their short paths (first_try)
   std::function<void(uint64_t)> read_hook_;
   spash::HotKeys hot_;
 

@@ -308,10 +308,41 @@ TEST(SpashTest, FirstTryReadsTheEntryAgainBeforeItAnswersNotFound) {
   EXPECT_EQ(AsSpash(index.get())->global_depth(), 4u);
 }
 
+TEST(SpashTest, FirstTryDeleteLocksTheSegmentAsItReadIt) {
+  // A delete's first try finds key K in slot 0 of its main bucket; before it locks the
+  // segment, another thread deletes K and inserts K2 (same segment, same main bucket),
+  // which takes slot 0. The first try must not clear slot 0: the segment changed since
+  // it was read (the range's version moved), so the delete answers NotFound and K2 stays.
+  auto index = DoubledOnce();  // uncounted or counted alike: the first try notes its read
+  const std::vector<std::string> keys = KeysWithHashBits(3, 0, 3, 5, 2);  // prefix 5, bucket 0
+  ASSERT_TRUE(index->Insert(keys[0], Key8(1)).ok());  // the segment's first entry: slot 0
+  const uint64_t count = index->Count();
+  bool fired = false;
+  AsSpash(index.get())->TEST_SetReadHook([&](uint64_t) {
+    if (fired) return;
+    fired = true;
+    std::thread writer([&] {
+      ASSERT_TRUE(index->Delete(keys[0]).ok());
+      ASSERT_TRUE(index->Insert(keys[1], Key8(2)).ok());
+    });
+    writer.join();
+  });
+  EXPECT_TRUE(index->Delete(keys[0]).IsNotFound());
+  AsSpash(index.get())->TEST_SetReadHook(nullptr);
+  EXPECT_TRUE(fired);
+  std::string v;
+  ASSERT_TRUE(index->Get(keys[1], &v).ok());
+  EXPECT_EQ(v, Key8(2));
+  EXPECT_EQ(index->Count(), count);
+  EXPECT_TRUE(AsSpash(index.get())->CheckInvariants().ok());
+}
+
 TEST(SpashTest, FilterAnswersMostMissesWithoutReadingPm) {
   // Counted (the general search): a miss the filter answers reads no PM line; without
-  // the filter every miss reads its main bucket at least. The same for deletes and
-  // updates of absent keys.
+  // the filter every miss reads its main bucket at least. The same for updates of absent
+  // keys. A delete's first try reads its main bucket before it would ask the byte (a
+  // present key's delete does not wait for it): with the filter, an absent key's delete
+  // reads that line and, unless the byte lets it through, no other.
   uint64_t lines_without[3] = {};
   for (const char* filter : {"off", "on"}) {
     Options o = SpashOptions({{"filter", filter}});
@@ -334,6 +365,9 @@ TEST(SpashTest, FilterAnswersMostMissesWithoutReadingPm) {
       if (std::string(filter) == "off") {
         EXPECT_GE(lines, 2000u);
         lines_without[op] = lines;
+      } else if (op == 1) {
+        EXPECT_GE(lines, 2000u);
+        EXPECT_LT(lines, lines_without[op]);
       } else {
         EXPECT_LT(lines * 2, lines_without[op]);
       }
