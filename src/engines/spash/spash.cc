@@ -1380,9 +1380,8 @@ Status Spash::DoDelete(std::string_view key, uint64_t h) {
   Directory::Table* const t = dir_.Current();
   if (t->next.load(std::memory_order_acquire) != nullptr) return false;
   const Directory::Place place{t, t->Index(h)};
-  // No filter byte here: a delete of a present key would only wait for its miss (1.12x
-  // without it, BENCHMARKS.md); an absent key's delete finds no match and DeleteFull
-  // asks the byte.
+  // No filter byte here: a present key's delete has no use for it (its bits stay set
+  // after the delete anyway); an absent key's finds no match, and DeleteFull asks it.
   PrefetchHinted(place, h);
   const uint64_t e = Directory::Load(place);
   if (DirEntry::Busy(e) || DirEntry::Depth(e) > t->depth) return false;
