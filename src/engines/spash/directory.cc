@@ -159,22 +159,7 @@ bool Directory::Subscribe(const Place& place, Held* held) const {
 }
 
 bool Directory::TryLockRange(Table* t, uint64_t first, uint64_t count, Held* held) {
-  uint64_t locked = 0;
-  for (uint64_t i = first; i < first + count; ++i) {
-    uint64_t w = t->entries[i].load(std::memory_order_acquire);
-    if (DirEntry::Busy(w) ||
-        !t->entries[i].compare_exchange_strong(w, w | DirEntry::kBusy,
-                                               std::memory_order_acq_rel)) {
-      break;
-    }
-    ++locked;
-  }
-  if (locked != count) {
-    for (uint64_t i = first; i < first + locked; ++i) {
-      t->entries[i].fetch_and(~DirEntry::kBusy, std::memory_order_release);
-    }
-    return false;
-  }
+  if (!LockEntries(t, first, count, [](uint64_t) { return true; })) return false;
   held->table = t;
   held->first = first;
   held->count = count;

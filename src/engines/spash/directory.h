@@ -269,25 +269,14 @@ class Directory {
     if (count > kPartition) return false;
     const uint64_t first = place.index & ~(count - 1);
     const uint64_t range = DirEntry::WithCount(seen, 0);  // the count is the primary's only
-    uint64_t locked = 0;
-    for (; locked < count; ++locked) {
-      uint64_t w = t->entries[first + locked].load(std::memory_order_relaxed);
-      if (DirEntry::WithCount(w, 0) != range ||  // busy, or another segment or version
-          !t->entries[first + locked].compare_exchange_strong(w, w | DirEntry::kBusy,
-                                                              std::memory_order_acq_rel)) {
-        break;
-      }
-      if (locked == 0) held->word = w;
-    }
-    if (locked != count) [[unlikely]] {
-      for (uint64_t i = first; i < first + locked; ++i) {
-        t->entries[i].fetch_and(~DirEntry::kBusy, std::memory_order_release);
-      }
+    if (!LockEntries(t, first, count,
+                     [range](uint64_t w) { return DirEntry::WithCount(w, 0) == range; })) {
       return false;
     }
     held->table = t;
     held->first = first;
     held->count = count;
+    held->word = t->entries[first].load(std::memory_order_relaxed) & ~DirEntry::kBusy;
     return true;
   }
   // Inside a hardware transaction, in place of Lock: the range Lock would hold, with no
@@ -339,6 +328,28 @@ class Directory {
   void RunTransition(Table* from, Table* to);
   void CopyStage(Table* from, uint64_t partition);
   static void Free(Table* t);
+  // Sets busy on entries [first, first + count) of t in order, each by a CAS from a word
+  // that is not busy and that `accept` takes; false, holding nothing, at the first that
+  // fails.
+  template <typename Accept>
+  static bool LockEntries(Table* t, uint64_t first, uint64_t count, Accept&& accept) {
+    uint64_t locked = 0;
+    for (; locked < count; ++locked) {
+      uint64_t w = t->entries[first + locked].load(std::memory_order_acquire);
+      if (DirEntry::Busy(w) || !accept(w) ||
+          !t->entries[first + locked].compare_exchange_strong(w, w | DirEntry::kBusy,
+                                                              std::memory_order_acq_rel)) {
+        break;
+      }
+    }
+    if (locked != count) [[unlikely]] {
+      for (uint64_t i = first; i < first + locked; ++i) {
+        t->entries[i].fetch_and(~DirEntry::kBusy, std::memory_order_release);
+      }
+      return false;
+    }
+    return true;
+  }
   static void FillFilter(Table* t, uint8_t byte);
   static void FillHints(Table* t);
 
