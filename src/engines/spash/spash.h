@@ -147,7 +147,8 @@
 // running. The delete's validates by locking the range only if every entry still holds
 // the word it read the bucket under (Directory::LockAsSeen), then makes the delete's
 // persist sequence above; anything else (a change since, a busy range, an overflow
-// bucket, a record) takes the general path, having changed nothing.
+// bucket, a record, an absent key: the first try reads no filter byte) takes the
+// general path, having changed nothing.
 // With `filter` (not in the paper; directory.h) a search reads its entry's filter byte
 // after asking for the entry, and answers NotFound if the key's two probe bits are not
 // both set. An insert sets them while it holds the range (InsertAt), a split stores its
