@@ -15,4 +15,12 @@ inline int Fail(int code, const std::string& message) {
   return code;
 }
 
+// Timings from a build with assertions on say so first.
+inline void WarnIfDebugBuild() {
+#ifndef NDEBUG
+  std::fprintf(stderr, "pmhash: warning: this is not a release build; timings are not "
+                       "representative\n");
+#endif
+}
+
 }  // namespace pmhash::bench

@@ -142,13 +142,6 @@ Status WritePersistJson(const std::string& path, const PersistMicroConfig& confi
   return WriteFile(path, j);
 }
 
-void WarnIfDebugBuild() {
-#ifndef NDEBUG
-  std::fprintf(stderr, "pmhash: warning: this is not a release build; timings are not "
-                       "representative\n");
-#endif
-}
-
 }  // namespace
 
 namespace {

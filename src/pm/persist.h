@@ -161,7 +161,7 @@ class Persister {
   // Writes back every cache line overlapping [addr, addr+len). No-op in eadr/none.
   // Inline when nothing observes it (adr with no counting, device model or observer):
   // the instruction per line and nothing else; else FlushObserved (the hooks).
-  void Flush(const void* addr, size_t len) {
+  [[gnu::always_inline]] void Flush(const void* addr, size_t len) {
     if (plain_ == PlainFlush::kNone) [[unlikely]] {
       FlushObserved(addr, len);
       return;
@@ -171,14 +171,14 @@ class Persister {
     });
   }
   // Orders (adr: and completes) the flushes before it. No-op in none. Inline as Flush is.
-  void Fence() {
+  [[gnu::always_inline]] void Fence() {
     switch (plain_) {
       case PlainFlush::kNone: FenceObserved(); return;
       case PlainFlush::kClflush: __builtin_ia32_mfence(); return;
       default: __builtin_ia32_sfence(); return;
     }
   }
-  void Persist(const void* addr, size_t len) {
+  [[gnu::always_inline]] void Persist(const void* addr, size_t len) {
     Flush(addr, len);
     Fence();
   }
@@ -192,7 +192,7 @@ class Persister {
   // Inline when nothing observes it (as Flush) and no atomic region is open: the store
   // alone; else StoreObserved (undo, observer, counting, cache model).
   template <typename T>
-  void Store(T* dst, T value) {
+  [[gnu::always_inline]] void Store(T* dst, T value) {
     static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= 8 &&
                       (sizeof(T) & (sizeof(T) - 1)) == 0,
                   "Store is for 1, 2, 4 and 8-byte scalars; use Copy for the rest");
@@ -337,7 +337,7 @@ class Persister {
   // media writes are counted on the thread that issues it, as it issues it, so an engine
   // can attribute them to its structures (log, segments, directory) by the difference
   // around its flushes; in eadr they happen at evictions, so the difference means little.
-  uint64_t ThreadMediaWrites() {
+  [[gnu::always_inline]] uint64_t ThreadMediaWrites() {
     CounterSlot* s = Slot();
     return s == nullptr ? 0 : s->media_writes.load(std::memory_order_relaxed);
   }
@@ -356,7 +356,7 @@ class Persister {
  private:
   explicit Persister(const PersistConfig& config);
 
-  CounterSlot* Slot() { return config_.count ? counters_.Local() : nullptr; }
+  [[gnu::always_inline]] CounterSlot* Slot() { return config_.count ? counters_.Local() : nullptr; }
   void BeforeStore(void* dst, size_t len) {
     if (atomic_open_.load(std::memory_order_relaxed)) SaveUndo(dst, len);
   }
@@ -386,7 +386,7 @@ class Persister {
   // fn(line address) for every cache line overlapping [addr, addr+len): both Flush paths
   // walk their lines with it (the counted path's tests check the walk).
   template <typename Fn>
-  static void ForEachLine(const void* addr, size_t len, Fn&& fn) {
+  [[gnu::always_inline]] static void ForEachLine(const void* addr, size_t len, Fn&& fn) {
     const uintptr_t end = reinterpret_cast<uintptr_t>(addr) + len;
     for (uintptr_t line = reinterpret_cast<uintptr_t>(addr) & ~(kCacheLine - 1); line < end;
          line += kCacheLine) {
@@ -400,7 +400,7 @@ class Persister {
   // instead of a call through flush_line_, about 40 instructions less per line). The
   // "memory" clobber keeps the stores to the line before it, as the call did.
   enum class PlainFlush : uint8_t { kNone, kClwb, kClflushopt, kClflush };
-  void FlushLinePlain(const char* line) const {
+  [[gnu::always_inline]] void FlushLinePlain(const char* line) const {
     switch (plain_) {
       case PlainFlush::kClwb: asm volatile("clwb %0" : : "m"(*line) : "memory"); return;
       case PlainFlush::kClflushopt:

@@ -1,11 +1,12 @@
 // `pmhash bench`: the persistence micro-benchmark (src/bench/micro.h), the trace replay
-// (src/bench/trace.h), `pmhash bench
-// compare` (src/bench/compare.h), or the benchmark driver (src/bench/driver.h), which
+// (src/bench/trace.h), `pmhash bench compare` (src/bench/compare.h), `pmhash bench ab`
+// (src/bench/ab.h), or the benchmark driver (src/bench/driver.h), which
 // parses its own arguments.
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "bench/ab.h"
 #include "bench/compare.h"
 #include "bench/driver.h"
 #include "bench/micro.h"
@@ -16,6 +17,9 @@
 namespace pmhash::tools {
 
 int CmdBench(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "ab") == 0) {
+    return bench::RunAbArgs(std::vector<std::string>(argv + 2, argv + argc), bench::DefaultEnv());
+  }
   if (argc > 1 && std::strcmp(argv[1], "compare") == 0) {
     return bench::RunCompareArgs(std::vector<std::string>(argv + 2, argv + argc),
                                  bench::DefaultEnv());

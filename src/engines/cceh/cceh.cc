@@ -63,7 +63,14 @@ Status Cceh::DoWrite(std::string_view key, std::string_view value, uint64_t hash
 }
 
 Status Cceh::DoDelete(std::string_view key, uint64_t hash) {
-  bool diverted = false;
+  if (first_try_ && key.size() == sizeof(uint64_t)) [[likely]] {
+    uint64_t k = 0;
+    std::memcpy(&k, key.data(), sizeof(k));
+    const Optimistic a = first_try_hooked() ? FirstDeleteHooked(k, hash) : FirstDelete(k, hash);
+    if (a == Optimistic::kFound) return Status::OK();
+    if (a == Optimistic::kAbsent) return Status::NotFound();
+  }
+  bool diverted = false;  // never: no cceh segment has an attachment
   return DeleteInPlace(key, hash, &diverted);
 }
 
@@ -109,8 +116,9 @@ void RegisterEngines_cceh(EngineRegistry& registry) {
   info.options = CcehCore::CcehOptions();
   info.options.push_back(OptionSpec::Bool(
       "first_try", true,
-      "searches of 8-byte keys try a short path first, with no call (an inline key in the "
-      "probe window; not in the paper); off: the general path only, to compare within a run"));
+      "searches and deletes of 8-byte keys try a short path first, with no call (an inline "
+      "key in the probe window; not in the paper); off: the general paths only, to compare "
+      "within a run"));
   info.capabilities = {.resize_switch = true,
                        .resize_when = "a segment splits (and the directory doubles) when a "
                                       "probe window is full",

@@ -40,7 +40,7 @@ class Cceh : public CcehCore {
   void Prefetch(uint64_t hash) const override;
 
  private:
-  bool first_try_ = true;  // Get tries CcehCore::FirstTry first
+  bool first_try_ = true;  // Get and Delete try CcehCore::FirstTry / FirstDelete first
 };
 
 }  // namespace pmhash::engines

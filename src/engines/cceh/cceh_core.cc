@@ -18,7 +18,7 @@ namespace {
 
 constexpr size_t kDirHeaderBytes = sizeof(CcehDirHeader);
 constexpr size_t kDirCheckedBytes = offsetof(CcehDirHeader, check);
-constexpr uint64_t kDepthMask = 0xff;  // the entry's depth and mark: below the offset
+constexpr uint64_t kDepthMask = kCcehEntryDepthMask | kCcehEntryMark;  // below the offset
 
 uint64_t DirBytes(uint64_t entries) { return kDirHeaderBytes + entries * sizeof(uint64_t); }
 bool IsPowerOfTwo(uint64_t x) { return x != 0 && (x & (x - 1)) == 0; }
@@ -151,14 +151,6 @@ void CcehCore::ShiftSegmentKeys(int64_t by) {
 }
 
 // ---- Media attribution --------------------------------------------------------------------
-
-CcehCore::MediaTally::MediaTally(const CcehCore& core, MediaKind kind)
-    : core_(core), kind_(kind), start_(core.persister().ThreadMediaWrites()) {}
-
-CcehCore::MediaTally::~MediaTally() {
-  const uint64_t n = core_.persister().ThreadMediaWrites() - start_;
-  if (n != 0) core_.media_[kind_].fetch_add(n, std::memory_order_relaxed);
-}
 
 // ---- Creation ----------------------------------------------------------------------------
 
@@ -434,24 +426,6 @@ uint64_t CcehCore::SlotHash(const KvWords& w) const {
   return KeyHash(std::string_view(reinterpret_cast<const char*>(&w.word0), 8));
 }
 
-void CcehCore::PrefetchWindow(uint64_t offset, uint64_t hash) const {
-  if (!InTable(offset)) return;
-  const KvWords* slots = pool().At<const KvWords>(offset);
-  const size_t start = StartSlot(hash);
-  for (size_t i = 0; i < kCcehProbeSlots; i += kCcehBucketSlots) {
-    persister().Prefetch(&slots[SlotAt(start, i)]);
-  }
-}
-
-uint64_t CcehCore::EntryOffset(uint64_t hash) const {
-  const uint64_t w = dir_word_.load(std::memory_order_acquire);
-  const uint32_t depth = DirDepth(w);
-  const uint64_t* e = DirEntries(DirOffset(w)) + (depth == 0 ? 0 : hash >> (64 - depth));
-  persister().NoteRead(e, sizeof(uint64_t));
-  // The payload is the word's top 48 bits (util/hash.h); its check ran at open.
-  return (__atomic_load_n(e, __ATOMIC_ACQUIRE) >> 16) & ~kDepthMask;
-}
-
 CcehSeg* CcehCore::SegmentOf(uint64_t hash) const {
   const uint64_t off = EntryOffset(hash);
   return InTable(off) ? SegAt(off) : nullptr;
@@ -644,6 +618,38 @@ Status CcehCore::GetFromSegments(std::string_view key, uint64_t hash, std::strin
   return ReadValue(s, key, hash, value);
 }
 
+template <class Window>
+[[gnu::always_inline]] inline CcehCore::InlineProbe CcehCore::ProbeInline(
+    const KvWords* slots, size_t start, uint64_t k, uint64_t hash) const {
+  // The window line by line (start and the segment's slots are multiples of a line, so a
+  // line never wraps), in probe order; a line's candidates are checked one by one.
+  InlineProbe p;
+  const bool empties = probe_to_empty_;
+  for (size_t line = 0; line < kCcehProbeSlots; line += kCcehBucketSlots) {
+    const KvWords* first = &slots[SlotAt(start, line)];
+    for (uint32_t c = Window::Candidates(first, k, hash, empties); c != 0; c &= c - 1) {
+      const uint32_t bit = static_cast<uint32_t>(std::countr_zero(c));
+      const size_t i = line + bit / kWindowBitsPerSlot;
+      if ((uint32_t{1} << bit) & kWindowKeyBits) {
+        p.hit = first + bit / kWindowBitsPerSlot;
+        p.examined = i + 1;
+        return p;
+      }
+      if ((uint32_t{1} << bit) & kWindowEmptyBits) {  // it ends the window (probe_to_empty)
+        p.examined = i + 1;
+        return p;
+      }
+      // word1 is the hash: maybe the key's record (or a value equal to the hash).
+      const KvWords* candidate = first + bit / kWindowBitsPerSlot;
+      if (CcehForm(__atomic_load_n(&candidate->word0, __ATOMIC_ACQUIRE)) == SlotForm::kRecord) {
+        p.record = true;
+        return p;
+      }
+    }
+  }
+  return p;
+}
+
 template <class Window, bool kHooked>
 [[gnu::always_inline]] inline QuickAnswer CcehCore::FirstTryWith(uint64_t k, uint64_t hash) const {
   constexpr QuickAnswer kRetry{0, Optimistic::kRetry};
@@ -666,35 +672,14 @@ template <class Window, bool kHooked>
   if (version % 2 != 0 || !s->Serves(hash) || s->offset.load(std::memory_order_acquire) != offset) {
     return kRetry;
   }
-  // The window line by line (start and the segment's slots are multiples of a line, so a
-  // line never wraps), in probe order; a line's candidates are checked one by one.
-  const bool empties = probe_to_empty_;
-  bool ended = false;  // at an empty slot (probe_to_empty)
-  for (size_t line = 0; line < kCcehProbeSlots && !ended; line += kCcehBucketSlots) {
-    const KvWords* first = &slots[SlotAt(start, line)];
-    for (uint32_t c = Window::Candidates(first, k, hash, empties); c != 0; c &= c - 1) {
-      const uint32_t bit = static_cast<uint32_t>(std::countr_zero(c));
-      const KvWords* slot = first + bit / kWindowBitsPerSlot;
-      if ((uint32_t{1} << bit) & kWindowKeyBits) {
-        const uint64_t v = __atomic_load_n(&slot->word1, __ATOMIC_ACQUIRE);
-        if (!s->mu.ReadValidate(version)) return kRetry;
-        return {v, Optimistic::kFound};
-      }
-      if ((uint32_t{1} << bit) & kWindowEmptyBits) {  // it ends the window (probe_to_empty)
-        ended = true;
-        break;
-      }
-      // word1 is the hash: maybe the key's record, read under the lock (or a value).
-      if (CcehForm(__atomic_load_n(&slot->word0, __ATOMIC_ACQUIRE)) == SlotForm::kRecord) {
-        return kRetry;
-      }
-    }
-  }
+  const InlineProbe p = ProbeInline<Window>(slots, start, k, hash);
+  if (p.record) return kRetry;  // read under the lock
+  const uint64_t v = p.hit != nullptr ? __atomic_load_n(&p.hit->word1, __ATOMIC_ACQUIRE) : 0;
   // The window's plain loads before the version's: x86 does not reorder loads with loads
   // (TSO), so a compiler barrier suffices (as dash's Validate).
   std::atomic_signal_fence(std::memory_order_acq_rel);
   if (!s->mu.ReadValidate(version)) return kRetry;
-  return {0, Optimistic::kAbsent};
+  return {v, p.hit != nullptr ? Optimistic::kFound : Optimistic::kAbsent};
 }
 
 QuickAnswer CcehCore::FirstTrySse2(uint64_t k, uint64_t hash) const {
@@ -740,12 +725,6 @@ Status CcehCore::Encode(std::string_view key, std::string_view value, uint64_t h
   *words = {kCcehRecordTag | offset, hash};
   *record = true;
   return Status::OK();
-}
-
-void CcehCore::Discard(const KvWords& words) {
-  if (CcehForm(words.word0) == SlotForm::kRecord) {
-    codec().ReleaseRecord(words.word0 & kCcehOffsetMask);
-  }
 }
 
 void CcehCore::StoreNew(CcehSeg* s, size_t slot, const KvWords& words, bool record) {
@@ -805,7 +784,8 @@ Status CcehCore::UpdateAt(CcehSeg* s, size_t slot, std::string_view key, std::st
   return Status::OK();
 }
 
-void CcehCore::EraseAt(CcehSeg* s, size_t slot) {
+// Inline: the delete's first try and DeleteInPlace share it.
+[[gnu::always_inline]] inline void CcehCore::EraseAt(CcehSeg* s, size_t slot) {
   pm::Persister& ps = persister();
   KvWords* w = &SlotsOf(s)[slot];
   const KvWords old = *w;
@@ -868,6 +848,48 @@ Status CcehCore::DeleteInPlace(std::string_view key, uint64_t hash, bool* divert
   if (p.found < 0) return Status::NotFound();
   EraseAt(s, static_cast<size_t>(p.found));
   return Status::OK();
+}
+
+template <class Window, bool kHooked>
+[[gnu::always_inline]] inline Optimistic CcehCore::FirstDeleteWith(uint64_t k, uint64_t hash) {
+  if (CcehEscapesInline(k)) return Optimistic::kRetry;
+  // LockSegment's first round, inline, with a try-lock: a busy segment goes the general way.
+  const uint64_t offset = EntryOffset(hash);
+  if constexpr (kHooked) first_try_hook_();
+  if (!InTable(offset)) return Optimistic::kRetry;
+  PrefetchWindow(offset, hash);
+  CcehSeg* s = SegAt(offset);
+  if (!s->mu.try_lock()) return Optimistic::kRetry;
+  HeldLock guard(s->mu, LockMode::kExclusive);
+  // A split may have moved the hash between the entry's read and the lock (its copy stays
+  // here: lazy deletion); bht's buffered segments take the general path.
+  if (!s->Serves(hash) || s->offset.load(std::memory_order_relaxed) != offset ||
+      s->attachment.load(std::memory_order_acquire) != nullptr) {
+    return Optimistic::kRetry;
+  }
+  const KvWords* slots = pool().At<const KvWords>(offset);
+  const size_t start = StartSlot(hash);
+  const InlineProbe p = ProbeInline<Window>(slots, start, k, hash);
+  if (p.record) return Optimistic::kRetry;  // maybe the key's record: the general path
+  pm::ReadRun run(persister());  // what FindWith notes: [start, examined), two runs if wrapped
+  const size_t first_run = std::min(p.examined, slots_ - start);
+  run.Add(&slots[start], first_run * sizeof(KvWords));
+  if (p.examined > first_run) run.Add(&slots[0], (p.examined - first_run) * sizeof(KvWords));
+  if (p.hit == nullptr) return Optimistic::kAbsent;
+  EraseAt(s, static_cast<size_t>(p.hit - slots));
+  return Optimistic::kFound;
+}
+
+Optimistic CcehCore::FirstDeleteSse2(uint64_t k, uint64_t hash) {
+  return FirstDeleteWith<WindowSse2, false>(k, hash);
+}
+
+__attribute__((target("avx2"))) Optimistic CcehCore::FirstDeleteAvx2(uint64_t k, uint64_t hash) {
+  return FirstDeleteWith<WindowAvx2, false>(k, hash);
+}
+
+__attribute__((noinline)) Optimistic CcehCore::FirstDeleteHooked(uint64_t k, uint64_t hash) {
+  return FirstDeleteWith<WindowSse2, true>(k, hash);
 }
 
 // ---- Splits, doublings, replacements --------------------------------------------------------

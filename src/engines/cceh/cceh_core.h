@@ -351,7 +351,14 @@ class CcehCore : public Engine {
   }
   // Starts loading the probe window of `hash` in the segment at `offset` (each of its
   // lines: a negative search reads them all).
-  void PrefetchWindow(uint64_t offset, uint64_t hash) const;
+  void PrefetchWindow(uint64_t offset, uint64_t hash) const {
+    if (!InTable(offset)) return;
+    const KvWords* slots = pool().At<const KvWords>(offset);
+    const size_t start = StartSlot(hash);
+    for (size_t i = 0; i < kCcehProbeSlots; i += kCcehBucketSlots) {
+      persister().Prefetch(&slots[SlotAt(start, i)]);
+    }
+  }
   // The same in the segment the directory names for `hash` (pipelined MultiGet).
   void PrefetchKey(uint64_t hash) const { PrefetchWindow(EntryOffset(hash), hash); }
   // First slot of the probe window of `hash`.
@@ -394,6 +401,17 @@ class CcehCore : public Engine {
   }
   bool first_try_hooked() const { return first_try_hook_ != nullptr; }
   QuickAnswer FirstTryHooked(uint64_t k, uint64_t hash) const;
+  // A delete's first try (an 8-byte key k): DeleteInPlace for an inline entry with no call
+  // but to the dispatched body (the next call's miss starts sooner after this one's fence:
+  // BENCHMARKS.md, "cceh's delete: a first try"). kFound: deleted, durable; kAbsent: the
+  // window shows the key absent; kRetry, having changed nothing: the segment busy, no
+  // longer serving the hash (a split since the entry's read), bht's buffer attached, or a
+  // record in the window with the key's hash. Reads noted as DeleteInPlace notes them.
+  // With the tests' hook set (run between the entry's read and the lock), the Hooked form.
+  Optimistic FirstDelete(uint64_t k, uint64_t hash) {
+    return window_avx2_ ? FirstDeleteAvx2(k, hash) : FirstDeleteSse2(k, hash);
+  }
+  Optimistic FirstDeleteHooked(uint64_t k, uint64_t hash);
   // The value of a live slot, as a view into PM (the slot itself when inline: never into
   // a copy of its words, which would dangle).
   std::string_view SlotValue(const KvWords& w) const {
@@ -419,7 +437,11 @@ class CcehCore : public Engine {
   Status Encode(std::string_view key, std::string_view value, uint64_t hash, KvWords* words,
                 bool* record);
   // Frees the record of words Encode made but nobody linked.
-  void Discard(const KvWords& words);
+  [[gnu::always_inline]] void Discard(const KvWords& words) {
+    if (CcehForm(words.word0) == SlotForm::kRecord) {
+      codec().ReleaseRecord(words.word0 & kCcehOffsetMask);
+    }
+  }
   // The write of the `cceh` engine (and of bht's unbuffered segments): lock, probe,
   // insert / update, splitting as needed. As DoWrite's contract. A segment with an
   // attachment (bht's buffered one) is left alone: *diverted, OK, nothing done.
@@ -510,8 +532,13 @@ class CcehCore : public Engine {
   enum MediaKind : int { kMediaSlots, kMediaSegments, kMediaDirectory, kMediaLog, kMediaKinds };
   class MediaTally {
    public:
-    MediaTally(const CcehCore& core, MediaKind kind);
-    ~MediaTally();
+    // Inline: on every write's path, where (not counting) it reads two zeros.
+    [[gnu::always_inline]] MediaTally(const CcehCore& core, MediaKind kind)
+        : core_(core), kind_(kind), start_(core.persister().ThreadMediaWrites()) {}
+    [[gnu::always_inline]] ~MediaTally() {
+      const uint64_t n = core_.persister().ThreadMediaWrites() - start_;
+      if (n != 0) core_.media_[kind_].fetch_add(n, std::memory_order_relaxed);
+    }
     MediaTally(const MediaTally&) = delete;
     MediaTally& operator=(const MediaTally&) = delete;
 
@@ -533,7 +560,14 @@ class CcehCore : public Engine {
   uint64_t* DirEntries(uint64_t dir) const { return DirEntriesAt(pool().At<char>(dir)); }
   // The segment offset the live directory names for `hash` (read with no lock: garbage
   // while a doubling frees the directory it read, so callers check it: InTable).
-  uint64_t EntryOffset(uint64_t hash) const;
+  uint64_t EntryOffset(uint64_t hash) const {
+    const uint64_t w = dir_word_.load(std::memory_order_acquire);
+    const uint32_t depth = DirDepth(w);
+    const uint64_t* e = DirEntries(DirOffset(w)) + (depth == 0 ? 0 : hash >> (64 - depth));
+    persister().NoteRead(e, sizeof(uint64_t));
+    // The payload is the word's top 48 bits (util/hash.h); its check ran at open.
+    return (__atomic_load_n(e, __ATOMIC_ACQUIRE) >> 16) & ~(kCcehEntryDepthMask | kCcehEntryMark);
+  }
   // A shift, not a divide: both are on every operation's path.
   bool InTable(uint64_t offset) const { return (offset >> segment_shift_) < table_.size(); }
   CcehSeg* SegAt(uint64_t offset) const { return &table_[offset >> segment_shift_]; }
@@ -580,8 +614,23 @@ class CcehCore : public Engine {
   Probe FindWith(const CcehSeg* s, std::string_view key, uint64_t hash) const;
   Probe FindSse2(const CcehSeg* s, std::string_view key, uint64_t hash) const;
   Probe FindAvx2(const CcehSeg* s, std::string_view key, uint64_t hash) const;
+  // An inline key's probe of its window (FirstTry and FirstDelete): the slot holding it
+  // (hit, or nullptr), the slots examined (past the hit, or past the empty slot that ends the
+  // window with probe_to_empty), or `record` when a record's word1 equals the hash (maybe
+  // the key's: the caller takes the general path).
+  struct InlineProbe {
+    const KvWords* hit = nullptr;
+    size_t examined = kCcehProbeSlots;
+    bool record = false;
+  };
+  template <class Window>
+  InlineProbe ProbeInline(const KvWords* slots, size_t start, uint64_t k, uint64_t hash) const;
   template <class Window, bool kHooked>
   QuickAnswer FirstTryWith(uint64_t k, uint64_t hash) const;
+  template <class Window, bool kHooked>
+  Optimistic FirstDeleteWith(uint64_t k, uint64_t hash);
+  Optimistic FirstDeleteSse2(uint64_t k, uint64_t hash);
+  Optimistic FirstDeleteAvx2(uint64_t k, uint64_t hash);
   QuickAnswer FirstTrySse2(uint64_t k, uint64_t hash) const;
   QuickAnswer FirstTryAvx2(uint64_t k, uint64_t hash) const;
 

@@ -322,6 +322,62 @@ TEST(CcehTest, FirstTryChecksTheSegmentStillServesTheKey) {
   EXPECT_TRUE(fired);
 }
 
+TEST(CcehTest, FirstTryDeleteChecksTheSegmentStillServesTheKey) {
+  // A delete reads the directory entry; before it locks the segment, a split moves the
+  // key to a new segment (its copy stays in the old one: lazy deletion). The first try
+  // must notice that the old segment no longer serves the key and delete it where it
+  // lives now, not free the stale copy and leave the key there. (Counted or not, deletes
+  // of 8-byte keys take the first try; the hook runs between the entry's read and the
+  // lock.)
+  for (const bool counted : {false, true}) {
+    Options o = CcehOptions(Small(1));
+    o.count_stats = counted;
+    auto index = OpenOrDie(o);
+    const std::string moving = KeysWithHashBits(0, 0, 1, 1, 1)[0];  // top bit 1: it moves
+    ASSERT_TRUE(index->Insert(moving, Key8(1)).ok());
+    auto* cceh = dynamic_cast<Cceh*>(index.get());
+    ASSERT_NE(cceh, nullptr);
+    bool fired = false;
+    uint64_t inserted = 0;
+    cceh->TEST_SetFirstTryHook([&] {
+      if (fired) return;
+      fired = true;
+      for (; Counter(index.get(), "splits") == 0; ++inserted) {
+        ASSERT_TRUE(index->Insert(Key8(1'000'000 + inserted), Key8(inserted)).ok());
+      }
+    });
+    ASSERT_TRUE(index->Delete(moving).ok());
+    EXPECT_TRUE(fired);
+    cceh->TEST_SetFirstTryHook(nullptr);
+    std::string v;
+    EXPECT_TRUE(index->Get(moving, &v).IsNotFound()) << "counted " << counted << ": " << v;
+    EXPECT_EQ(index->Stats().count, inserted);
+    EXPECT_TRUE(index->Delete(moving).IsNotFound());
+    EXPECT_EQ(CheckInvariantsOf(index.get()), "");
+  }
+}
+
+TEST(CcehTest, FirstTryDeleteLeavesRecordsAndEscapingKeysToTheGeneralPath) {
+  // An 8-byte key with a longer value is a record (its word1 the key's hash), and an
+  // 8-byte key whose top two bytes are all ones cannot be inline: the first try must
+  // hand both to the general path, which deletes them.
+  auto index = OpenOrDie(CcehOptions(Small(1)));
+  std::string escaping = Key8(7);
+  escaping[6] = escaping[7] = '\xff';
+  const std::string record_key = Key8(8);
+  ASSERT_TRUE(index->Insert(escaping, Key8(1)).ok());
+  ASSERT_TRUE(index->Insert(record_key, std::string(100, 'r')).ok());
+  for (uint64_t i = 0; i < 500; ++i) ASSERT_TRUE(index->Insert(Key8(100 + i), Key8(i)).ok());
+  ASSERT_TRUE(index->Delete(escaping).ok());
+  ASSERT_TRUE(index->Delete(record_key).ok());
+  std::string v;
+  EXPECT_TRUE(index->Get(escaping, &v).IsNotFound());
+  EXPECT_TRUE(index->Get(record_key, &v).IsNotFound());
+  for (uint64_t i = 0; i < 500; ++i) ASSERT_TRUE(index->Delete(Key8(100 + i)).ok()) << i;
+  EXPECT_EQ(index->Stats().count, 0u);
+  EXPECT_EQ(CheckInvariantsOf(index.get()), "");
+}
+
 // window.h's contract, slot by slot: exact 64-bit equalities.
 uint32_t WindowDefinition(const KvWords* line, uint64_t key_word, uint64_t hash, bool empties) {
   uint32_t c = 0;
