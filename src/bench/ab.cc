@@ -55,9 +55,13 @@ Status WithContext(const Status& s, const std::string& context) {
 // One operation of `phase` on key k, checked.
 Status RunOne(const std::string& phase, engines::Engine* index, uint64_t k) {
   if (phase == "insert") return index->Insert(Bytes(k), Bytes(k));
-  if (phase == "search") {
+  if (phase == "search" || phase == "negative") {
     uint64_t v = 0;
     Status s = index->GetU64(k, &v);
+    if (phase == "negative") {
+      return s.IsNotFound() ? Status::OK()
+                            : s.ok() ? Status::Corruption("ab: a negative search found a key") : s;
+    }
     if (s.ok() && v != k) return Status::Corruption("ab: a search read the wrong value");
     return s;
   }
@@ -102,9 +106,9 @@ Status ValidateAb(const AbConfig& c) {
     return Status::InvalidArgument("--phases: insert first (it loads both indexes)");
   }
   for (const std::string& p : c.phases) {
-    if (p != "insert" && p != "search" && p != "delete") {
+    if (p != "insert" && p != "search" && p != "negative" && p != "delete") {
       return Status::InvalidArgument("--phases: unknown phase '" + p.substr(0, 40) +
-                                     "' (insert, search, delete)");
+                                     "' (insert, search, negative, delete)");
     }
   }
   return Status::OK();
@@ -132,7 +136,11 @@ Status MeasureAb(const AbConfig& c, const BenchEnv& env, AbResult* result) {
       if (phase != "insert") {
         const uint64_t n = phase == "delete" ? std::min(c.ops, c.records) : c.ops;
         picks.resize(n);
-        for (uint64_t i = 0; i < n; ++i) picks[i] = shuffled[i % shuffled.size()];
+        for (uint64_t i = 0; i < n; ++i) {
+          // Negative: keys past the inserted ones (KeyAt is one-to-one: none was inserted).
+          picks[i] = phase == "negative" ? KeyAt(c.records + i, c.seed)
+                                         : shuffled[i % shuffled.size()];
+        }
         run = &picks;
       }
       std::vector<double> ratios, a_mops, b_mops;
@@ -189,7 +197,9 @@ int RunAbArgs(const std::vector<std::string>& args, const BenchEnv& env) {
   app.add_option("--records", c.records, "Keys inserted (default 1000000)");
   app.add_option("--ops", c.ops, "Searches and deletes (default 2000000; deletes at most --records)");
   app.add_option("--slice", c.slice, "Operations per slice (default 100000)");
-  app.add_option("--phases", phases, "Comma-separated, insert first (default insert,search,delete)");
+  app.add_option("--phases", phases,
+                 "Comma-separated of insert, search, negative, delete; insert first (default "
+                 "insert,search,delete)");
   app.add_option("--pool", pool, "shm (files in /dev/shm, default) or dram");
   app.add_option("--orders", c.orders, "2 (default): also with the two places swapped; 1: A first");
   app.add_option("--seed", c.seed, "Keys and hash seed (default 1)");

@@ -3,7 +3,8 @@
 // gives a ratio with a narrow spread.
 //
 //   pmhash bench ab --engine E --a OPTS --b OPTS [--opt K=V ...] [--records N]
-//                   [--ops N] [--slice N] [--phases insert,search,delete] [--pool shm|dram]
+//                   [--ops N] [--slice N] [--phases insert,search,negative,delete]
+//                   [--pool shm|dram]
 //                   [--orders 1|2] [--seed N] [--json FILE]
 //
 // Two indexes of E are opened (A with --a's engine options, B with --b's, both with the
@@ -14,8 +15,8 @@
 // shows it); with --orders 2 (the default) the whole run is repeated with the two
 // configurations' places swapped and the ratio reported is the geometric mean of the two
 // orders' medians, which cancels that bias. Phases: insert (the --records keys, the load of
-// both indexes), search (--ops keys present, Index::GetU64) and delete (--ops keys, each
-// once; at most --records). Keys and values are 8 bytes. Every result is checked (a
+// both indexes), search (--ops keys present, Index::GetU64), negative (--ops keys never
+// inserted) and delete (--ops keys, each once; at most --records). Keys and values are 8 bytes. Every result is checked (a
 // search that misses or a delete that finds nothing fails the run). Time is wall time.
 #pragma once
 
@@ -54,7 +55,7 @@ struct AbResult {
 };
 
 // InvalidArgument for a config out of range (no engine, zero records or slice, a phase
-// other than insert / search / delete, insert not first, orders not 1 or 2).
+// other than insert / search / negative / delete, insert not first, orders not 1 or 2).
 Status ValidateAb(const AbConfig& config);
 // Runs it (validating first); errors of an open or of a checked operation as they come.
 Status MeasureAb(const AbConfig& config, const BenchEnv& env, AbResult* result);

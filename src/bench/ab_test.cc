@@ -20,12 +20,13 @@ AbConfig Small() {
 TEST(BenchAb, MeasuresEverySliceOfEveryPhaseInBothOrders) {
   AbConfig c = Small();
   c.b_options = {{"first_try", "off"}};
+  c.phases = {"insert", "search", "negative", "delete"};
   AbResult r;
   const Status s = MeasureAb(c, DefaultEnv(), &r);
   ASSERT_TRUE(s.ok()) << s.ToString();
-  ASSERT_EQ(r.phases.size(), 3u);
-  const size_t slices[] = {5, 3, 3};  // 5000 inserts, 3000 searches, 3000 deletes
-  for (size_t p = 0; p < 3; ++p) {
+  ASSERT_EQ(r.phases.size(), 4u);
+  const size_t slices[] = {5, 3, 3, 3};  // 5000 inserts, 3000 of each lookup, 3000 deletes
+  for (size_t p = 0; p < 4; ++p) {
     EXPECT_EQ(r.phases[p].phase, c.phases[p]);
     ASSERT_EQ(r.phases[p].ratios.size(), 2u);
     for (int o = 0; o < 2; ++o) {

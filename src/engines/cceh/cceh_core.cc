@@ -785,7 +785,7 @@ Status CcehCore::UpdateAt(CcehSeg* s, size_t slot, std::string_view key, std::st
 }
 
 // Inline: the delete's first try and DeleteInPlace share it.
-[[gnu::always_inline]] inline void CcehCore::EraseAt(CcehSeg* s, size_t slot) {
+[[gnu::always_inline]] inline void CcehCore::EraseAt(CcehSeg* s, size_t slot, bool inline_entry) {
   pm::Persister& ps = persister();
   KvWords* w = &SlotsOf(s)[slot];
   const KvWords old = *w;
@@ -794,7 +794,7 @@ Status CcehCore::UpdateAt(CcehSeg* s, size_t slot, std::string_view key, std::st
     ps.Store(&w->word0, kCcehFree);  // the commit (free, not empty: invariant 2)
     ps.Persist(&w->word0, sizeof(uint64_t));
   }
-  Discard(old);  // durably unreachable since the store
+  if (!inline_entry) Discard(old);  // durably unreachable since the store
   s->delta.store(s->delta.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
 }
 
@@ -846,7 +846,7 @@ Status CcehCore::DeleteInPlace(std::string_view key, uint64_t hash, bool* divert
   }
   const Probe p = Find(s, key, hash);
   if (p.found < 0) return Status::NotFound();
-  EraseAt(s, static_cast<size_t>(p.found));
+  EraseAt(s, static_cast<size_t>(p.found), /*inline_entry=*/false);
   return Status::OK();
 }
 
@@ -860,7 +860,7 @@ template <class Window, bool kHooked>
   PrefetchWindow(offset, hash);
   CcehSeg* s = SegAt(offset);
   if (!s->mu.try_lock()) return Optimistic::kRetry;
-  HeldLock guard(s->mu, LockMode::kExclusive);
+  const std::lock_guard<VersionedRwLock> guard(s->mu, std::adopt_lock);
   // A split may have moved the hash between the entry's read and the lock (its copy stays
   // here: lazy deletion); bht's buffered segments take the general path.
   if (!s->Serves(hash) || s->offset.load(std::memory_order_relaxed) != offset ||
@@ -871,12 +871,15 @@ template <class Window, bool kHooked>
   const size_t start = StartSlot(hash);
   const InlineProbe p = ProbeInline<Window>(slots, start, k, hash);
   if (p.record) return Optimistic::kRetry;  // maybe the key's record: the general path
-  pm::ReadRun run(persister());  // what FindWith notes: [start, examined), two runs if wrapped
-  const size_t first_run = std::min(p.examined, slots_ - start);
-  run.Add(&slots[start], first_run * sizeof(KvWords));
-  if (p.examined > first_run) run.Add(&slots[0], (p.examined - first_run) * sizeof(KvWords));
+  {
+    pm::ReadRun run(persister());  // what FindWith notes: [start, examined), two runs if wrapped
+    const size_t first_run = std::min(p.examined, slots_ - start);
+    run.Add(&slots[start], first_run * sizeof(KvWords));
+    if (p.examined > first_run) run.Add(&slots[0], (p.examined - first_run) * sizeof(KvWords));
+  }
   if (p.hit == nullptr) return Optimistic::kAbsent;
-  EraseAt(s, static_cast<size_t>(p.hit - slots));
+  // The key word matched and cannot be a record's (CcehEscapesInline): nothing to free.
+  EraseAt(s, static_cast<size_t>(p.hit - slots), /*inline_entry=*/true);
   return Optimistic::kFound;
 }
 

@@ -430,8 +430,9 @@ class CcehCore : public Engine {
   // Updates the live slot `slot` with a new value (its key is `key`), durable on return.
   Status UpdateAt(CcehSeg* s, size_t slot, std::string_view key, std::string_view value,
                   uint64_t hash);
-  // Empties the live slot `slot`, durably, then frees its record; uncounts the key.
-  void EraseAt(CcehSeg* s, size_t slot);
+  // Empties the live slot `slot`, durably, then frees its record (none when the caller
+  // knows the entry inline: `inline_entry`); uncounts the key.
+  void EraseAt(CcehSeg* s, size_t slot, bool inline_entry);
   // Encodes key and value as a slot's words (a record, allocated and flushed, for
   // anything that is not an inline-able 8-byte key and value). *record: whether it is.
   Status Encode(std::string_view key, std::string_view value, uint64_t hash, KvWords* words,
