@@ -11,6 +11,7 @@
 #include <fstream>
 #include <memory>
 
+#include "bench/json.h"
 #include "bench/messages.h"
 #include "engines/engine.h"
 
@@ -276,26 +277,40 @@ int RunAbArgs(const std::vector<std::string>& args, const BenchEnv& env) {
     env.out(line);
   }
   if (!json.empty()) {
-    std::ofstream f(json);
-    f << "{\"engine\": \"" << c.engine << "\", \"a\": \"" << join(c.a_options) << "\", \"b\": \""
-      << join(c.b_options) << "\", \"both\": \"" << join(c.common_options)
-      << "\", \"records\": " << c.records << ", \"slice\": " << c.slice << ", \"phases\": [";
-    for (size_t i = 0; i < r.phases.size(); ++i) {
-      const AbPhase& p = r.phases[i];
-      f << (i ? ", " : "") << "{\"phase\": \"" << p.phase << "\", \"ratio\": " << p.ratio
-        << ", \"orders\": [";
+    Json doc = Json::Object();
+    doc.Set("engine", c.engine);
+    doc.Set("a", join(c.a_options));
+    doc.Set("b", join(c.b_options));
+    doc.Set("both", join(c.common_options));
+    doc.Set("records", c.records);
+    doc.Set("ops", c.ops);
+    doc.Set("slice", c.slice);
+    doc.Set("seed", c.seed);
+    Json phases_json = Json::Array();
+    for (const AbPhase& p : r.phases) {
+      Json phase = Json::Object();
+      phase.Set("phase", p.phase);
+      phase.Set("ratio", p.ratio);
+      Json orders = Json::Array();
       for (size_t o = 0; o < p.ratios.size(); ++o) {
-        f << (o ? ", " : "") << "{\"ratios\": [";
-        for (size_t k = 0; k < p.ratios[o].size(); ++k) f << (k ? ", " : "") << p.ratios[o][k];
-        f << "], \"a_mops\": [";
-        for (size_t k = 0; k < p.a_mops[o].size(); ++k) f << (k ? ", " : "") << p.a_mops[o][k];
-        f << "], \"b_mops\": [";
-        for (size_t k = 0; k < p.b_mops[o].size(); ++k) f << (k ? ", " : "") << p.b_mops[o][k];
-        f << "]}";
+        auto list = [](const std::vector<double>& v) {
+          Json a = Json::Array();
+          for (double x : v) a.Push(x);
+          return a;
+        };
+        Json order = Json::Object();
+        order.Set("a_first", o == 0);
+        order.Set("ratios", list(p.ratios[o]));
+        order.Set("a_mops", list(p.a_mops[o]));
+        order.Set("b_mops", list(p.b_mops[o]));
+        orders.Push(std::move(order));
       }
-      f << "]}";
+      phase.Set("orders", std::move(orders));
+      phases_json.Push(std::move(phase));
     }
-    f << "]}\n";
+    doc.Set("phases", std::move(phases_json));
+    std::ofstream f(json);
+    f << doc.Dump() << "\n";
     if (!f) return Fail(1, "bench ab: cannot write " + json);
   }
   return 0;

@@ -2,7 +2,13 @@
 // each side gets its own options, and bad input. Correctness only: nothing is timed.
 #include "bench/ab.h"
 
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
 #include <gtest/gtest.h>
+
+#include "bench/json.h"
 
 namespace pmhash::bench {
 namespace {
@@ -41,6 +47,30 @@ TEST(BenchAb, MeasuresEverySliceOfEveryPhaseInBothOrders) {
     }
     EXPECT_GT(r.phases[p].ratio, 0);
   }
+}
+
+TEST(BenchAb, TheJsonFileHoldsEverySlice) {
+  // Written through bench/json.h (option values quoted as JSON strings), parsed back.
+  const std::string path = ::testing::TempDir() + "ab_test.json";
+  ASSERT_EQ(RunAbArgs({"--engine", "cceh", "--records", "2000", "--ops", "1000", "--slice",
+                       "500", "--pool", "dram", "--b", "first_try=off", "--phases",
+                       "insert,negative", "--json", path},
+                      DefaultEnv()),
+            0);
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  Json doc;
+  ASSERT_TRUE(Json::Parse(text.str(), &doc).ok()) << text.str();
+  ASSERT_NE(doc.Find("phases"), nullptr);
+  const std::vector<Json>& phases = doc.Find("phases")->items();
+  ASSERT_EQ(phases.size(), 2u);
+  EXPECT_EQ(phases[1].Find("phase")->string(), "negative");
+  const std::vector<Json>& orders = phases[0].Find("orders")->items();
+  ASSERT_EQ(orders.size(), 2u);
+  EXPECT_EQ(orders[0].Find("ratios")->items().size(), 4u);  // 2000 inserts in slices of 500
+  EXPECT_EQ(doc.Find("b")->string(), "first_try=off");
+  std::remove(path.c_str());
 }
 
 TEST(BenchAb, EachSideOpensWithItsOwnOptions) {
@@ -83,6 +113,11 @@ TEST(BenchAb, BadConfigsAreRefused) {
   EXPECT_EQ(RunAbArgs({"--engine", "cceh", "--pool", "disk"}, DefaultEnv()), 2);
   EXPECT_EQ(RunAbArgs({"--a", "x=1"}, DefaultEnv()), 2);  // no engine
   EXPECT_EQ(RunAbArgs({"--engine", "cceh", "--phases", "delete"}, DefaultEnv()), 2);
+  // Well-formed but refused by the engine: the run fails (exit 1), naming the side.
+  EXPECT_EQ(RunAbArgs({"--engine", "cceh", "--records", "100", "--pool", "dram", "--b",
+                       "first_try=\"x\\"},
+                      DefaultEnv()),
+            1);
 }
 
 }  // namespace
