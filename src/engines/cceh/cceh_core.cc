@@ -459,6 +459,15 @@ CcehSeg* CcehCore::LockSegment(uint64_t hash, LockMode mode) const {
   }
 }
 
+// The window's first `examined` slots from `start`, noted as read: two runs if it wraps.
+[[gnu::always_inline]] inline void CcehCore::NoteWindowRead(const KvWords* slots, size_t start,
+                                                            size_t examined) const {
+  pm::ReadRun run(persister());
+  const size_t first_run = std::min(examined, slots_ - start);
+  run.Add(&slots[start], first_run * sizeof(KvWords));
+  if (examined > first_run) run.Add(&slots[0], (examined - first_run) * sizeof(KvWords));
+}
+
 template <class Window>
 [[gnu::always_inline]] inline CcehCore::Probe CcehCore::FindWith(const CcehSeg* s,
                                                                  std::string_view key,
@@ -506,10 +515,7 @@ template <class Window>
   // What was read (two runs if the window wraps), and for an absent key the first free
   // slot of it: empty, deleted, or a copy a split left behind (lazy deletion: its hash is
   // not the segment's).
-  pm::ReadRun run(persister());
-  const size_t first_run = std::min(examined, slots_ - start);
-  run.Add(&slots[start], first_run * sizeof(KvWords));
-  if (examined > first_run) run.Add(&slots[0], (examined - first_run) * sizeof(KvWords));
+  NoteWindowRead(slots, start, examined);
   if (p.found >= 0) return p;
   const uint32_t depth = s->depth.load(std::memory_order_relaxed);
   const uint64_t pattern = s->pattern.load(std::memory_order_relaxed);
@@ -871,12 +877,7 @@ template <class Window, bool kHooked>
   const size_t start = StartSlot(hash);
   const InlineProbe p = ProbeInline<Window>(slots, start, k, hash);
   if (p.record) return Optimistic::kRetry;  // maybe the key's record: the general path
-  {
-    pm::ReadRun run(persister());  // what FindWith notes: [start, examined), two runs if wrapped
-    const size_t first_run = std::min(p.examined, slots_ - start);
-    run.Add(&slots[start], first_run * sizeof(KvWords));
-    if (p.examined > first_run) run.Add(&slots[0], (p.examined - first_run) * sizeof(KvWords));
-  }
+  NoteWindowRead(slots, start, p.examined);  // as FindWith notes it
   if (p.hit == nullptr) return Optimistic::kAbsent;
   // The key word matched and cannot be a record's (CcehEscapesInline): nothing to free.
   EraseAt(s, static_cast<size_t>(p.hit - slots), /*inline_entry=*/true);

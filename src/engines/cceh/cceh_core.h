@@ -624,6 +624,7 @@ class CcehCore : public Engine {
     size_t examined = kCcehProbeSlots;
     bool record = false;
   };
+  void NoteWindowRead(const KvWords* slots, size_t start, size_t examined) const;
   template <class Window>
   InlineProbe ProbeInline(const KvWords* slots, size_t start, uint64_t k, uint64_t hash) const;
   template <class Window, bool kHooked>
