@@ -1,5 +1,9 @@
 #include "bench/ab.h"
 
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -11,26 +15,13 @@
 #include <fstream>
 #include <memory>
 
+#include "bench/ab_slices.h"
 #include "bench/json.h"
 #include "bench/messages.h"
 #include "engines/engine.h"
 
 namespace pmhash::bench {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-// The i-th key of the run: distinct for distinct i (an invertible mix of i and the seed).
-uint64_t KeyAt(uint64_t i, uint64_t seed) {
-  uint64_t x = i ^ (seed * 0x9e3779b97f4a7c15ull);
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-std::string_view Bytes(const uint64_t& w) {
-  return {reinterpret_cast<const char*>(&w), sizeof(w)};
-}
 
 double Quantile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
@@ -53,32 +44,136 @@ Status WithContext(const Status& s, const std::string& context) {
   }
 }
 
-// One operation of `phase` on key k, checked.
-Status RunOne(const std::string& phase, engines::Engine* index, uint64_t k) {
-  if (phase == "insert") return index->Insert(Bytes(k), Bytes(k));
-  if (phase == "search" || phase == "negative") {
-    uint64_t v = 0;
-    Status s = index->GetU64(k, &v);
-    if (phase == "negative") {
-      return s.IsNotFound() ? Status::OK()
-                            : s.ok() ? Status::Corruption("ab: a negative search found a key") : s;
-    }
-    if (s.ok() && v != k) return Status::Corruption("ab: a search read the wrong value");
-    return s;
+// One side of a run: its index and the slices run on it.
+class Side {
+ public:
+  virtual ~Side() = default;
+  virtual Status Run(ab::Phase phase, uint64_t begin, uint64_t end, double* seconds) = 0;
+};
+
+// The index in this process.
+class LocalSide final : public Side {
+ public:
+  LocalSide(std::unique_ptr<engines::Engine> index, const ab::Keys* keys, ab::Lookup lookup,
+            int threads)
+      : index_(std::move(index)), runner_(keys, lookup, threads) {}
+  Status Run(ab::Phase phase, uint64_t begin, uint64_t end, double* seconds) override {
+    return runner_.Run(index_.get(), phase, begin, end, seconds);
   }
-  return index->Delete(Bytes(k));
+
+ private:
+  std::unique_ptr<engines::Engine> index_;
+  ab::SliceRunner<engines::Engine> runner_;
+};
+
+// The index in a pmhash-slices process (src/tools/slices), spoken to through a socket
+// that is its stdin and stdout (a socket, so that a write to a server that has exited is
+// an error, not a SIGPIPE).
+class ServerSide final : public Side {
+ public:
+  ~ServerSide() override {
+    if (from_ != nullptr) {
+      Send("quit\n");
+      std::fclose(from_);  // closes the socket
+    }
+    if (pid_ > 0) waitpid(pid_, nullptr, 0);
+  }
+
+  static Status Start(const std::string& binary, const std::vector<std::string>& args,
+                      std::unique_ptr<Side>* out) {
+    int fds[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
+      return Status::IOError("socketpair: " + std::string(std::strerror(errno)));
+    }
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, fds[1], STDIN_FILENO);
+    posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
+    std::vector<std::string> argv_text = {binary};
+    argv_text.insert(argv_text.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (std::string& a : argv_text) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    auto side = std::make_unique<ServerSide>();
+    const int err = posix_spawn(&side->pid_, binary.c_str(), &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    close(fds[1]);
+    side->fd_ = fds[0];
+    side->from_ = fdopen(fds[0], "r");
+    if (err != 0) {
+      side->pid_ = 0;
+      return Status::IOError("cannot start " + binary + ": " + std::strerror(err));
+    }
+    std::string reply;
+    PMHASH_RETURN_IF_ERROR(side->ReadReply(&reply));
+    if (reply != "ready") return Status::IOError("pmhash-slices: unexpected '" + reply + "'");
+    *out = std::move(side);
+    return Status::OK();
+  }
+
+  Status Run(ab::Phase phase, uint64_t begin, uint64_t end, double* seconds) override {
+    static constexpr const char* kNames[] = {"insert", "search", "negative", "delete"};
+    char command[128];
+    std::snprintf(command, sizeof(command), "run %s %llu %llu\n", kNames[static_cast<int>(phase)],
+                  static_cast<unsigned long long>(begin), static_cast<unsigned long long>(end));
+    if (!Send(command)) return Status::IOError("pmhash-slices exited");
+    std::string reply;
+    PMHASH_RETURN_IF_ERROR(ReadReply(&reply));
+    char* rest = nullptr;
+    if (reply.rfind("ok ", 0) == 0) *seconds = std::strtod(reply.c_str() + 3, &rest);
+    if (rest == nullptr || *rest != '\0' || !(*seconds >= 0)) {
+      return Status::IOError("pmhash-slices: unexpected '" + reply.substr(0, 80) + "'");
+    }
+    return Status::OK();
+  }
+
+ private:
+  bool Send(std::string_view text) {
+    while (!text.empty()) {
+      const ssize_t n = send(fd_, text.data(), text.size(), MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return false;
+      text.remove_prefix(static_cast<size_t>(n));
+    }
+    return true;
+  }
+
+  // The next line; an "error ..." line or the end of output is an error.
+  Status ReadReply(std::string* reply) {
+    char line[1024];
+    if (from_ == nullptr || std::fgets(line, sizeof(line), from_) == nullptr) {
+      return Status::IOError("pmhash-slices exited without a reply");
+    }
+    *reply = line;
+    if (!reply->empty() && reply->back() == '\n') reply->pop_back();
+    if (reply->rfind("error ", 0) == 0) return Status::IOError("pmhash-slices: " + reply->substr(6));
+    return Status::OK();
+  }
+
+  pid_t pid_ = 0;
+  int fd_ = -1;
+  FILE* from_ = nullptr;  // reads fd_
+};
+
+const std::string& EngineOf(const AbConfig& c, bool a) {
+  const std::string& e = a ? c.a_engine : c.b_engine;
+  return e.empty() ? c.engine : e;
 }
 
-// Opens the two indexes of one order: places[0] and places[1] get the options of A and B
-// (first = A in the first index).
-Status OpenPair(const AbConfig& c, const BenchEnv& env, bool a_first,
-                std::unique_ptr<engines::Engine> index[2], std::string paths[2]) {
+// Opens the two sides of one order: places[0] and places[1] get A and B (first = A in
+// the first place).
+Status OpenPair(const AbConfig& c, const BenchEnv& env, const ab::Keys& keys, bool a_first,
+                std::unique_ptr<Side> side[2], std::string paths[2]) {
+  const ab::Lookup lookup = c.lookups == "get" ? ab::Lookup::kGet : ab::Lookup::kU64;
   for (int i = 0; i < 2; ++i) {
+    const bool is_a = (i == 0) == a_first;
     Options o;
-    o.engine = c.engine;
+    o.engine = EngineOf(c, is_a);
     o.hash_seed = c.seed;
     o.create_if_missing = true;
     o.error_if_exists = true;
+    o.count_stats = c.counters;
+    o.initial_capacity = c.initial_capacity;
     // A bound no engine's PM per key comes near (sparse in tmpfs: only what is used).
     o.pool_size = std::max<uint64_t>(256ull << 20, c.records * 192);
     if (!c.dram_pool) {
@@ -86,9 +181,24 @@ Status OpenPair(const AbConfig& c, const BenchEnv& env, bool a_first,
       o.path = paths[i];
     }
     o.engine_options = c.common_options;
-    const bool is_a = (i == 0) == a_first;
     for (const auto& [k, v] : is_a ? c.a_options : c.b_options) o.engine_options[k] = v;
-    Status s = env.open(o, &index[i]);
+    const std::string& server = is_a ? c.a_server : c.b_server;
+    Status s;
+    if (server.empty()) {
+      std::unique_ptr<engines::Engine> index;
+      s = env.open(o, &index);
+      if (s.ok()) side[i] = std::make_unique<LocalSide>(std::move(index), &keys, lookup, c.threads);
+    } else {
+      std::vector<std::string> args = {
+          "engine=" + o.engine, "records=" + std::to_string(c.records),
+          "seed=" + std::to_string(c.seed), "threads=" + std::to_string(c.threads),
+          "lookups=" + c.lookups, std::string("counters=") + (c.counters ? "on" : "off"),
+          "pool_size=" + std::to_string(o.pool_size),
+          "initial_capacity=" + std::to_string(o.initial_capacity)};
+      if (!o.path.empty()) args.push_back("path=" + o.path);
+      for (const auto& [k, v] : o.engine_options) args.push_back("option=" + k + "=" + v);
+      s = ServerSide::Start(server, args, &side[i]);
+    }
     if (!s.ok()) return WithContext(s, is_a ? "A: " : "B: ");
   }
   return Status::OK();
@@ -97,17 +207,22 @@ Status OpenPair(const AbConfig& c, const BenchEnv& env, bool a_first,
 }  // namespace
 
 Status ValidateAb(const AbConfig& c) {
-  if (c.engine.empty()) return Status::InvalidArgument("--engine is required");
+  if (EngineOf(c, true).empty() || EngineOf(c, false).empty()) {
+    return Status::InvalidArgument("--engine is required (or both --a-engine and --b-engine)");
+  }
   if (c.records == 0 || c.slice == 0 || c.ops == 0) {
     return Status::InvalidArgument("--records, --ops and --slice must be at least 1");
   }
   if (c.records > (uint64_t{1} << 32)) return Status::InvalidArgument("--records: at most 2^32");
   if (c.orders != 1 && c.orders != 2) return Status::InvalidArgument("--orders: 1 or 2");
+  if (c.threads < 1 || c.threads > 64) return Status::InvalidArgument("--threads: 1 to 64");
+  if (c.lookups != "get" && c.lookups != "u64") return Status::InvalidArgument("--lookups: get or u64");
   if (c.phases.empty() || c.phases[0] != "insert") {
     return Status::InvalidArgument("--phases: insert first (it loads both indexes)");
   }
   for (const std::string& p : c.phases) {
-    if (p != "insert" && p != "search" && p != "negative" && p != "delete") {
+    ab::Phase phase;
+    if (!ab::ParsePhase(p, &phase)) {
       return Status::InvalidArgument("--phases: unknown phase '" + p.substr(0, 40) +
                                      "' (insert, search, negative, delete)");
     }
@@ -119,50 +234,35 @@ Status MeasureAb(const AbConfig& c, const BenchEnv& env, AbResult* result) {
   PMHASH_RETURN_IF_ERROR(ValidateAb(c));
   result->phases.clear();
   for (const std::string& p : c.phases) result->phases.push_back(AbPhase{p, {}, {}, {}, 0});
-  std::vector<uint64_t> keys(c.records);
-  for (uint64_t i = 0; i < c.records; ++i) keys[i] = KeyAt(i, c.seed);
-  // Search and delete: `ops` keys in a shuffled order (delete: each once).
-  std::vector<uint64_t> shuffled = keys;
-  for (uint64_t i = shuffled.size() - 1; i > 0; --i) {
-    std::swap(shuffled[i], shuffled[KeyAt(i, c.seed + 1) % (i + 1)]);
-  }
+  const ab::Keys keys(c.records, c.seed);
   for (int order = 0; order < c.orders; ++order) {
-    std::unique_ptr<engines::Engine> index[2];
+    std::unique_ptr<Side> side[2];
     std::string paths[2];
-    Status s = OpenPair(c, env, order == 0, index, paths);
+    Status s = OpenPair(c, env, keys, order == 0, side, paths);
     for (size_t p = 0; s.ok() && p < c.phases.size(); ++p) {
-      const std::string& phase = c.phases[p];
-      std::vector<uint64_t> picks;
-      const std::vector<uint64_t>* run = &keys;
-      if (phase != "insert") {
-        const uint64_t n = phase == "delete" ? std::min(c.ops, c.records) : c.ops;
-        picks.resize(n);
-        for (uint64_t i = 0; i < n; ++i) {
-          // Negative: keys past the inserted ones (KeyAt is one-to-one: none was inserted).
-          picks[i] = phase == "negative" ? KeyAt(c.records + i, c.seed)
-                                         : shuffled[i % shuffled.size()];
-        }
-        run = &picks;
-      }
+      ab::Phase phase;
+      ab::ParsePhase(c.phases[p], &phase);
+      const uint64_t n = phase == ab::Phase::kInsert   ? c.records
+                         : phase == ab::Phase::kDelete ? std::min(c.ops, c.records)
+                                                       : c.ops;
       std::vector<double> ratios, a_mops, b_mops;
-      for (uint64_t begin = 0, k = 0; s.ok() && begin < run->size(); begin += c.slice, ++k) {
-        const uint64_t end = std::min<uint64_t>(run->size(), begin + c.slice);
+      for (uint64_t begin = 0, k = 0; s.ok() && begin < n; begin += c.slice, ++k) {
+        const uint64_t end = std::min<uint64_t>(n, begin + c.slice);
         double seconds[2] = {0, 0};
         for (int j = 0; j < 2 && s.ok(); ++j) {
-          const int i = (k % 2 == 0) ? j : 1 - j;  // which index goes first alternates
-          const auto t0 = Clock::now();
-          for (uint64_t x = begin; x < end && s.ok(); ++x) s = RunOne(phase, index[i].get(), (*run)[x]);
-          seconds[i] = std::chrono::duration<double>(Clock::now() - t0).count();
+          const int i = (k % 2 == 0) ? j : 1 - j;  // which side goes first alternates
+          s = WithContext(side[i]->Run(phase, begin, end, &seconds[i]),
+                          (i == 0) == (order == 0) ? "A: " : "B: ");
         }
         if (!s.ok()) break;
         const double a = seconds[order == 0 ? 0 : 1], b = seconds[order == 0 ? 1 : 0];
-        const double n = static_cast<double>(end - begin) / 1e6;
+        const double m = static_cast<double>(end - begin) / 1e6;
         ratios.push_back(a / b);
-        a_mops.push_back(n / a);
-        b_mops.push_back(n / b);
+        a_mops.push_back(m / a);
+        b_mops.push_back(m / b);
       }
       if (!s.ok()) {
-        s = WithContext(s, phase + ": ");
+        s = WithContext(s, c.phases[p] + ": ");
         break;
       }
       AbPhase& r = result->phases[p];
@@ -171,7 +271,7 @@ Status MeasureAb(const AbConfig& c, const BenchEnv& env, AbResult* result) {
       r.b_mops.push_back(std::move(b_mops));
     }
     for (int i = 0; i < 2; ++i) {
-      index[i].reset();
+      side[i].reset();
       if (!paths[i].empty()) unlink(paths[i].c_str());
     }
     PMHASH_RETURN_IF_ERROR(s);
@@ -191,10 +291,23 @@ int RunAbArgs(const std::vector<std::string>& args, const BenchEnv& env) {
   AbConfig c;
   std::vector<std::string> a_opts, b_opts, opts;
   std::string phases = "insert,search,delete", pool = "shm", json;
-  app.add_option("--engine", c.engine, "The engine")->required();
+  std::string counters = "off";
+  app.add_option("--engine", c.engine, "Both sides' engine");
+  app.add_option("--a-engine", c.a_engine, "A's engine (default --engine)");
+  app.add_option("--b-engine", c.b_engine, "B's engine (default --engine)");
   app.add_option("--a", a_opts, "A's engine options, K=V (repeatable; none: the defaults)");
   app.add_option("--b", b_opts, "B's engine options, K=V (repeatable)");
   app.add_option("--opt", opts, "Both sides' engine options, K=V (repeatable)");
+  app.add_option("--a-server", c.a_server,
+                 "Run A in a pmhash-slices process of this path (another build: "
+                 "scripts/slices-at.sh)");
+  app.add_option("--b-server", c.b_server, "Run B in a pmhash-slices process of this path");
+  app.add_option("--threads", c.threads, "Threads per slice, per side (default 1)");
+  app.add_option("--lookups", c.lookups,
+                 "u64 (Index::GetU64, default) or get (Index::Get, pmhash bench's default)");
+  app.add_option("--initial-capacity", c.initial_capacity,
+                 "Options::initial_capacity (default 0; pmhash bench passes --records)");
+  app.add_option("--counters", counters, "off (default) or on: Options::count_stats");
   app.add_option("--records", c.records, "Keys inserted (default 1000000)");
   app.add_option("--ops", c.ops, "Searches and deletes (default 2000000; deletes at most --records)");
   app.add_option("--slice", c.slice, "Operations per slice (default 100000)");
@@ -241,6 +354,10 @@ int RunAbArgs(const std::vector<std::string>& args, const BenchEnv& env) {
     return Fail(2, "bench ab: --pool: '" + pool.substr(0, 40) + "' (shm or dram)");
   }
   c.dram_pool = pool == "dram";
+  if (counters != "on" && counters != "off") {
+    return Fail(2, "bench ab: --counters: '" + counters.substr(0, 40) + "' (on or off)");
+  }
+  c.counters = counters == "on";
   s = ValidateAb(c);
   if (!s.ok()) return Fail(2, "bench ab: " + std::string(s.message()));
   WarnIfDebugBuild();
@@ -253,13 +370,20 @@ int RunAbArgs(const std::vector<std::string>& args, const BenchEnv& env) {
     for (const auto& [k, v] : m) t += (t.empty() ? "" : ",") + k + "=" + v;
     return t.empty() ? std::string("(defaults)") : t;
   };
-  char line[512];
+  // "engine opts [in SERVER]" of a side.
+  auto describe = [&](bool a) {
+    const std::string& server = a ? c.a_server : c.b_server;
+    return EngineOf(c, a) + " " + join(a ? c.a_options : c.b_options) +
+           (server.empty() ? "" : " in " + server);
+  };
+  char line[1024];
   std::snprintf(line, sizeof(line),
-                "pmhash bench ab: %s, A %s, B %s%s%s; %llu keys, slices of %llu, %s pools, %d "
-                "order%s\n",
-                c.engine.c_str(), join(c.a_options).c_str(), join(c.b_options).c_str(),
+                "pmhash bench ab: A %s, B %s%s%s; %llu keys, slices of %llu, %d thread%s, "
+                "lookups %s, %s pools, %d order%s\n",
+                describe(true).c_str(), describe(false).c_str(),
                 c.common_options.empty() ? "" : ", both ", c.common_options.empty() ? "" : join(c.common_options).c_str(),
                 static_cast<unsigned long long>(c.records), static_cast<unsigned long long>(c.slice),
+                c.threads, c.threads == 1 ? "" : "s", c.lookups.c_str(),
                 c.dram_pool ? "DRAM" : "/dev/shm", c.orders, c.orders == 1 ? "" : "s");
   env.out(line);
   env.out("phase    order  slices  A Mops/s (IQR)        B Mops/s (IQR)        B/A per slice, median (IQR)\n");
@@ -278,9 +402,15 @@ int RunAbArgs(const std::vector<std::string>& args, const BenchEnv& env) {
   }
   if (!json.empty()) {
     Json doc = Json::Object();
-    doc.Set("engine", c.engine);
+    doc.Set("a_engine", EngineOf(c, true));
+    doc.Set("b_engine", EngineOf(c, false));
     doc.Set("a", join(c.a_options));
     doc.Set("b", join(c.b_options));
+    doc.Set("a_server", c.a_server);
+    doc.Set("b_server", c.b_server);
+    doc.Set("threads", static_cast<uint64_t>(c.threads));
+    doc.Set("lookups", c.lookups);
+    doc.Set("initial_capacity", c.initial_capacity);
     doc.Set("both", join(c.common_options));
     doc.Set("records", c.records);
     doc.Set("ops", c.ops);

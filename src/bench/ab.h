@@ -1,23 +1,29 @@
-// `pmhash bench ab`: two configurations of one engine measured in one process, slice by
-// slice, so that a machine whose speed drifts by 2x within a minute (a shared host) still
-// gives a ratio with a narrow spread.
+// `pmhash bench ab`: two configurations measured in one run, slice by slice, so that a
+// machine whose speed drifts by 2x within a minute (a shared host) still gives a ratio
+// with a narrow spread.
 //
 //   pmhash bench ab --engine E --a OPTS --b OPTS [--opt K=V ...] [--records N]
 //                   [--ops N] [--slice N] [--phases insert,search,negative,delete]
-//                   [--pool shm|dram]
+//                   [--a-engine E] [--b-engine E] [--a-server PATH] [--b-server PATH]
+//                   [--threads N] [--lookups u64|get] [--initial-capacity N]
+//                   [--counters on|off] [--pool shm|dram]
 //                   [--orders 1|2] [--seed N] [--json FILE]
 //
-// Two indexes of E are opened (A with --a's engine options, B with --b's, both with the
-// --opt ones and one hash seed), then each phase runs in slices of --slice operations,
-// A's slice and B's slice back to back with the same keys, the first of the two
-// alternating; a slice's ratio is A's time over B's (above 1: B faster). The two indexes
-// live at different addresses, which alone can favour one by several percent (an A/A run
-// shows it); with --orders 2 (the default) the whole run is repeated with the two
-// configurations' places swapped and the ratio reported is the geometric mean of the two
-// orders' medians, which cancels that bias. Phases: insert (the --records keys, the load of
-// both indexes), search (--ops keys present, Index::GetU64), negative (--ops keys never
-// inserted) and delete (--ops keys, each once; at most --records). Keys and values are 8 bytes. Every result is checked (a
-// search that misses or a delete that finds nothing fails the run). Time is wall time.
+// Two indexes are opened (A of --a-engine, else --engine, with --a's engine options, B
+// likewise, both with the --opt ones and one hash seed), each in this process or, with
+// --a-server / --b-server, in a pmhash-slices process of that path (src/tools/slices: the
+// same slice loop built against another commit's library, scripts/slices-at.sh), then
+// each phase runs in slices of --slice operations, A's slice and B's slice back to back
+// with the same keys (bench/ab_slices.h), the first of the two alternating; a slice's
+// ratio is A's time over B's (above 1: B faster). The two indexes live at different
+// addresses, which alone can favour one by several percent (an A/A run shows it); with
+// --orders 2 (the default) the whole run is repeated with the two sides' places swapped
+// and the ratio reported is the geometric mean of the two orders' medians, which cancels
+// that bias. Phases: insert (the --records keys, the load of both indexes), search (--ops
+// keys present), negative (--ops keys never inserted) and delete (--ops keys, each once;
+// at most --records). Keys and values are 8 bytes. Every result is checked (a search that
+// misses or a delete that finds nothing fails the run). Time is wall time, a slice's
+// threads included.
 #pragma once
 
 #include <cstdint>
@@ -31,8 +37,14 @@
 namespace pmhash::bench {
 
 struct AbConfig {
-  std::string engine;
+  std::string engine;            // both sides' engine unless a side names its own
+  std::string a_engine, b_engine;
   std::map<std::string, std::string> a_options, b_options, common_options;
+  std::string a_server, b_server;  // a pmhash-slices binary; empty: in this process
+  int threads = 1;               // per slice, per side
+  std::string lookups = "u64";   // Index::GetU64, or "get": Index::Get (pmhash bench's default)
+  uint64_t initial_capacity = 0;  // Options::initial_capacity (pmhash bench: --records)
+  bool counters = false;         // Options::count_stats
   uint64_t records = 1'000'000;
   uint64_t ops = 2'000'000;  // search and delete slices' keys (delete: at most records)
   uint64_t slice = 100'000;
@@ -54,8 +66,9 @@ struct AbResult {
   std::vector<AbPhase> phases;
 };
 
-// InvalidArgument for a config out of range (no engine, zero records or slice, a phase
-// other than insert / search / negative / delete, insert not first, orders not 1 or 2).
+// InvalidArgument for a config out of range (no engine for a side, zero records or slice,
+// a phase other than insert / search / negative / delete, insert not first, orders not 1
+// or 2, threads outside 1-64, lookups other than u64 or get).
 Status ValidateAb(const AbConfig& config);
 // Runs it (validating first); errors of an open or of a checked operation as they come.
 Status MeasureAb(const AbConfig& config, const BenchEnv& env, AbResult* result);
