@@ -46,7 +46,13 @@ std::vector<OptionSpec> CcehCore::CcehOptions() {
           OptionSpec::Bool("probe_to_empty", false,
                            "searches and duplicate checks stop at the first empty slot of the "
                            "window (an improvement; default off: every probe that misses reads "
-                           "the whole window, as the original's searches do)")};
+                           "the whole window, as the original's searches do)"),
+          OptionSpec::Bool("free_slots_first", false,
+                           "an insert takes the window's first empty or deleted slot before "
+                           "any copy a split left behind, hashing no stored key unless the "
+                           "window has neither (an improvement; default off: the first usable "
+                           "slot in probe order, each occupied slot's key hashed on the way, "
+                           "as the original)")};
 }
 
 Status CcehCore::ConfigureCore(EngineOptions& options, const RootLayout& layout) {
@@ -55,6 +61,7 @@ Status CcehCore::ConfigureCore(EngineOptions& options, const RootLayout& layout)
   segment_bytes_given_ = options.Given("segment_bytes");
   initial_segments_ = options.Uint("segments");
   probe_to_empty_ = options.Bool("probe_to_empty");
+  free_slots_first_ = options.Bool("free_slots_first");
   if (!IsPowerOfTwo(segment_bytes_)) {
     return Status::InvalidArgument(name() + ": segment_bytes must be a power of two, not " +
                                    std::to_string(segment_bytes_));
@@ -517,6 +524,15 @@ template <class Window>
   // not the segment's).
   NoteWindowRead(slots, start, examined);
   if (p.found >= 0) return p;
+  if (free_slots_first_) {  // an empty or deleted slot, known without a hash
+    for (size_t i = 0; i < examined; ++i) {
+      const size_t k = SlotAt(start, i);
+      if (CcehForm(slots[k].word0) == SlotForm::kEmpty) {
+        p.free = static_cast<int>(k);
+        return p;
+      }
+    }
+  }
   const uint32_t depth = s->depth.load(std::memory_order_relaxed);
   const uint64_t pattern = s->pattern.load(std::memory_order_relaxed);
   for (size_t i = 0; i < examined; ++i) {
@@ -919,20 +935,21 @@ Status CcehCore::SplitInPlace(CcehSeg* s, uint64_t hash) {
   // stays in its window). They stay in s too, to be overwritten later (lazy deletion).
   const KvWords* slots = SlotsOf(s);
   CcehImage right(slots_);
-  int64_t moved = 0;
+  std::vector<std::pair<size_t, size_t>> starts;  // (moved slot, its window's start)
+  starts.reserve(slots_);
   for (size_t k = 0; k < slots_; ++k) {
     const KvWords& w = slots[k];
     if (CcehForm(w.word0) == SlotForm::kEmpty) continue;
-    const uint64_t h = SlotHash(w);
+    const uint64_t h = SlotHash(w);  // each slot hashed once: a split's main cost
     if (!LiveIn(h, depth, pattern) || ((h >> (63 - depth)) & 1) == 0) continue;
     right[k] = w;
-    ++moved;
+    starts.emplace_back(k, StartSlot(h));
   }
+  const int64_t moved = static_cast<int64_t>(starts.size());
   // Invariant 2 in the new segment: the slots between each entry's window start and
   // the entry hold a free word where the copy leaves them empty.
-  for (size_t k = 0; k < slots_; ++k) {
-    if (CcehForm(right[k].word0) == SlotForm::kEmpty) continue;
-    for (size_t j = StartSlot(SlotHash(right[k])); j != k; j = SlotAt(j, 1)) {
+  for (const auto& [k, start] : starts) {
+    for (size_t j = start; j != k; j = SlotAt(j, 1)) {
       if (right[j].word0 == kCcehEmpty) right[j].word0 = kCcehFree;
     }
   }

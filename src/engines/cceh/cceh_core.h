@@ -642,6 +642,7 @@ class CcehCore : public Engine {
   uint64_t slots_ = 0;
   uint64_t bucket_mask_ = 0;
   bool probe_to_empty_ = false;    // option: probes stop at the first empty slot
+  bool free_slots_first_ = false;  // option: inserts prefer empty and deleted slots
   bool window_avx2_ = false;       // cpuid: the window's lines matched with AVX2
   std::function<void()> first_try_hook_;
   uint64_t initial_segments_ = 0;  // 0: auto

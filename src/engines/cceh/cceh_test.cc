@@ -113,6 +113,53 @@ TEST(CcehTest, AFullWindowSplitsTheSegmentAndDoublesTheDirectory) {
   ExpectMatches(index.get(), model);
 }
 
+// The pool's key hash, counted: how many stored keys an insert hashes.
+int g_key_hashes = 0;
+uint64_t CountedHash(std::string_view key) {
+  ++g_key_hashes;
+  return HashKey(key, kTestHashSeed);
+}
+
+TEST(CcehTest, FreeSlotsFirstHashesNoKeyWhileTheWindowHasAnEmptyOrDeletedSlot) {
+  for (const char* first : {"off", "on"}) {
+    SCOPED_TRACE(std::string("free_slots_first=") + first);
+    std::map<std::string, std::string> o = Small();
+    o["free_slots_first"] = first;
+    auto index = OpenOrDie(CcehOptions(o));
+    // The window of start bucket 3 filled with left and right keys in turn (slots 0-15),
+    // then a 17th key splits it: the right keys' copies stay behind in the odd slots.
+    const std::vector<std::string> left = KeysWithHashBits(15, 3, 1, 0, 10),
+                                   right = KeysWithHashBits(15, 3, 1, 1, 8);
+    Model model;
+    for (size_t i = 0; i < 8; ++i) {
+      for (const std::string& k : {left[i], right[i]}) {
+        ASSERT_TRUE(index->Insert(k, k).ok());
+        model[k] = k;
+      }
+    }
+    // With no empty or deleted slot left, either order reuses a stale copy: no 2nd split.
+    ASSERT_TRUE(index->Insert(left[8], "x").ok());
+    model[left[8]] = "x";
+    EXPECT_EQ(Counter(index.get(), "splits"), 1u);
+    // left[7] (slot 14) deleted: the original's order takes the first stale copy, hashing
+    // every key before it; free_slots_first the deleted slot, hashing none.
+    ASSERT_TRUE(index->Delete(left[7]).ok());
+    model.erase(left[7]);
+    static_cast<Engine*>(index.get())->SetKeyHashForTesting(&CountedHash);
+    g_key_hashes = 0;
+    ASSERT_TRUE(index->Insert(left[9], "y").ok());
+    model[left[9]] = "y";
+    if (std::string(first) == "on") {
+      EXPECT_EQ(g_key_hashes, 1) << "the insert's own key only";
+    } else {
+      EXPECT_GT(g_key_hashes, 2) << "its own key, then the live keys before a stale copy";
+    }
+    EXPECT_EQ(Counter(index.get(), "splits"), 1u);
+    ExpectMatches(index.get(), model);
+    static_cast<Engine*>(index.get())->SetKeyHashForTesting(nullptr);
+  }
+}
+
 // Invariant 2 (cceh_core.h): no empty slot lies between a key's window start and the
 // key, so a probe may stop at an empty slot. A delete and a split's new segment must
 // leave free words, not empty ones, where a later key of the window would be cut off.
