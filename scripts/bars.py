@@ -32,6 +32,8 @@ PHASES = ["insert", "search", "negative", "delete"]
 PAIRS = [
     ("31", "cceh", ["segments=64"], "wophi", {1: (1.44, 0.96, 1.21, 1.28)}),
     ("31", "cceh", ["segments=64"], "linear", {1: (1.42, 1.02, 0.96, 2.7)}),
+    ("31", "cceh", ["segments=64", "free_slots_first=on"], "wophi", {1: (1.44, 0.96, 1.21, 1.28)}),
+    ("31", "cceh", ["segments=64", "free_slots_first=on"], "linear", {1: (1.42, 1.02, 0.96, 2.7)}),
     ("32", "dash", ["segments=64"], "wophi", {1: (1.67, 1.38, 2.65, 1.52)}),
     ("32", "level", [], "wophi", {1: (0.65, 1.41, 1.45, 0.84)}),
     ("30", "spash", ["filter=on", "hint=on"], "wophi",
@@ -91,7 +93,7 @@ def main():
     for r in range(args.rounds):
         for t in threads:
             for i, pair in enumerate(pairs):
-                path = os.path.join(args.json_dir, "%s-%s-t%d-r%d.json" % (pair[1], pair[3], t, r + 1))
+                path = os.path.join(args.json_dir, "%d-%s-%s-t%d-r%d.json" % (i, pair[1], pair[3], t, r + 1))
                 got = run_pair(args, pair, t, path)
                 if got is None:
                     failed = True

@@ -1,6 +1,7 @@
 #include "bench/ab.h"
 
-#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -68,19 +69,25 @@ class LocalSide final : public Side {
 
 // The index in a pmhash-slices process (src/tools/slices), spoken to through a socket
 // that is its stdin and stdout (a socket, so that a write to a server that has exited is
-// an error, not a SIGPIPE).
+// an error, not a SIGPIPE). A server silent for AbConfig::reply_seconds is taken for hung:
+// the run fails and the server is killed, so a hang in the measured build never hangs
+// the run.
 class ServerSide final : public Side {
  public:
+  explicit ServerSide(int reply_seconds) : reply_seconds_(reply_seconds) {}
   ~ServerSide() override {
-    if (from_ != nullptr) {
-      Send("quit\n");
-      std::fclose(from_);  // closes the socket
+    if (fd_ >= 0) {
+      if (!hung_) Send("quit\n");
+      close(fd_);
     }
-    if (pid_ > 0) waitpid(pid_, nullptr, 0);
+    if (pid_ > 0) {
+      if (hung_) kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
   }
 
   static Status Start(const std::string& binary, const std::vector<std::string>& args,
-                      std::unique_ptr<Side>* out) {
+                      int reply_seconds, std::unique_ptr<Side>* out) {
     int fds[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
       return Status::IOError("socketpair: " + std::string(std::strerror(errno)));
@@ -94,12 +101,11 @@ class ServerSide final : public Side {
     std::vector<char*> argv;
     for (std::string& a : argv_text) argv.push_back(a.data());
     argv.push_back(nullptr);
-    auto side = std::make_unique<ServerSide>();
+    auto side = std::make_unique<ServerSide>(reply_seconds);
     const int err = posix_spawn(&side->pid_, binary.c_str(), &actions, nullptr, argv.data(), environ);
     posix_spawn_file_actions_destroy(&actions);
     close(fds[1]);
     side->fd_ = fds[0];
-    side->from_ = fdopen(fds[0], "r");
     if (err != 0) {
       side->pid_ = 0;
       return Status::IOError("cannot start " + binary + ": " + std::strerror(err));
@@ -138,21 +144,35 @@ class ServerSide final : public Side {
     return true;
   }
 
-  // The next line; an "error ..." line or the end of output is an error.
+  // The next line; an "error ..." line, the end of output or a silent server is an error.
   Status ReadReply(std::string* reply) {
-    char line[1024];
-    if (from_ == nullptr || std::fgets(line, sizeof(line), from_) == nullptr) {
-      return Status::IOError("pmhash-slices exited without a reply");
+    size_t eol;
+    while ((eol = pending_.find('\n')) == std::string::npos) {
+      pollfd p{fd_, POLLIN, 0};
+      const int ready = poll(&p, 1, reply_seconds_ * 1000);
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready == 0) {
+        hung_ = true;
+        return Status::IOError("pmhash-slices sent nothing for " + std::to_string(reply_seconds_) +
+                               " s: taken for hung, killed");
+      }
+      char chunk[512];
+      const ssize_t n = ready < 0 ? -1 : read(fd_, chunk, sizeof(chunk));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return Status::IOError("pmhash-slices exited without a reply");
+      pending_.append(chunk, static_cast<size_t>(n));
     }
-    *reply = line;
-    if (!reply->empty() && reply->back() == '\n') reply->pop_back();
+    *reply = pending_.substr(0, eol);
+    pending_.erase(0, eol + 1);
     if (reply->rfind("error ", 0) == 0) return Status::IOError("pmhash-slices: " + reply->substr(6));
     return Status::OK();
   }
 
+  const int reply_seconds_;
   pid_t pid_ = 0;
   int fd_ = -1;
-  FILE* from_ = nullptr;  // reads fd_
+  bool hung_ = false;
+  std::string pending_;  // read past the last line taken
 };
 
 const std::string& EngineOf(const AbConfig& c, bool a) {
@@ -197,7 +217,7 @@ Status OpenPair(const AbConfig& c, const BenchEnv& env, const ab::Keys& keys, bo
           "initial_capacity=" + std::to_string(o.initial_capacity)};
       if (!o.path.empty()) args.push_back("path=" + o.path);
       for (const auto& [k, v] : o.engine_options) args.push_back("option=" + k + "=" + v);
-      s = ServerSide::Start(server, args, &side[i]);
+      s = ServerSide::Start(server, args, c.reply_seconds, &side[i]);
     }
     if (!s.ok()) return WithContext(s, is_a ? "A: " : "B: ");
   }

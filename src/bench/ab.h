@@ -45,6 +45,7 @@ struct AbConfig {
   std::string lookups = "u64";   // Index::GetU64, or "get": Index::Get (pmhash bench's default)
   uint64_t initial_capacity = 0;  // Options::initial_capacity (pmhash bench: --records)
   bool counters = false;         // Options::count_stats
+  int reply_seconds = 600;       // a server silent this long is hung: killed, the run fails
   uint64_t records = 1'000'000;
   uint64_t ops = 2'000'000;  // search and delete slices' keys (delete: at most records)
   uint64_t slice = 100'000;

@@ -2,9 +2,11 @@
 // each side gets its own options, and bad input. Correctness only: nothing is timed.
 #include "bench/ab.h"
 
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -172,6 +174,31 @@ TEST(BenchAb, AServerThatFailsNamesItsSide) {
   c.engine = "no-such-engine";
   s = MeasureAb(c, DefaultEnv(), &r);
   EXPECT_FALSE(s.ok());
+}
+
+TEST(BenchAb, AHungServerFailsTheRunAndIsKilled) {
+  // A "server" that says ready, then never answers: the run fails after reply_seconds.
+  const std::string script = ::testing::TempDir() + "ab_hung_server.sh";
+  {
+    std::ofstream f(script);
+    f << "#!/bin/sh\necho ready\nexec sleep 120\n";
+  }
+  ASSERT_EQ(chmod(script.c_str(), 0700), 0);
+  AbConfig c = Small();
+  c.orders = 1;
+  c.b_server = script;
+  c.reply_seconds = 1;
+  AbResult r;
+  const auto t0 = std::chrono::steady_clock::now();
+  const Status s = MeasureAb(c, DefaultEnv(), &r);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(s.IsIOError()) << s.ToString();
+  EXPECT_NE(std::string(s.message()).find("B: pmhash-slices sent nothing for 1 s"),
+            std::string::npos)
+      << s.ToString();
+  EXPECT_LT(seconds, 60) << "the sleeping server was waited for, not killed";
+  std::remove(script.c_str());
 }
 
 TEST(BenchAb, TheServerAnswersEveryLine) {
