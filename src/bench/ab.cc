@@ -9,7 +9,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <chrono>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
