@@ -227,8 +227,21 @@ TEST(BenchAb, TheServerAnswersEveryLine) {
   ASSERT_NE(p, nullptr);
   ASSERT_NE(std::fgets(line, sizeof(line), p), nullptr);
   EXPECT_EQ(std::string(line).rfind("error bad value in 'threads=0'", 0), 0u) << line;
-  const int status = pclose(p);
+  int status = pclose(p);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << status;
+  // An argument that is not KEY=VALUE, an unknown key, and no engine: the same.
+  const std::pair<const char*, const char*> refused[] = {
+      {" engine=cceh records=10 bogus", "error 'bogus' is not KEY=VALUE"},
+      {" engine=cceh records=10 colour=red", "error unknown argument 'colour'"},
+      {" records=10", "error engine= and records= are required"}};
+  for (const auto& [args, message] : refused) {
+    p = popen((std::string(SlicesPath()) + args + " </dev/null").c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    ASSERT_NE(std::fgets(line, sizeof(line), p), nullptr) << args;
+    EXPECT_EQ(std::string(line).rfind(message, 0), 0u) << line;
+    status = pclose(p);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << args << ": " << status;
+  }
 }
 
 TEST(BenchAb, BadConfigsAreRefused) {
