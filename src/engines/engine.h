@@ -257,6 +257,21 @@ class Engine : public Index {
   // On only where reads go unnoted (reads_unnoted) and operations need no bracket or test
   // hash (GetChecked's). Configure may call it, or later.
   void SetQuickGet(bool on) { quick_get_ = on && reads_unnoted_ && !checked_ops_; }
+  // The quick delete (Delete's first try, as QuickGet is Get's): an engine whose deletes
+  // of 8-byte keys mostly take a short path overrides it and turns it on with
+  // SetQuickDelete. Delete then calls it first for an 8-byte key (key_word), the hash
+  // computed inline; kFound: deleted and durable, kAbsent: NotFound, any other answer goes
+  // on to DoDelete, nothing changed. It answers in a register with no Status built, so
+  // that few instructions lie between its fence and the next call's first miss (a write
+  // waits for its write-back unless the next call's miss starts soon after the fence:
+  // BENCHMARKS.md, "What follows a fence").
+  virtual Optimistic QuickDelete(uint64_t hash, uint64_t key_word) {
+    (void)hash;
+    (void)key_word;
+    return Optimistic::kRetry;
+  }
+  // On only where operations need no bracket or test hash (DeleteChecked's).
+  void SetQuickDelete(bool on) { quick_delete_ = on && !checked_ops_; }
 
   // ---- Lifecycle ----
   // Reads engine options (sizes, switches) through the declared list, and checks what
@@ -395,6 +410,8 @@ class Engine : public Index {
   __attribute__((noinline)) Status GetChecked(std::string_view key, std::string* value);
   __attribute__((noinline)) Status DeleteChecked(std::string_view key);
   __attribute__((noinline)) Status GetU64Slowly(uint64_t key, uint64_t* value);
+  // An 8-byte key's word and hash (Get's and Delete's quick paths).
+  std::pair<uint64_t, uint64_t> WordAndHash(std::string_view key) const;
   // MultiGet's pipelined path.
   void MultiGetPipelined(std::span<const std::string_view> keys, std::span<std::string> values,
                          std::span<Status> statuses);
@@ -417,6 +434,7 @@ class Engine : public Index {
   // (persister_->tracks_ops()) or hashed by SetKeyHashForTesting's hash (Start).
   bool checked_ops_ = false;
   bool quick_get_ = false;  // SetQuickGet
+  bool quick_delete_ = false;  // SetQuickDelete
   bool reads_unnoted_ = false;  // !persister_->notes_reads()
   bool resize_enabled_ = true;
   uint64_t initial_capacity_ = 0;

@@ -97,12 +97,36 @@ class RecordingEngine : public Engine {
   };
   static constexpr RootLayout kLayout{kMagic, 3, sizeof(RecordingRoot), sizeof(uint64_t)};
 
- private:
+ protected:
+  std::map<std::string, std::string> data_;
+
   void Note(const char* what, uint64_t hash) {
     calls.push_back(what);
     hashes.push_back(hash);
   }
-  std::map<std::string, std::string> data_;
+};
+
+// A RecordingEngine with a quick delete: an 8-byte key it holds is deleted there (kFound),
+// one it lacks is kAbsent, "retry---" goes on to DoDelete (kRetry).
+class QuickDeletingEngine : public RecordingEngine {
+ public:
+  static uint64_t Word(std::string_view key) {
+    uint64_t w = 0;
+    std::memcpy(&w, key.data(), sizeof(w));
+    return w;
+  }
+
+ protected:
+  Status Configure(EngineOptions& options, const Options& index_options) override {
+    SetQuickDelete(true);
+    return RecordingEngine::Configure(options, index_options);
+  }
+  Optimistic QuickDelete(uint64_t hash, uint64_t key_word) override {
+    Note("quick-delete", hash);
+    if (key_word == Word("retry---")) return Optimistic::kRetry;
+    const std::string key(reinterpret_cast<const char*>(&key_word), sizeof(key_word));
+    return data_.erase(key) != 0 ? Optimistic::kFound : Optimistic::kAbsent;
+  }
 };
 
 EngineInfo Info(bool pipelined) {
@@ -154,6 +178,49 @@ TEST(EngineKit, EachOperationChecksHashesOnceAndCallsItsVirtual) {
   EXPECT_TRUE(e->Get(big_key, &v).IsInvalidArgument());
   EXPECT_TRUE(e->Delete(big_key).IsInvalidArgument());
   EXPECT_TRUE(r->calls.empty());
+}
+
+TEST(EngineKit, AnEightByteKeysDeleteTakesTheQuickDeleteFirst) {
+  const EngineInfo info = Info(false);
+  auto open = [&](const Options& options, std::unique_ptr<Engine>* e) {
+    std::unique_ptr<pm::Pool> pool;
+    ASSERT_TRUE(pm::Pool::CreateDram("kit-test", 8ull << 20, &pool, options.hash_seed).ok());
+    ASSERT_TRUE(OpenEngine(MakeEngine<QuickDeletingEngine>(info), std::move(pool), true, options,
+                           nullptr, e)
+                    .ok());
+  };
+  std::unique_ptr<Engine> e;
+  open({}, &e);
+  RecordingEngine* r = Recording(e);
+  for (const char* k : {"present-", "retry---", "short"}) ASSERT_TRUE(e->Insert(k, "v").ok());
+  r->calls.clear();
+  r->hashes.clear();
+  // Answered by the quick delete alone, with the key's hash.
+  EXPECT_TRUE(e->Delete("present-").ok());
+  EXPECT_TRUE(e->Delete("present-").IsNotFound());
+  EXPECT_TRUE(e->Delete("absent--").IsNotFound());
+  // Anything else goes on to DoDelete, hashed once.
+  EXPECT_TRUE(e->Delete("retry---").ok());
+  EXPECT_TRUE(e->Delete("short").ok());
+  EXPECT_EQ(r->calls, (std::vector<std::string>{"quick-delete", "quick-delete", "quick-delete",
+                                                "quick-delete", "delete", "delete"}));
+  const std::vector<std::string> keys{"present-", "present-", "absent--", "retry---",
+                                      "retry---", "short"};
+  ASSERT_EQ(r->hashes.size(), keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) EXPECT_EQ(r->hashes[i], e->KeyHash(keys[i])) << i;
+  EXPECT_EQ(e->Count(), 0u);
+  ASSERT_TRUE(e->Close().ok());
+
+  // A counted operation is bracketed (DeleteChecked): no quick delete.
+  Options counted;
+  counted.count_stats = true;
+  open(counted, &e);
+  r = Recording(e);
+  ASSERT_TRUE(e->Insert("present-", "v").ok());
+  r->calls.clear();
+  EXPECT_TRUE(e->Delete("present-").ok());
+  EXPECT_EQ(r->calls, (std::vector<std::string>{"delete"}));
+  ASSERT_TRUE(e->Close().ok());
 }
 
 TEST(EngineKit, MultiGetPrefetchesDepthKeysAheadWhenTheEngineCan) {

@@ -17,6 +17,7 @@ constexpr RootLayout kRootLayout{kCcehRootMagic, kCcehVersion, sizeof(CcehRoot),
 Status Cceh::Configure(EngineOptions& options, const Options& /*index_options*/) {
   first_try_ = options.Bool("first_try");
   SetQuickGet(first_try_);
+  SetQuickDelete(first_try_);
   return ConfigureCore(options, kRootLayout);
 }
 
@@ -60,6 +61,12 @@ Status Cceh::DoWrite(std::string_view key, std::string_view value, uint64_t hash
                      WriteMode mode) {
   bool diverted = false;  // never: no cceh segment has an attachment
   return WriteInPlace(key, value, hash, mode, &diverted);
+}
+
+Optimistic Cceh::QuickDelete(uint64_t hash, uint64_t key_word) {
+  // With the tests' hook set, DoDelete runs the first try (FirstDeleteHooked).
+  if (first_try_hooked()) [[unlikely]] return Optimistic::kRetry;
+  return FirstDelete(key_word, hash);
 }
 
 Status Cceh::DoDelete(std::string_view key, uint64_t hash) {

@@ -35,6 +35,7 @@ class Cceh : public CcehCore {
   // by a full scan.
   PMHASH_ENGINE_KIT_OVERRIDES;
   QuickAnswer QuickGet(uint64_t hash, uint64_t key_word) override;
+  Optimistic QuickDelete(uint64_t hash, uint64_t key_word) override;
   Status Shutdown() override;  // frees the retired directories
   // The probe window's lines of the key's start bucket.
   void Prefetch(uint64_t hash) const override;

@@ -811,13 +811,14 @@ Status CcehCore::UpdateAt(CcehSeg* s, size_t slot, std::string_view key, std::st
   pm::Persister& ps = persister();
   KvWords* w = &SlotsOf(s)[slot];
   const KvWords old = *w;
+  // The count first, so that nothing but the lock's release and the return follow the fence.
+  s->delta.store(s->delta.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
   {
     const MediaTally tally(*this, kMediaSlots);
     ps.Store(&w->word0, kCcehFree);  // the commit (free, not empty: invariant 2)
     ps.Persist(&w->word0, sizeof(uint64_t));
   }
   if (!inline_entry) Discard(old);  // durably unreachable since the store
-  s->delta.store(s->delta.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
 }
 
 Status CcehCore::WriteInPlace(std::string_view key, std::string_view value, uint64_t hash,
