@@ -7,6 +7,7 @@
 #include <bit>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -672,6 +673,23 @@ template <class Window>
   return p;
 }
 
+CcehCore::InlineProbe CcehCore::ProbeSse2(const KvWords* slots, size_t start, uint64_t k,
+                                           uint64_t hash) const {
+  return ProbeInline<WindowSse2>(slots, start, k, hash);
+}
+
+__attribute__((target("avx2"))) CcehCore::InlineProbe CcehCore::ProbeAvx2(
+    const KvWords* slots, size_t start, uint64_t k, uint64_t hash) const {
+  return ProbeInline<WindowAvx2>(slots, start, k, hash);
+}
+
+template <class Window>
+[[gnu::always_inline]] inline CcehCore::InlineProbe CcehCore::ProbeOutOfLine(
+    const KvWords* slots, size_t start, uint64_t k, uint64_t hash) const {
+  if constexpr (std::is_same_v<Window, WindowAvx2>) return ProbeAvx2(slots, start, k, hash);
+  return ProbeSse2(slots, start, k, hash);
+}
+
 template <class Window, bool kHooked>
 [[gnu::always_inline]] inline QuickAnswer CcehCore::FirstTryWith(uint64_t k, uint64_t hash) const {
   constexpr QuickAnswer kRetry{0, Optimistic::kRetry};
@@ -694,7 +712,22 @@ template <class Window, bool kHooked>
   if (version % 2 != 0 || !s->Serves(hash) || s->offset.load(std::memory_order_acquire) != offset) {
     return kRetry;
   }
-  const InlineProbe p = ProbeInline<Window>(slots, start, k, hash);
+  // The common cases in two branches, the rest out of line (so this path keeps few
+  // registers): the key in the window's first line (a word0 equal to the key word is the
+  // key: no record, free or empty word has its top bits, and a segment that serves the hash
+  // holds one copy of it, so candidates before it change nothing), or no candidate in the
+  // whole window (every negative search: the first line, then the other three at once).
+  const KvWords* const first_line = &slots[start];
+  const uint32_t first = Window::Candidates(first_line, k, hash, false);
+  InlineProbe p;
+  if ((first & kWindowKeyBits) != 0) {
+    p.hit = first_line + std::countr_zero(first & kWindowKeyBits) / kWindowBitsPerSlot;
+  } else if (first != 0 || Window::AnyCandidate(&slots[SlotAt(start, kCcehBucketSlots)],
+                                                &slots[SlotAt(start, 2 * kCcehBucketSlots)],
+                                                &slots[SlotAt(start, 3 * kCcehBucketSlots)], k,
+                                                hash)) {
+    p = ProbeOutOfLine<Window>(slots, start, k, hash);
+  }
   if (p.record) return kRetry;  // read under the lock
   const uint64_t v = p.hit != nullptr ? __atomic_load_n(&p.hit->word1, __ATOMIC_ACQUIRE) : 0;
   // The window's plain loads before the version's: x86 does not reorder loads with loads

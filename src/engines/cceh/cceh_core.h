@@ -627,6 +627,14 @@ class CcehCore : public Engine {
   void NoteWindowRead(const KvWords* slots, size_t start, size_t examined) const;
   template <class Window>
   InlineProbe ProbeInline(const KvWords* slots, size_t start, uint64_t k, uint64_t hash) const;
+  // ProbeInline out of line, for the first try's uncommon cases.
+  __attribute__((noinline)) InlineProbe ProbeSse2(const KvWords* slots, size_t start,
+                                                  uint64_t k, uint64_t hash) const;
+  __attribute__((noinline)) InlineProbe ProbeAvx2(const KvWords* slots, size_t start,
+                                                  uint64_t k, uint64_t hash) const;
+  template <class Window>
+  InlineProbe ProbeOutOfLine(const KvWords* slots, size_t start, uint64_t k,
+                             uint64_t hash) const;
   template <class Window, bool kHooked>
   QuickAnswer FirstTryWith(uint64_t k, uint64_t hash) const;
   template <class Window, bool kHooked>

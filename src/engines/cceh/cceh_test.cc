@@ -469,6 +469,45 @@ TEST(CcehTest, WindowMatchersAgreeWithTheDefinition) {
   EXPECT_GT(candidates, 20000u);
 }
 
+TEST(CcehTest, AnyCandidateSeesEverySlotOfItsThreeLines) {
+  // Three lines with at most one word equal to the key or the hash (in any slot, word0 or
+  // word1, of any line), the rest random, all ones or equal in one 32-bit half.
+  std::mt19937_64 rng(11);
+  const bool avx2 = CpuFeatures::Get().avx2;
+  size_t with = 0;
+  for (int round = 0; round < 20000; ++round) {
+    const uint64_t key = rng() & ~(uint64_t{0xffff} << 48), hash = rng();
+    const auto noise = [&](uint64_t want) -> uint64_t {
+      switch (rng() % 4) {
+        case 0: return (want & 0xffffffffull) | (rng() << 32);
+        case 1: return (want & ~0xffffffffull) | (rng() >> 32);
+        case 2: return ~uint64_t{0};
+        default: return rng();
+      }
+    };
+    alignas(64) KvWords lines[3][kWindowLineSlots];
+    for (auto& line : lines) {
+      for (KvWords& w : line) w = {noise(key), noise(hash)};
+    }
+    if (round % 2 == 0) {  // one equal word, anywhere: half of them in their own word
+      KvWords& w = lines[rng() % 3][rng() % kWindowLineSlots];
+      (rng() % 2 == 0 ? w.word0 : w.word1) = rng() % 2 == 0 ? key : hash;
+    }
+    uint32_t want = 0;
+    for (const auto& line : lines) want |= WindowDefinition(line, key, hash, false);
+    with += want != 0;
+    ASSERT_EQ(WindowSse2::AnyCandidate(lines[0], lines[1], lines[2], key, hash), want != 0)
+        << round;
+    if (avx2) {
+      ASSERT_EQ(WindowAvx2::AnyCandidate(lines[0], lines[1], lines[2], key, hash), want != 0)
+          << round;
+    }
+  }
+  // A key in word1 or a hash in word0 is no candidate: a quarter of the rounds have one.
+  EXPECT_GT(with, 4000u);
+  EXPECT_LT(with, 6000u);
+}
+
 TEST(CcehTest, BothWindowMatchersRunTheEngine) {
   // Searches (uncounted: the first try; counted, and every record: SearchWindow) and
   // writes (Find) through each matcher: inline keys, records (16-byte keys: matched by

@@ -12,6 +12,8 @@
 // caller takes the candidates lowest first (probe order) and checks a word1 hit's form,
 // since an inline value may equal the hash. A slot holding the key is always a candidate:
 // its word0 is the key word (an inline key), or its word1 the key's hash (a record's).
+// AnyCandidate(a, b, c, ...) is whether lines a, b and c hold any candidate (empty slots
+// aside): one branch for the rest of a window that holds none, as a negative search's does.
 #pragma once
 
 #include <immintrin.h>
@@ -45,6 +47,11 @@ struct WindowSse2 {
     return (eq & (eq >> 1) & (kWindowKeyBits | kWindowHashBits)) |
            ((ones & (ones >> 1) & kWindowKeyBits) << 1);
   }
+  static bool AnyCandidate(const KvWords* a, const KvWords* b, const KvWords* c,
+                           uint64_t key_word, uint64_t hash) {
+    return (Candidates(a, key_word, hash, false) | Candidates(b, key_word, hash, false) |
+            Candidates(c, key_word, hash, false)) != 0;
+  }
 
  private:
   static uint32_t Halves(__m128i eq) {
@@ -71,8 +78,25 @@ struct WindowAvx2 {
     }
     return c;
   }
+  // Six compares ORed: a lane equal anywhere leaves a bit set.
+  __attribute__((target("avx2"))) static bool AnyCandidate(const KvWords* a, const KvWords* b,
+                                                           const KvWords* c, uint64_t key_word,
+                                                           uint64_t hash) {
+    const auto k = static_cast<int64_t>(key_word);
+    const auto h = static_cast<int64_t>(hash);
+    const __m256i want = _mm256_set_epi64x(h, k, h, k);
+    const __m256i any = _mm256_or_si256(_mm256_or_si256(LineEqual(a, want), LineEqual(b, want)),
+                                        LineEqual(c, want));
+    return !_mm256_testz_si256(any, any);
+  }
 
  private:
+  // A line's four slots against want: its two halves' lane compares, ORed.
+  __attribute__((target("avx2"))) static __m256i LineEqual(const KvWords* line, __m256i want) {
+    const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(line));
+    const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(line + 2));
+    return _mm256_or_si256(_mm256_cmpeq_epi64(lo, want), _mm256_cmpeq_epi64(hi, want));
+  }
   // Two bits per equal 64-bit lane.
   __attribute__((target("avx2"))) static uint32_t Equal(__m256i a, __m256i b) {
     return static_cast<uint32_t>(
