@@ -698,15 +698,17 @@ template <class Window, bool kHooked>
   // EntryOffset, BeginRead, SearchWindow and FindOptimistic's check, inline.
   const uint64_t w = dir_word_.load(std::memory_order_acquire);
   const uint32_t depth = DirDepth(w);
-  const uint64_t* e = DirEntries(DirOffset(w)) + (depth == 0 ? 0 : hash >> (64 - depth));
+  const uint64_t* e = DirEntries(DirOffset(w)) + CcehTopBits(hash, depth);
   const uint64_t offset = (__atomic_load_n(e, __ATOMIC_ACQUIRE) >> 16) & ~kDepthMask;
   if constexpr (kHooked) first_try_hook_();
   if (!InTable(offset)) return kRetry;
   const KvWords* slots = pool().At<const KvWords>(offset);
   const size_t start = StartSlot(hash);
-  for (size_t i = 0; i < kCcehProbeSlots; i += kCcehBucketSlots) {
-    __builtin_prefetch(&slots[SlotAt(start, i)]);
-  }
+  // The window's lines, once (the acquire loads below would reload the segment's size).
+  const KvWords* const lines[] = {&slots[start], &slots[SlotAt(start, kCcehBucketSlots)],
+                                  &slots[SlotAt(start, 2 * kCcehBucketSlots)],
+                                  &slots[SlotAt(start, 3 * kCcehBucketSlots)]};
+  for (const KvWords* line : lines) __builtin_prefetch(line);
   const CcehSeg* s = SegAt(offset);
   const uint64_t version = s->mu.ReadBegin();
   if (version % 2 != 0 || !s->Serves(hash) || s->offset.load(std::memory_order_acquire) != offset) {
@@ -717,15 +719,11 @@ template <class Window, bool kHooked>
   // key: no record, free or empty word has its top bits, and a segment that serves the hash
   // holds one copy of it, so candidates before it change nothing), or no candidate in the
   // whole window (every negative search: the first line, then the other three at once).
-  const KvWords* const first_line = &slots[start];
-  const uint32_t first = Window::Candidates(first_line, k, hash, false);
+  const uint32_t first = Window::Candidates(lines[0], k, hash, false);
   InlineProbe p;
   if ((first & kWindowKeyBits) != 0) {
-    p.hit = first_line + std::countr_zero(first & kWindowKeyBits) / kWindowBitsPerSlot;
-  } else if (first != 0 || Window::AnyCandidate(&slots[SlotAt(start, kCcehBucketSlots)],
-                                                &slots[SlotAt(start, 2 * kCcehBucketSlots)],
-                                                &slots[SlotAt(start, 3 * kCcehBucketSlots)], k,
-                                                hash)) {
+    p.hit = lines[0] + std::countr_zero(first & kWindowKeyBits) / kWindowBitsPerSlot;
+  } else if (first != 0 || Window::AnyCandidate(lines[1], lines[2], lines[3], k, hash)) {
     p = ProbeOutOfLine<Window>(slots, start, k, hash);
   }
   if (p.record) return kRetry;  // read under the lock

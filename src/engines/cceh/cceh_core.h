@@ -177,6 +177,12 @@ inline constexpr uint64_t kCcehMinSegmentBytes = 256;
 inline constexpr uint64_t kCcehMaxSegmentBytes = 65536;
 inline constexpr uint64_t kCcehProbeSlots = 16;  // the original's 4 pairs x 4 lines
 inline constexpr uint32_t kCcehMaxDepth = 40;  // deepest split: 2^40 entries never fit a pool
+// The top `depth` bits of a hash (0 when depth is 0), with no branch: a shift by 64 is
+// undefined, so the hash is shifted once, then by 63 - depth.
+inline uint64_t CcehTopBits(uint64_t hash, uint32_t depth) {
+  return (hash >> 1) >> (63 - depth);
+}
+static_assert(kCcehMaxDepth <= 63, "CcehTopBits shifts by 63 - depth");
 inline constexpr uint64_t kCcehDefaultSegments = 64;
 static_assert(kCcehBucketBytes == pm::kCacheLine, "a bucket is one cache line of 4 slots");
 static_assert(kCcehMaxDepth <= 0x7f, "a local depth sits in the low 7 bits of an entry");
@@ -257,7 +263,7 @@ struct alignas(64) CcehSeg {
   bool Serves(uint64_t hash) const {
     const uint32_t d = depth.load(std::memory_order_acquire);
     if (d == kCcehNoSegment) return false;
-    return d == 0 || (hash >> (64 - d)) == pattern.load(std::memory_order_acquire);
+    return CcehTopBits(hash, d) == pattern.load(std::memory_order_acquire);
   }
 };
 
@@ -368,7 +374,7 @@ class CcehCore : public Engine {
   uint64_t SlotHash(const KvWords& w) const;
   // Whether a non-empty slot is live in a segment of depth `depth` and `pattern`.
   static bool LiveIn(uint64_t hash, uint32_t depth, uint64_t pattern) {
-    return depth == 0 || (hash >> (64 - depth)) == pattern;
+    return CcehTopBits(hash, depth) == pattern;
   }
 
   // The probe of `key` in segment s (its lock held, any mode).
@@ -564,7 +570,7 @@ class CcehCore : public Engine {
   uint64_t EntryOffset(uint64_t hash) const {
     const uint64_t w = dir_word_.load(std::memory_order_acquire);
     const uint32_t depth = DirDepth(w);
-    const uint64_t* e = DirEntries(DirOffset(w)) + (depth == 0 ? 0 : hash >> (64 - depth));
+    const uint64_t* e = DirEntries(DirOffset(w)) + CcehTopBits(hash, depth);
     persister().NoteRead(e, sizeof(uint64_t));
     // The payload is the word's top 48 bits (util/hash.h); its check ran at open.
     return (__atomic_load_n(e, __ATOMIC_ACQUIRE) >> 16) & ~(kCcehEntryDepthMask | kCcehEntryMark);
