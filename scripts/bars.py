@@ -13,8 +13,11 @@ Markdown table: per phase the median (min-max) of the runs' ratios (new over old
                   [--only ISSUE] [--old-slices PATH] [--json-dir DIR]
 
 --old-slices defaults to building one at /tmp/pmhash-0129fda; a run of the script's own
-test passes this tree's binary instead (both sides then the same build). Exit 0, or 1 if
-a run failed (its output is printed).
+test passes this tree's binary instead (both sides then the same build). A second table
+gives each side's throughput (Mops/s, per run the median slice of both orders, then the
+median of the runs) under a line naming the host (CPU model, L2 per core, page size):
+the bars are ratios taken on another host, and how far a host's memory chain dominates
+(page walks, cache sizes) moves them. Exit 0, or 1 if a run failed (its output is printed).
 """
 import argparse
 import json
@@ -34,6 +37,8 @@ PAIRS = [
     ("31", "cceh", ["segments=64"], "linear", {1: (1.42, 1.02, 0.96, 2.7)}),
     ("31", "cceh", ["segments=64", "free_slots_first=on"], "wophi", {1: (1.44, 0.96, 1.21, 1.28)}),
     ("31", "cceh", ["segments=64", "free_slots_first=on"], "linear", {1: (1.42, 1.02, 0.96, 2.7)}),
+    ("31", "cceh", ["segments=64", "dram_directory=on"], "wophi", {1: (1.44, 0.96, 1.21, 1.28)}),
+    ("31", "cceh", ["segments=64", "dram_directory=on"], "linear", {1: (1.42, 1.02, 0.96, 2.7)}),
     ("32", "dash", ["segments=64"], "wophi", {1: (1.67, 1.38, 2.65, 1.52)}),
     ("32", "level", [], "wophi", {1: (0.65, 1.41, 1.45, 0.84)}),
     ("30", "spash", ["filter=on", "hint=on"], "wophi",
@@ -61,7 +66,37 @@ def run_pair(args, pair, threads, json_path):
         sys.stderr.write(" ".join(cmd) + "\n" + done.stdout + done.stderr)
         return None
     with open(json_path) as f:
-        return {p["phase"]: p["ratio"] for p in json.load(f)["phases"]}
+        phases = json.load(f)["phases"]
+    got = {}
+    for p in phases:
+        a = [m for o in p["orders"] for m in o["a_mops"]]
+        b = [m for o in p["orders"] for m in o["b_mops"]]
+        got[p["phase"]] = (p["ratio"], statistics.median(a), statistics.median(b))
+    return got
+
+
+def host_line():
+    """The CPU model (family and model numbers too: a hypervisor may show a bare
+    name), its L2 per core and the page size, as Linux reports them."""
+    fields = {}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if not line.strip():
+                    break  # the first CPU's fields
+                key, _, value = line.partition(":")
+                fields[key.strip()] = value.strip()
+    except OSError:
+        pass
+    model = "%s (family %s, model %s)" % (fields.get("model name", "unknown CPU"),
+                                          fields.get("cpu family", "?"), fields.get("model", "?"))
+    try:
+        with open("/sys/devices/system/cpu/cpu0/cache/index2/size") as f:
+            l2 = f.read().strip()
+    except OSError:
+        l2 = "unknown"
+    return "host: %s, L2 %s a core, %d-byte pages, %d cores" % (
+        model, l2, os.sysconf("SC_PAGE_SIZE"), os.cpu_count())
 
 
 def main():
@@ -110,12 +145,31 @@ def main():
                 continue
             cells = []
             for k, phase in enumerate(PHASES):
-                v = [run[phase] for run in runs]
+                v = [run[phase][0] for run in runs]
                 cell = "%.2f (%.2f-%.2f)" % (statistics.median(v), min(v), max(v))
                 bar = bars.get(t, (None,) * len(PHASES))[k]
                 if bar is not None:
                     cell += ", %.2fx of %.2f" % (statistics.median(v) / bar, bar)
                 cells.append(cell)
+            name = new + ("" if not options else " (" + ",".join(options) + ")")
+            print("| %s | %s / %s | %d | %d | %s |" % (issue or "-", name, old, t, len(runs),
+                                                  " | ".join(cells)))
+
+    print()
+    print(host_line())
+    print()
+    print("| issue | new / old (at 0129fda) | threads | runs | " +
+          " | ".join(p + " Mops/s, new / old" for p in PHASES) + " |")
+    print("|---|---|---|---|" + "---|" * len(PHASES))
+    for i, pair in enumerate(pairs):
+        issue, new, options, old, _ = pair
+        for t in threads:
+            runs = ratios.get((i, t), [])
+            if not runs:
+                continue
+            cells = ["%.2f / %.2f" % (statistics.median(run[phase][2] for run in runs),
+                                      statistics.median(run[phase][1] for run in runs))
+                     for phase in PHASES]
             name = new + ("" if not options else " (" + ",".join(options) + ")")
             print("| %s | %s / %s | %d | %d | %s |" % (issue or "-", name, old, t, len(runs),
                                                   " | ".join(cells)))

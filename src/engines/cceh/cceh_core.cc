@@ -53,7 +53,12 @@ std::vector<OptionSpec> CcehCore::CcehOptions() {
                            "any copy a split left behind, hashing no stored key unless the "
                            "window has neither (an improvement; default off: the first usable "
                            "slot in probe order, each occupied slot's key hashed on the way, "
-                           "as the original)")};
+                           "as the original)"),
+          OptionSpec::Bool("dram_directory", false,
+                           "operations read the directory from a DRAM copy of 4-byte entries "
+                           "on huge pages, rebuilt at open; the directory in PM stays the "
+                           "persistent truth (an improvement; default off: every operation "
+                           "reads the directory in PM, as the original)")};
 }
 
 Status CcehCore::ConfigureCore(EngineOptions& options, const RootLayout& layout) {
@@ -63,6 +68,7 @@ Status CcehCore::ConfigureCore(EngineOptions& options, const RootLayout& layout)
   initial_segments_ = options.Uint("segments");
   probe_to_empty_ = options.Bool("probe_to_empty");
   free_slots_first_ = options.Bool("free_slots_first");
+  dram_directory_ = options.Bool("dram_directory");
   if (!IsPowerOfTwo(segment_bytes_)) {
     return Status::InvalidArgument(name() + ": segment_bytes must be a power of two, not " +
                                    std::to_string(segment_bytes_));
@@ -200,6 +206,13 @@ Status CcehCore::CreateCore(const RootLayout& layout) {
     made.push_back(seg);
     persister().Store(&entries[i], SealFor(&entries[i], CcehEntry(seg, depth, InitialMark(i, n))));
   }
+  std::unique_ptr<CcehDirCopy> copy;
+  if (dram_directory_) {
+    if (Status st = CopyDirectory(dir, depth, &copy); !st.ok()) {
+      release();
+      return st;
+    }
+  }
   auto* r = root<CcehRoot>();
   persister().Store(&r->segment_bytes, segment_bytes_);
   persister().Store(&r->probe_slots, uint64_t{kCcehProbeSlots});
@@ -208,6 +221,7 @@ Status CcehCore::CreateCore(const RootLayout& layout) {
   CreateRoot(layout, dir, DirBytes(n));
   std::lock_guard<std::mutex> g(dir_mu_);
   for (uint64_t i = 0; i < n; ++i) BringUp(made[i], depth, i, InitialMark(i, n));
+  if (copy) PublishDirectoryCopy(std::move(copy));
   dir_word_.store(dir | depth, std::memory_order_release);
   base_count_ = 0;
   return Status::OK();
@@ -411,6 +425,11 @@ Status CcehCore::RecoverCore(const RootLayout& layout, bool clean, uint64_t* sto
       }
       ++live_total;
     }
+  }
+  if (dram_directory_) {
+    std::unique_ptr<CcehDirCopy> copy;
+    PMHASH_RETURN_IF_ERROR(CopyDirectory(dir, depth, &copy));
+    PublishDirectoryCopy(std::move(copy));
   }
   dir_word_.store(dir | depth, std::memory_order_release);
   if (!clean) {
@@ -696,10 +715,14 @@ template <class Window, bool kHooked>
   if (CcehEscapesInline(k)) return kRetry;
   const OptimisticReadScope unchecked_by_tsan;  // validated by the segment's version
   // EntryOffset, BeginRead, SearchWindow and FindOptimistic's check, inline.
-  const uint64_t w = dir_word_.load(std::memory_order_acquire);
-  const uint32_t depth = DirDepth(w);
-  const uint64_t* e = DirEntries(DirOffset(w)) + CcehTopBits(hash, depth);
-  const uint64_t offset = (__atomic_load_n(e, __ATOMIC_ACQUIRE) >> 16) & ~kDepthMask;
+  uint64_t offset;
+  if (dram_directory_) {
+    offset = CopiedEntryOffset(hash);
+  } else {
+    const uint64_t w = dir_word_.load(std::memory_order_acquire);
+    const uint64_t* e = DirEntries(DirOffset(w)) + CcehTopBits(hash, DirDepth(w));
+    offset = (__atomic_load_n(e, __ATOMIC_ACQUIRE) >> 16) & ~kDepthMask;
+  }
   if constexpr (kHooked) first_try_hook_();
   if (!InTable(offset)) return kRetry;
   const KvWords* slots = pool().At<const KvWords>(offset);
@@ -1028,6 +1051,7 @@ void CcehCore::FreeRetiredDirectories() {
   std::lock_guard<std::mutex> g(dir_mu_);
   for (const uint64_t old : retired_dirs_) allocator().Free(old);
   retired_dirs_.clear();
+  if (dir_copies_.size() > 1) dir_copies_.erase(dir_copies_.begin(), dir_copies_.end() - 1);
 }
 
 Status CcehCore::DoubleDirectory() {
@@ -1050,11 +1074,19 @@ Status CcehCore::DoubleDirectory() {
     ps.Store(&e[2 * i + 1], SealFor(&e[2 * i + 1], payload));
   }
   persister().NoteRead(old, n * sizeof(uint64_t));
+  std::unique_ptr<CcehDirCopy> copy;
+  if (dram_directory_) {  // made before the commit: a copy refused leaves nothing changed
+    if (Status st = CopyDirectory(nd, depth, &copy); !st.ok()) {
+      allocator().Free(nd);
+      return st;
+    }
+  }
   {
     const MediaTally tally(*this, kMediaDirectory);
     ps.Flush(pool().At<char>(nd), DirBytes(2 * n));
     PublishRootTable(nd);  // the doubling's commit
   }
+  if (copy) PublishDirectoryCopy(std::move(copy));
   dir_word_.store(nd | depth, std::memory_order_release);
   // Searches may still read the old one: it stays allocated until Close (the header,
   // Concurrency).
@@ -1073,6 +1105,52 @@ void CcehCore::SwitchRange(uint64_t first, const std::vector<uint64_t>& entries)
   if (entries.size() > 1) ps.Flush(&e[first + 1], (entries.size() - 1) * sizeof(uint64_t));
   // The range's first entry last: the commit (recovery sets the others back to it).
   ps.Publish(&e[first], SealFor(&e[first], entries[0]));
+  if (dram_directory_) {  // then the copy, in the same order
+    const CcehDirCopy* c = dir_copy_.load(std::memory_order_relaxed);
+    for (size_t j = entries.size(); j-- > 0;) {
+      const uint64_t offset = entries[j] & ~(kCcehEntryDepthMask | kCcehEntryMark);
+      c->entries[first + j].store(static_cast<uint32_t>(offset >> kCcehCopyShift),
+                                  std::memory_order_release);
+    }
+  }
+}
+
+Status CcehCore::CopyDirectory(uint64_t dir, uint32_t depth,
+                               std::unique_ptr<CcehDirCopy>* out) const {
+  const uint64_t n = uint64_t{1} << depth;
+  Result<DramArray<std::atomic<uint32_t>>> entries = DramArray<std::atomic<uint32_t>>::Allocate(n);
+  if (!entries.ok()) return entries.status();
+  auto copy = std::make_unique<CcehDirCopy>();
+  copy->depth = depth;
+  copy->entries = std::move(*entries);
+  const uint64_t* e = DirEntries(dir);
+  for (uint64_t i = 0; i < n; ++i) {
+    copy->entries[i].store(static_cast<uint32_t>(EntrySegment(e[i]) >> kCcehCopyShift),
+                           std::memory_order_relaxed);
+  }
+  *out = std::move(copy);
+  return Status::OK();
+}
+
+void CcehCore::PublishDirectoryCopy(std::unique_ptr<CcehDirCopy> copy) {
+  dir_copy_.store(copy.get(), std::memory_order_release);
+  dir_copies_.push_back(std::move(copy));
+}
+
+bool CcehCore::TEST_DirectoryCopyAgrees() const {
+  if (!dram_directory_) return true;
+  std::lock_guard<std::mutex> g(dir_mu_);
+  const uint64_t w = dir_word_.load(std::memory_order_acquire);
+  const CcehDirCopy* c = dir_copy_.load(std::memory_order_acquire);
+  if (c == nullptr || c->depth != DirDepth(w)) return false;
+  const uint64_t* e = DirEntries(DirOffset(w));
+  for (uint64_t i = 0; i < (uint64_t{1} << c->depth); ++i) {
+    if (uint64_t{c->entries[i].load(std::memory_order_relaxed)} << kCcehCopyShift !=
+        EntrySegment(e[i])) {
+      return false;
+    }
+  }
+  return true;
 }
 
 bool CcehCore::SplitSeparates(uint32_t depth, const std::vector<LiveSlot>& entries,
@@ -1380,6 +1458,10 @@ void CcehCore::FillCoreStats(IndexStats* stats) const {
   stats->key_slots = n * slots_;
   // The side table (one slot per segment-sized piece of the pool) and the live list.
   stats->dram_bytes = sizeof(*this) + table_.size() * sizeof(CcehSeg) + n * sizeof(CcehSeg*);
+  {
+    std::lock_guard<std::mutex> g(dir_mu_);  // a doubling adds a copy
+    for (const auto& c : dir_copies_) stats->dram_bytes += c->entries.size() * sizeof(uint32_t);
+  }
   auto& c = stats->engine_counters;
   c["segments"] = n;
   c["global_depth"] = depth;

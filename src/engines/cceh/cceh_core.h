@@ -267,6 +267,18 @@ struct alignas(64) CcehSeg {
   }
 };
 
+// The directory's DRAM copy (option dram_directory): each entry's segment offset, divided
+// by 256 (segments are 256-byte aligned), in 4 bytes, on huge pages where the kernel
+// allows. The directory in PM stays the persistent truth; the copy is rebuilt from it at
+// every open and doubling, and SwitchRange changes both.
+inline constexpr uint32_t kCcehCopyShift = 8;
+static_assert(pm::kMaxPoolSize >> kCcehCopyShift <= (uint64_t{1} << 32),
+              "a copied entry holds any segment offset of a pool in 32 bits");
+struct CcehDirCopy {
+  uint32_t depth = 0;
+  DramArray<std::atomic<uint32_t>> entries;  // 2^depth
+};
+
 // A segment built in DRAM (a split's new half, bht's merge), then written out whole.
 class CcehImage {
  public:
@@ -305,6 +317,9 @@ class CcehCore : public Engine {
   void TEST_SetFirstTryHook(std::function<void()> hook) { first_try_hook_ = std::move(hook); }
   // Matches the window's lines with AVX2 (where the CPU has it) or with SSE2.
   void TEST_SetWindowAvx2(bool on) { window_avx2_ = on && CpuFeatures::Get().avx2; }
+  // Whether the directory's DRAM copy (dram_directory) names every entry's segment as the
+  // directory in PM does (true without the option).
+  bool TEST_DirectoryCopyAgrees() const;
 
  protected:
   // Frees the directories doublings retired (Close: no operation is in flight).
@@ -568,13 +583,30 @@ class CcehCore : public Engine {
   // The segment offset the live directory names for `hash` (read with no lock: garbage
   // while a doubling frees the directory it read, so callers check it: InTable).
   uint64_t EntryOffset(uint64_t hash) const {
+    if (dram_directory_) return CopiedEntryOffset(hash);
     const uint64_t w = dir_word_.load(std::memory_order_acquire);
     const uint32_t depth = DirDepth(w);
     const uint64_t* e = DirEntries(DirOffset(w)) + CcehTopBits(hash, depth);
     persister().NoteRead(e, sizeof(uint64_t));
-    // The payload is the word's top 48 bits (util/hash.h); its check ran at open.
-    return (__atomic_load_n(e, __ATOMIC_ACQUIRE) >> 16) & ~(kCcehEntryDepthMask | kCcehEntryMark);
+    return EntrySegment(__atomic_load_n(e, __ATOMIC_ACQUIRE));
   }
+  // The segment offset a directory entry's sealed word names. The payload is the word's
+  // top 48 bits (util/hash.h); its check ran at open.
+  static uint64_t EntrySegment(uint64_t sealed) {
+    return (sealed >> 16) & ~(kCcehEntryDepthMask | kCcehEntryMark);
+  }
+  // The same from the DRAM copy (dram_directory): no page walk into the pool, and a
+  // quarter of the cache lines of the directory's 8-byte sealed entries in PM.
+  uint64_t CopiedEntryOffset(uint64_t hash) const {
+    const CcehDirCopy* c = dir_copy_.load(std::memory_order_acquire);
+    return uint64_t{c->entries[CcehTopBits(hash, c->depth)].load(std::memory_order_acquire)}
+           << kCcehCopyShift;
+  }
+  // A copy of the directory at `dir` (2^depth entries); ResourceExhausted if refused.
+  Status CopyDirectory(uint64_t dir, uint32_t depth, std::unique_ptr<CcehDirCopy>* out) const;
+  // Makes `copy` the live one (dir_mu_ held); the one before it is kept until Close, as
+  // retired_dirs_, since a search may still read it.
+  void PublishDirectoryCopy(std::unique_ptr<CcehDirCopy> copy);
   // A shift, not a divide: both are on every operation's path.
   bool InTable(uint64_t offset) const { return (offset >> segment_shift_) < table_.size(); }
   CcehSeg* SegAt(uint64_t offset) const { return &table_[offset >> segment_shift_]; }
@@ -657,6 +689,7 @@ class CcehCore : public Engine {
   uint64_t bucket_mask_ = 0;
   bool probe_to_empty_ = false;    // option: probes stop at the first empty slot
   bool free_slots_first_ = false;  // option: inserts prefer empty and deleted slots
+  bool dram_directory_ = false;    // option: the directory read from a DRAM copy
   bool window_avx2_ = false;       // cpuid: the window's lines matched with AVX2
   std::function<void()> first_try_hook_;
   uint64_t initial_segments_ = 0;  // 0: auto
@@ -667,6 +700,10 @@ class CcehCore : public Engine {
   std::atomic<uint64_t> dir_word_{0};
   mutable std::mutex dir_mu_;        // the directory lock; guards live_, base_count_
   std::vector<uint64_t> retired_dirs_;  // old directories, freed at Close (dir_mu_)
+  // dram_directory: the live copy, and every copy made since open (the live one last),
+  // freed at Close (dir_mu_).
+  std::atomic<const CcehDirCopy*> dir_copy_{nullptr};
+  std::vector<std::unique_ptr<CcehDirCopy>> dir_copies_;
   // The side table: pool size / segment size slots, on huge pages where the kernel allows
   // (a random segment's state costs a cache miss, not also a page walk).
   DramArray<CcehSeg> table_;

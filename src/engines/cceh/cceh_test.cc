@@ -75,8 +75,20 @@ TEST(CcehTest, TheOriginalsGeometryByDefault) {
   EXPECT_EQ(sized->Stats().engine_counters.at("segments"), 256u);
 }
 
+// The 17th key of a full window splits its segment (Small's geometry), with engine_options.
+void SplitAndDouble(const std::map<std::string, std::string>& engine_options);
+
 TEST(CcehTest, AFullWindowSplitsTheSegmentAndDoublesTheDirectory) {
-  auto index = OpenOrDie(CcehOptions(Small()));
+  for (const char* copied : {"false", "true"}) {  // dram_directory: both ways
+    SCOPED_TRACE(std::string("dram_directory=") + copied);
+    auto engine_options = Small();
+    engine_options["dram_directory"] = copied;
+    SplitAndDouble(engine_options);
+  }
+}
+
+void SplitAndDouble(const std::map<std::string, std::string>& engine_options) {
+  auto index = OpenOrDie(CcehOptions(engine_options));
   // Start bucket 3, alternating top bits: 16 keys fill the only window.
   std::vector<std::string> keys;
   const std::vector<std::string> left = KeysWithHashBits(15, 3, 1, 0, 12), right = KeysWithHashBits(15, 3, 1, 1, 12);
@@ -98,6 +110,9 @@ TEST(CcehTest, AFullWindowSplitsTheSegmentAndDoublesTheDirectory) {
   EXPECT_EQ(Counter(index.get(), "doublings"), 1u);
   EXPECT_EQ(Counter(index.get(), "global_depth"), 1u);
   EXPECT_EQ(Counter(index.get(), "segments"), 2u);
+  // Before any right key is written (a copy the split left stale would send it to the
+  // left half forever).
+  ASSERT_TRUE(dynamic_cast<Cceh*>(index.get())->TEST_DirectoryCopyAgrees());
   ExpectMatches(index.get(), model);
   // Lazy deletion: the moved keys' old slots are free for the left half, so three more
   // left keys fit without another split.
@@ -303,6 +318,66 @@ TEST(CcehTest, ReopenAfterAbandonRecountsAndKeepsWorking) {
     ASSERT_TRUE(index->Insert(Key8(i), Key8(i)).ok());
     model[Key8(i)] = Key8(i);
   }
+  ExpectMatches(index.get(), model);
+}
+
+TEST(CcehTest, DramDirectoryCopyFollowsSplitsDoublingsAndReopens) {
+  // dram_directory: the copy names what the directory in PM names after every split and
+  // doubling, after a crash's reopen and a clean one; a pool made without the option opens
+  // with it, and one made with it without.
+  TempDir dir("cceh");
+  auto engine_options = Small(1);
+  engine_options["dram_directory"] = "true";
+  Options o = CcehOptions(engine_options);
+  o.path = dir.File("copied.pool");
+  auto agrees = [](Index* index) {
+    return dynamic_cast<Cceh*>(index)->TEST_DirectoryCopyAgrees();
+  };
+  Model model;
+  {
+    auto index = OpenOrDie(o);
+    EXPECT_TRUE(agrees(index.get()));
+    for (uint64_t i = 0; i < 3000; ++i) {
+      const std::string k = i % 5 == 0 ? Bytes(i, 20, 'k') : Key8(i);
+      ASSERT_TRUE(index->Insert(k, Key8(i)).ok());
+      model[k] = Key8(i);
+      if (i % 250 == 0) {
+        ASSERT_TRUE(agrees(index.get())) << i;
+      }
+    }
+    EXPECT_GT(Counter(index.get(), "doublings"), 5u);
+    EXPECT_TRUE(agrees(index.get()));
+    for (uint64_t i = 0; i < 3000; i += 7) {
+      const std::string k = i % 5 == 0 ? Bytes(i, 20, 'k') : Key8(i);
+      ASSERT_TRUE(index->Delete(k).ok());
+      model.erase(k);
+    }
+    ExpectMatches(index.get(), model);
+    dynamic_cast<Engine*>(index.get())->Abandon();
+  }
+  {
+    auto index = OpenOrDie(o);
+    EXPECT_TRUE(index->Stats().recovered);
+    EXPECT_TRUE(agrees(index.get()));
+    ExpectMatches(index.get(), model);
+    for (uint64_t i = 3000; i < 6000; ++i) {
+      ASSERT_TRUE(index->Insert(Key8(i), Key8(i)).ok());
+      model[Key8(i)] = Key8(i);
+    }
+    EXPECT_TRUE(agrees(index.get()));
+    ASSERT_TRUE(index->Close().ok());
+  }
+  Options plain = o;
+  plain.engine_options.erase("dram_directory");
+  {
+    auto index = OpenOrDie(plain);
+    ExpectMatches(index.get(), model);
+    ASSERT_TRUE(index->Insert(Key8(7000), "x").ok());
+    model[Key8(7000)] = "x";
+    ASSERT_TRUE(index->Close().ok());
+  }
+  auto index = OpenOrDie(o);
+  EXPECT_TRUE(agrees(index.get()));
   ExpectMatches(index.get(), model);
 }
 
@@ -564,12 +639,18 @@ TEST(CcehTest, BothWindowMatchersRunTheEngine) {
 
 TEST(CcehTest, ThreadsSplitAndReadWhileTheDirectoryDoubles) {
   // Uncounted, searches take DoGet's first try; counted, the general path.
+  // With dram_directory, searches and writers read the copy while it changes.
   for (const bool counted : {false, true}) {
-    Options o = CcehOptions(Small(1));
-    o.count_stats = counted;
-    auto index = OpenOrDie(o);
-    EXPECT_EQ(ReadWhileWritersSplit(index.get(), 2000, 20000), 0u) << counted;
-    EXPECT_GT(Counter(index.get(), "doublings"), 5u);
+    for (const char* copied : {"false", "true"}) {
+      auto engine_options = Small(1);
+      engine_options["dram_directory"] = copied;
+      Options o = CcehOptions(engine_options);
+      o.count_stats = counted;
+      auto index = OpenOrDie(o);
+      EXPECT_EQ(ReadWhileWritersSplit(index.get(), 2000, 20000), 0u) << counted << copied;
+      EXPECT_GT(Counter(index.get(), "doublings"), 5u);
+      EXPECT_TRUE(dynamic_cast<Cceh*>(index.get())->TEST_DirectoryCopyAgrees());
+    }
   }
 }
 
